@@ -1,0 +1,251 @@
+"""Typed records of the library: incidents, concepts and organizations.
+
+These models are the contract between the YAML files under ``data/`` and every
+other part of incidentlib.  They validate shape only; cross-references (does a
+concept id exist? are ids unique?) are checked by :mod:`incidentlib.loader`,
+which sees the whole library at once.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date as _date
+from enum import Enum
+from typing import Literal
+
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+LANGS: tuple[str, ...] = ("en", "ko")
+Lang = Literal["en", "ko"]
+
+INCIDENT_ID_RE = re.compile(r"^IL-\d{4}$")
+CONCEPT_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_DATE_RE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
+
+
+class Record(BaseModel):
+    """Base for every stored record: unknown keys are errors, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
+
+
+class Text(Record):
+    """A short text in one or both languages."""
+
+    en: str | None = None
+    ko: str | None = None
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Text:
+        if not (self.en or self.ko):
+            raise ValueError("needs text in at least one language (en or ko)")
+        return self
+
+    def get(self, lang: str, fallback: bool = True) -> str:
+        """The text in ``lang``; the other language when missing and ``fallback``."""
+        value = getattr(self, lang, None)
+        if value or not fallback:
+            return value or ""
+        return self.en or self.ko or ""
+
+    def languages(self) -> list[str]:
+        return [lang for lang in LANGS if getattr(self, lang)]
+
+
+class BilingualText(Text):
+    """A text that must exist in both Korean and English (titles, summaries)."""
+
+    @model_validator(mode="after")
+    def _both(self) -> BilingualText:
+        missing = [lang for lang in LANGS if not getattr(self, lang)]
+        if missing:
+            raise ValueError(f"missing required language(s): {', '.join(missing)}")
+        return self
+
+
+class AltLabels(Record):
+    en: list[str] = Field(default_factory=list)
+    ko: list[str] = Field(default_factory=list)
+
+    def get(self, lang: str) -> list[str]:
+        return list(getattr(self, lang, []) or [])
+
+    def all(self) -> list[str]:
+        return [*self.en, *self.ko]
+
+
+class ConceptKind(str, Enum):
+    component = "component"
+    cause = "cause"
+    symptom = "symptom"
+    tag = "tag"
+    organization = "organization"
+
+
+class Concept(Record):
+    """A controlled-vocabulary entry; becomes a ``skos:Concept``."""
+
+    id: str
+    kind: ConceptKind
+    label: BilingualText
+    alt: AltLabels = Field(default_factory=AltLabels)
+    broader: str | None = None
+    definition: Text | None = None
+    url: AnyHttpUrl | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not CONCEPT_ID_RE.match(value):
+            raise ValueError(f"concept id {value!r} must be lowercase words joined by '-'")
+        return value
+
+    def names(self) -> list[str]:
+        """Every label and alias in both languages."""
+        return [self.label.en or "", self.label.ko or "", *self.alt.all()]
+
+
+class SourceKind(str, Enum):
+    postmortem = "postmortem"
+    status_page = "status-page"
+    blog = "blog"
+    paper = "paper"
+    report = "report"
+    news = "news"
+    talk = "talk"
+    advisory = "advisory"
+    logbook = "logbook"
+    documentation = "documentation"
+    catalog = "catalog"
+
+
+class Source(Record):
+    url: AnyHttpUrl
+    title: str
+    publisher: str | None = None
+    kind: SourceKind = SourceKind.postmortem
+    published: str | None = None
+
+    @field_validator("published", mode="before")
+    @classmethod
+    def _published(cls, value: str | None) -> str | None:
+        return None if value is None else check_partial_date(value)
+
+
+class Signal(Record):
+    """A verbatim error string or log line as it appeared in public."""
+
+    text: str
+    note: Text | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: object) -> object:
+        return {"text": value} if isinstance(value, str) else value
+
+    @field_validator("text")
+    @classmethod
+    def _nonempty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("signal text is empty")
+        return value
+
+
+class RelatedLink(Record):
+    """An explicit, curated link to another incident, with the reason for it."""
+
+    id: str
+    reason: Text
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return check_incident_id(value)
+
+
+class Severity(str, Enum):
+    sev1 = "sev1"
+    sev2 = "sev2"
+    sev3 = "sev3"
+    sev4 = "sev4"
+
+
+class DateKind(str, Enum):
+    occurred = "occurred"
+    published = "published"
+
+
+class Incident(Record):
+    """One documented incident, as stored in ``data/incidents/IL-NNNN.yaml``."""
+
+    id: str
+    org: str
+    date: str
+    date_kind: DateKind = DateKind.occurred
+    severity: Severity | None = None
+    tags: list[str] = Field(default_factory=list)
+    title: BilingualText
+    summary: BilingualText
+    body: Text
+    components: list[str] = Field(min_length=1)
+    causes: list[str] = Field(default_factory=list)
+    symptoms: list[str] = Field(default_factory=list)
+    signals: list[Signal] = Field(default_factory=list)
+    detection: Text | None = None
+    mitigation: Text | None = None
+    lessons: list[Text] = Field(default_factory=list)
+    sources: list[Source] = Field(min_length=1)
+    related: list[RelatedLink] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return check_incident_id(value)
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _date(cls, value: str) -> str:
+        return check_partial_date(value)
+
+    @property
+    def year(self) -> int:
+        return int(self.date[:4])
+
+    def concept_ids(self) -> dict[str, list[str]]:
+        """Concept ids by vocabulary kind, as referenced by this incident."""
+        return {
+            "component": list(self.components),
+            "cause": list(self.causes),
+            "symptom": list(self.symptoms),
+            "tag": list(self.tags),
+            "organization": [self.org],
+        }
+
+
+def check_incident_id(value: str) -> str:
+    if not INCIDENT_ID_RE.match(value):
+        raise ValueError(f"incident id {value!r} must look like IL-0001 (IL- and 4 digits)")
+    return value
+
+
+def check_partial_date(value: object) -> str:
+    """Accept YYYY-MM-DD or YYYY-MM (day not public); reject anything else."""
+    if isinstance(value, _date):
+        return value.isoformat()
+    text = str(value)
+    match = _DATE_RE.match(text)
+    if not match:
+        raise ValueError(f"date {text!r} must be YYYY-MM-DD, or YYYY-MM when the day is not public")
+    year, month, day = match.groups()
+    try:
+        _date(int(year), int(month), int(day or 1))
+    except ValueError as exc:
+        raise ValueError(f"date {text!r} is not a real calendar date: {exc}") from None
+    return text
