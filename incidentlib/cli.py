@@ -1,21 +1,71 @@
-"""Command-line interface: a thin adapter over :class:`incidentlib.library.Library`."""
+"""Command-line interface: a thin adapter over :class:`incidentlib.library.Library`.
+
+Every command that prints data takes ``--json``; those shapes are documented in
+docs/json.md and are the same models the HTTP API returns.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from pydantic import BaseModel, TypeAdapter
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
-from .loader import check_library
+from .graph.export import ExportFormat
+from .graph.knowledge import UnknownNodeError
+from .graph.sparql import SparqlError
+from .library import FilterError, IncidentFilter, IncidentNotFound, Library
+from .loader import LibraryError, check_library
 from .paths import DATA_ENV, resolve_data_dir
 
-app = typer.Typer(help="incidentlib: a bilingual knowledge graph of infrastructure incidents.", no_args_is_help=True)
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+app = typer.Typer(
+    help="incidentlib: a bilingual knowledge graph of infrastructure incidents.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+out = Console(soft_wrap=True, highlight=False)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
 
-DataOpt = Annotated[Optional[Path], typer.Option("--data", envvar=DATA_ENV, help="Library directory (default: the bundled library).")]
+
+class LangChoice(str, Enum):
+    en = "en"
+    ko = "ko"
+
+
+DataOpt = Annotated[
+    Optional[Path], typer.Option("--data", envvar=DATA_ENV, help="Library directory (default: the bundled library).")
+]
+LangOpt = Annotated[LangChoice, typer.Option("--lang", "-l", help="Language of labels and text.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON (see docs/json.md).")]
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[red]error:[/red] {escape(message)}")
+    return typer.Exit(code)
+
+
+def open_library(data: Path | None) -> Library:
+    try:
+        return Library.open(data)
+    except LibraryError as exc:
+        raise fail(f"{exc}\nrun `incidentlib validate` for the full list") from None
+
+
+def emit_json(value: BaseModel | list | dict) -> None:
+    if isinstance(value, BaseModel):
+        text = value.model_dump_json(indent=2)
+    elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        text = TypeAdapter(list[type(value[0])]).dump_json(value, indent=2).decode()
+    else:
+        text = json.dumps(value, ensure_ascii=False, indent=2)
+    sys.stdout.write(text + "\n")
 
 
 @app.callback()
@@ -24,17 +74,247 @@ def _root() -> None:
 
 
 @app.command()
-def validate(data: DataOpt = None) -> None:
-    """Check a library directory and list every problem at once."""
+def validate(data: DataOpt = None, as_json: JsonOpt = False) -> None:
+    """Check a library directory and list every problem at once (exit 1 if any)."""
     root = resolve_data_dir(data)
     loaded, problems = check_library(root)
+    if as_json:
+        emit_json({"root": str(root), "ok": not problems, "problems": [p.model_dump() for p in problems],
+                   "incidents": len(loaded.incidents) if loaded else 0})
+        if problems:
+            raise typer.Exit(1)
+        return
     if problems:
         for problem in problems:
-            err.print(f"[red]✗[/red] {problem}", markup=True, highlight=False)
+            err.print(f"[red]✗[/red] {escape(str(problem))}")
         err.print(f"{len(problems)} problem(s) in {root}")
         raise typer.Exit(1)
     assert loaded is not None
-    out.print(f"✓ {root}: {len(loaded.incidents)} incidents, {len(loaded.vocab)} concepts, no problems", highlight=False)
+    out.print(f"✓ {root}: {len(loaded.incidents)} incidents, {len(loaded.vocab)} concepts, no problems")
+
+
+@app.command("list")
+def list_cmd(
+    data: DataOpt = None,
+    lang: LangOpt = LangChoice.en,
+    org: Annotated[Optional[str], typer.Option(help="Organization id or name.")] = None,
+    component: Annotated[Optional[str], typer.Option(help="Component id or label (narrower ones match too).")] = None,
+    cause: Annotated[Optional[str], typer.Option(help="Cause id or label.")] = None,
+    symptom: Annotated[Optional[str], typer.Option(help="Symptom id or label.")] = None,
+    tag: Annotated[Optional[str], typer.Option(help="Tag id or label.")] = None,
+    year: Annotated[Optional[int], typer.Option(help="Only this year.")] = None,
+    year_from: Annotated[Optional[int], typer.Option(help="From this year.")] = None,
+    year_to: Annotated[Optional[int], typer.Option(help="Up to this year.")] = None,
+    severity: Annotated[Optional[str], typer.Option(help="sev1..sev4")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=0, help="At most this many (default: all).")] = None,
+    offset: Annotated[int, typer.Option(min=0)] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """List incidents, optionally filtered."""
+    library = open_library(data)
+    try:
+        filters = IncidentFilter(
+            org=org, component=component, cause=cause, symptom=symptom, tag=tag, severity=severity,
+            year_from=year if year is not None else year_from, year_to=year if year is not None else year_to,
+        )
+        page = library.list_incidents(filters, lang=lang.value, limit=limit, offset=offset)
+    except (FilterError, ValueError) as exc:
+        raise fail(str(exc), 2) from None
+    if as_json:
+        emit_json(page)
+        return
+    table = Table(title=f"{page.total} incident(s)", show_lines=False)
+    for column in ("id", "date", "org", "title"):
+        table.add_column(column, overflow="fold")
+    for item in page.items:
+        table.add_row(item.id, item.date, item.org_label, item.title)
+    out.print(table)
+
+
+@app.command()
+def show(
+    incident_id: Annotated[str, typer.Argument(help="Incident id, e.g. IL-0025.")],
+    data: DataOpt = None,
+    lang: LangOpt = LangChoice.en,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one incident in full."""
+    library = open_library(data)
+    try:
+        detail = library.detail(incident_id, lang=lang.value)
+    except IncidentNotFound as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        emit_json(detail)
+        return
+    out.print(f"[bold]{detail.id}[/bold] {escape(detail.org.label)} · {detail.date}" + (f" · {detail.severity}" if detail.severity else ""))
+    out.print(f"[bold]{escape(detail.title)}[/bold]")
+    out.print(escape(detail.summary) + "\n")
+    out.print(escape(detail.body) + "\n")
+    for name, refs in (("components", detail.components), ("causes", detail.causes), ("symptoms", detail.symptoms)):
+        if refs:
+            out.print(f"[dim]{name}:[/dim] " + ", ".join(escape(r.label) for r in refs))
+    if detail.signals:
+        out.print("[dim]signals:[/dim]")
+        for signal in detail.signals:
+            out.print(f"  {escape(signal.text)}")
+    if detail.lessons:
+        out.print("[dim]lessons:[/dim]")
+        for lesson in detail.lessons:
+            out.print(f"  - {escape(lesson)}")
+    out.print("[dim]sources:[/dim]")
+    for source in detail.sources:
+        out.print(f"  {escape(source.title)} — {source.url}")
+    _print_related(detail.related, lang.value)
+
+
+def _print_related(items: list, lang: str) -> None:
+    if not items:
+        out.print("no related incidents")
+        return
+    heading = "같은 원인 · 공통" if lang == "ko" else "same cause · shared"
+    out.print(f"[dim]related ({heading} …):[/dim]")
+    for item in items:
+        out.print(f"  {item.id} [{item.score:.2f}] {escape(item.title)} — {heading} {escape(', '.join(item.shared))}")
+
+
+@app.command()
+def related(
+    incident_id: Annotated[str, typer.Argument(help="Incident id, e.g. IL-0025.")],
+    data: DataOpt = None,
+    lang: LangOpt = LangChoice.en,
+    limit: Annotated[int, typer.Option(min=1, max=500)] = 10,
+    as_json: JsonOpt = False,
+) -> None:
+    """Incidents that share components or causes, rarer shared concepts weighing more."""
+    library = open_library(data)
+    try:
+        items = library.related(incident_id, lang=lang.value, limit=limit)
+    except IncidentNotFound as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        emit_json([item.model_dump(mode="json") for item in items])
+        return
+    _print_related(items, lang.value)
+
+
+@app.command()
+def topic(
+    concept: Annotated[str, typer.Argument(help="Concept id or label, e.g. nccl or 'InfiniBand'.")],
+    data: DataOpt = None,
+    lang: LangOpt = LangChoice.en,
+    as_json: JsonOpt = False,
+) -> None:
+    """A concept's page: definition, incidents, co-occurring concepts, organizations."""
+    library = open_library(data)
+    try:
+        page = library.topic(concept, lang=lang.value)
+    except UnknownNodeError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        emit_json(page)
+        return
+    out.print(f"[bold]{escape(page.label)}[/bold] ({page.kind} {page.id})")
+    if page.definition:
+        out.print(escape(page.definition))
+    if page.alt_labels:
+        out.print("[dim]also:[/dim] " + escape(", ".join(page.alt_labels)))
+    out.print(f"[dim]{len(page.incidents)} incident(s):[/dim]")
+    for item in page.incidents:
+        out.print(f"  {item.id} {item.date} {escape(item.title)}")
+    if page.co_occurring:
+        out.print("[dim]seen with:[/dim] " + escape(", ".join(f"{c.label} ({c.count})" for c in page.co_occurring)))
+    if page.organizations:
+        out.print("[dim]organizations:[/dim] " + escape(", ".join(f"{o.label} ({o.count})" for o in page.organizations)))
+
+
+@app.command()
+def neighbors(
+    node: Annotated[str, typer.Argument(help="Incident id, concept id or label.")],
+    depth: Annotated[int, typer.Option(min=1, max=3)] = 1,
+    data: DataOpt = None,
+    lang: LangOpt = LangChoice.en,
+) -> None:
+    """Node-link JSON of everything within DEPTH hops of a node."""
+    library = open_library(data)
+    try:
+        emit_json(library.neighbors(node, depth=depth, lang=lang.value))
+    except UnknownNodeError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command()
+def path(
+    source: Annotated[str, typer.Argument(help="Start: incident id, concept id or label.")],
+    target: Annotated[str, typer.Argument(help="End: incident id, concept id or label.")],
+    data: DataOpt = None,
+    lang: LangOpt = LangChoice.en,
+    as_json: JsonOpt = False,
+) -> None:
+    """The shortest path between two nodes, and the concepts on the way."""
+    library = open_library(data)
+    try:
+        result = library.path(source, target, lang=lang.value)
+    except UnknownNodeError as exc:
+        raise fail(str(exc)) from None
+    if result is None:
+        raise fail(f"no path between {source} and {target}")
+    if as_json:
+        emit_json(result)
+        return
+    out.print(" → ".join(f"{escape(n.label)} [dim]({n.type})[/dim]" for n in result.nodes))
+
+
+@app.command()
+def export(
+    fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="Output format.")] = ExportFormat.turtle,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
+    data: DataOpt = None,
+) -> None:
+    """Export the library as Turtle, JSON-LD, N-Triples, GraphML or JSON Lines."""
+    library = open_library(data)
+    text = library.export(fmt)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    from .storage import atomic_write_text
+
+    atomic_write_text(output, text)
+    err.print(f"wrote {output} ({len(text.encode()):,} bytes, {fmt.value})")
+
+
+@app.command()
+def sparql(
+    query: Annotated[str, typer.Argument(help="A SPARQL query, or @FILE to read it from a file, or - for stdin.")],
+    data: DataOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a read-only SPARQL query (SELECT, ASK, CONSTRUCT, DESCRIBE). Prefixes il:, skos:, dcterms:, schema: are predefined."""
+    if query == "-":
+        query = sys.stdin.read()
+    elif query.startswith("@"):
+        query = Path(query[1:]).read_text(encoding="utf-8")
+    library = open_library(data)
+    try:
+        result = library.sparql(query)
+    except SparqlError as exc:
+        raise fail(str(exc), 2) from None
+    if as_json:
+        if result.json_results is not None:
+            emit_json(result.json_results)
+        else:
+            sys.stdout.write(result.turtle or "")
+        return
+    if result.type == "ASK":
+        out.print("yes" if result.boolean else "no")
+    elif result.type == "SELECT":
+        table = Table(*result.variables)
+        for row in result.rows:
+            table.add_row(*[escape(row.get(v) or "") for v in result.variables])
+        out.print(table)
+        out.print(f"{len(result.rows)} row(s)")
+    else:
+        sys.stdout.write(result.turtle or "")
 
 
 def main() -> None:

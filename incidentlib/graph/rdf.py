@@ -1,0 +1,120 @@
+"""Build the library's RDF graph: SKOS vocabulary, incidents, organizations, sources."""
+
+from __future__ import annotations
+
+from rdflib import RDF, RDFS, Graph, Literal, URIRef
+from rdflib.namespace import DCTERMS, SDO, SKOS, XSD
+
+from ..loader import LibraryData
+from ..models import LANGS, Concept, ConceptKind, Incident, Text
+from .ontology import ID, IL, bind_prefixes, concept_uri, incident_uri, ontology_graph, scheme_uri
+
+# Incident field -> ontology property linking the incident to a concept.
+CONCEPT_PROPERTIES: dict[str, URIRef] = {
+    "components": IL.hasComponent,
+    "causes": IL.hasCause,
+    "symptoms": IL.hasSymptom,
+    "tags": DCTERMS.subject,
+}
+
+
+def build_graph(data: LibraryData, include_ontology: bool = True) -> Graph:
+    """The whole library as one rdflib graph."""
+    graph = ontology_graph() if include_ontology else Graph()
+    bind_prefixes(graph)
+    for kind in ConceptKind:
+        scheme = scheme_uri(kind.value)
+        graph.add((scheme, RDF.type, SKOS.ConceptScheme))
+        graph.add((scheme, DCTERMS.title, Literal(f"incidentlib {kind.value} vocabulary", lang="en")))
+    for concept in data.vocab:
+        _add_concept(graph, concept)
+    for incident in data.incidents.values():
+        _add_incident(graph, incident)
+    return graph
+
+
+def _add_text(graph: Graph, subject: URIRef, predicate: URIRef, text: Text | None) -> None:
+    if text is None:
+        return
+    for lang in LANGS:
+        value = getattr(text, lang)
+        if value:
+            graph.add((subject, predicate, Literal(value.strip(), lang=lang)))
+
+
+def _add_concept(graph: Graph, concept: Concept) -> None:
+    node = concept_uri(concept.id)
+    scheme = scheme_uri(concept.kind.value)
+    graph.add((node, RDF.type, SKOS.Concept))
+    graph.add((node, SKOS.inScheme, scheme))
+    graph.add((node, SKOS.notation, Literal(concept.id)))
+    graph.add((node, IL.conceptKind, Literal(concept.kind.value)))
+    _add_text(graph, node, SKOS.prefLabel, concept.label)
+    for lang in LANGS:
+        for alias in concept.alt.get(lang):
+            graph.add((node, SKOS.altLabel, Literal(alias, lang=lang)))
+    _add_text(graph, node, SKOS.definition, concept.definition)
+    if concept.broader:
+        parent = concept_uri(concept.broader)
+        graph.add((node, SKOS.broader, parent))
+        graph.add((parent, SKOS.narrower, node))
+    else:
+        graph.add((node, SKOS.topConceptOf, scheme))
+    if concept.kind is ConceptKind.organization:
+        graph.add((node, RDF.type, SDO.Organization))
+        _add_text(graph, node, SDO.name, concept.label)
+        if concept.url:
+            graph.add((node, SDO.url, URIRef(str(concept.url))))
+
+
+def _date_literal(value: str) -> Literal:
+    return Literal(value, datatype=XSD.date if len(value) == 10 else XSD.gYearMonth)
+
+
+def _add_incident(graph: Graph, incident: Incident) -> None:
+    node = incident_uri(incident.id)
+    graph.add((node, RDF.type, IL.Incident))
+    graph.add((node, RDF.type, SDO.Event))
+    graph.add((node, DCTERMS.identifier, Literal(incident.id)))
+    graph.add((node, DCTERMS.date, _date_literal(incident.date)))
+    graph.add((node, IL.dateKind, Literal(incident.date_kind.value)))
+    graph.add((node, IL.organization, concept_uri(incident.org)))
+    if incident.severity:
+        graph.add((node, IL.severity, Literal(incident.severity.value)))
+    _add_text(graph, node, DCTERMS.title, incident.title)
+    _add_text(graph, node, RDFS.label, incident.title)
+    _add_text(graph, node, DCTERMS.abstract, incident.summary)
+    _add_text(graph, node, IL.narrative, incident.body)
+    _add_text(graph, node, IL.detection, incident.detection)
+    _add_text(graph, node, IL.mitigation, incident.mitigation)
+    for field, predicate in CONCEPT_PROPERTIES.items():
+        for concept_id in getattr(incident, field):
+            graph.add((node, predicate, concept_uri(concept_id)))
+    for index, signal in enumerate(incident.signals, start=1):
+        signal_node = ID[f"incident/{incident.id}/signal/{index}"]
+        graph.add((node, IL.hasSignal, signal_node))
+        graph.add((signal_node, RDF.type, IL.Signal))
+        graph.add((signal_node, IL.text, Literal(signal.text)))
+        _add_text(graph, signal_node, RDFS.comment, signal.note)
+    for index, lesson in enumerate(incident.lessons, start=1):
+        lesson_node = ID[f"incident/{incident.id}/lesson/{index}"]
+        graph.add((node, IL.hasLesson, lesson_node))
+        graph.add((lesson_node, RDF.type, IL.Lesson))
+        _add_text(graph, lesson_node, RDFS.label, lesson)
+    for source in incident.sources:
+        source_node = URIRef(str(source.url))
+        graph.add((node, DCTERMS.source, source_node))
+        graph.add((source_node, RDF.type, IL.Source))
+        graph.add((source_node, DCTERMS.title, Literal(source.title)))
+        graph.add((source_node, IL.sourceKind, Literal(source.kind.value)))
+        if source.publisher:
+            graph.add((source_node, DCTERMS.publisher, Literal(source.publisher)))
+        if source.published:
+            graph.add((source_node, DCTERMS.issued, _date_literal(source.published)))
+    for link in incident.related:
+        link_node = ID[f"incident/{incident.id}/related/{link.id}"]
+        graph.add((node, DCTERMS.relation, incident_uri(link.id)))
+        graph.add((node, IL.curatedRelation, link_node))
+        graph.add((link_node, RDF.type, IL.CuratedRelation))
+        graph.add((link_node, IL.target, incident_uri(link.id)))
+        _add_text(graph, link_node, IL.reason, link.reason)

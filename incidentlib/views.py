@@ -1,0 +1,128 @@
+"""Response shapes shared by the CLI's ``--json`` output, the HTTP API and MCP.
+
+These models are the public JSON contract (see docs/json.md): fields may be added,
+never renamed or removed without a version bump.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class ConceptRef(BaseModel):
+    id: str
+    kind: str
+    label: str
+
+
+class SourceView(BaseModel):
+    url: str
+    title: str
+    publisher: str | None = None
+    kind: str
+    published: str | None = None
+
+
+class SignalView(BaseModel):
+    text: str
+    note: str | None = None
+
+
+class IncidentSummary(BaseModel):
+    id: str
+    title: str
+    org: str
+    org_label: str
+    date: str
+    severity: str | None = None
+    tags: list[str]
+    components: list[str]
+
+
+class RelatedItem(BaseModel):
+    id: str
+    title: str
+    org: str
+    date: str
+    shared: list[str] = Field(description="Labels of the shared components and causes, in the requested language.")
+    shared_concepts: list[ConceptRef]
+    score: float
+    curated_reason: str | None = Field(default=None, description="Why a curator linked the two, when they did.")
+
+
+class IncidentDetail(BaseModel):
+    id: str
+    lang: str
+    title: str
+    summary: str
+    body: str
+    body_lang: str = Field(description="The language the body is actually in (it falls back when missing).")
+    org: ConceptRef
+    date: str
+    date_kind: str
+    severity: str | None = None
+    tags: list[ConceptRef]
+    components: list[ConceptRef]
+    causes: list[ConceptRef]
+    symptoms: list[ConceptRef]
+    signals: list[SignalView]
+    detection: str | None = None
+    mitigation: str | None = None
+    lessons: list[str]
+    sources: list[SourceView]
+    related: list[RelatedItem]
+
+
+class IncidentPage(BaseModel):
+    total: int
+    items: list[IncidentSummary]
+
+
+class ConceptCount(BaseModel):
+    id: str
+    kind: str
+    label: str
+    count: int
+
+
+class TopicPage(BaseModel):
+    id: str
+    kind: str
+    label: str
+    labels: dict[str, str]
+    alt_labels: list[str]
+    definition: str | None = None
+    broader: list[ConceptRef]
+    narrower: list[ConceptRef]
+    incidents: list[IncidentSummary]
+    co_occurring: list[ConceptCount]
+    organizations: list[ConceptCount]
+
+
+class GraphNode(BaseModel):
+    id: str
+    type: str
+    label: str
+
+
+class GraphLink(BaseModel):
+    source: str
+    target: str
+    type: str
+
+
+class NodeLinkGraph(BaseModel):
+    """Node-link JSON, the shape d3 and networkx.node_link_graph understand."""
+
+    directed: bool = False
+    nodes: list[GraphNode]
+    links: list[GraphLink]
+
+
+class GraphPath(BaseModel):
+    source: str
+    target: str
+    length: int
+    nodes: list[GraphNode]
+    concepts: list[str] = Field(description="Labels of the concepts the path passes through.")
+    links: list[GraphLink]
