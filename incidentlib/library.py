@@ -20,9 +20,14 @@ from .graph.sparql import SparqlResult, run_sparql
 from .loader import LibraryData, load_library
 from .models import LANGS, ConceptKind, Incident
 from .paths import resolve_data_dir
+from .search.engine import SearchConfig, SearchEngine, SearchMode
+from .search.service import SearchService
+from .search.store import BuildReport, ProgressFn
 from .views import (
     GraphPath,
     IncidentDetail,
+    RagPassage,
+    SearchResponse,
     IncidentPage,
     NodeLinkGraph,
     RelatedItem,
@@ -88,16 +93,26 @@ def check_lang(lang: str) -> str:
     return lang
 
 
+MAX_K = 100
+
+
+def check_k(k: int, name: str = "k") -> int:
+    if k < 1 or k > MAX_K:
+        raise ValueError(f"{name} must be between 1 and {MAX_K}, got {k}")
+    return k
+
+
 class Library:
     """A loaded, validated incident library."""
 
-    def __init__(self, data: LibraryData):
+    def __init__(self, data: LibraryData, search_config: SearchConfig | None = None):
         self.data = data
+        self.search_config = search_config or SearchConfig()
 
     @classmethod
-    def open(cls, data_dir: str | Path | None = None) -> Library:
+    def open(cls, data_dir: str | Path | None = None, search_config: SearchConfig | None = None) -> Library:
         """Open ``data_dir``, ``$INCIDENTLIB_DATA`` or the bundled library."""
-        return cls(load_library(resolve_data_dir(data_dir)))
+        return cls(load_library(resolve_data_dir(data_dir)), search_config)
 
     # ---- basics ----------------------------------------------------------
     @property
@@ -236,3 +251,64 @@ class Library:
         if fmt is ExportFormat.jsonl:
             return export_jsonl(self.data)
         return export_rdf(self.rdf, fmt)
+
+    # ---- search ----------------------------------------------------------------
+    @cached_property
+    def search_engine(self) -> SearchEngine:
+        return SearchEngine(self.data, self.search_config)
+
+    @cached_property
+    def search_service(self) -> SearchService:
+        return SearchService(self.search_engine, self.knowledge)
+
+    def build_index(self, progress: ProgressFn | None = None) -> BuildReport:
+        """Build, extend or reuse the persisted dense index for the configured embedder."""
+        return self.search_engine.build(progress)
+
+    def _allowed(self, filters: IncidentFilter | None) -> set[str] | None:
+        if filters is None or filters.is_empty():
+            return None
+        return set(self.filter_ids(filters))
+
+    def search(self, query: str, k: int = 10, mode: SearchMode | str = SearchMode.hybrid,
+               filters: IncidentFilter | None = None, lang: str = "en") -> SearchResponse:
+        """Lexical, dense or hybrid search; filters apply before ranking."""
+        check_lang(lang)
+        check_k(k)
+        mode = SearchMode(mode)
+        results = self.search_service.search(query, k=k, mode=mode, allowed=self._allowed(filters), lang=lang)
+        return SearchResponse(query=query, mode=mode.value, results=results)
+
+    def similar(self, incident_id: str | None = None, text: str | None = None, k: int = 10,
+                filters: IncidentFilter | None = None, lang: str = "en") -> SearchResponse:
+        """"Find incidents like this": an incident id or a free text (an error, a log line, a description)."""
+        check_lang(lang)
+        check_k(k)
+        if (incident_id is None) == (text is None):
+            raise ValueError("give exactly one of incident_id or text")
+        allowed = self._allowed(filters)
+        if incident_id is not None:
+            incident = self.get(incident_id)
+            results = self.search_service.similar_to_incident(incident.id, k=k, allowed=allowed, lang=lang)
+            return SearchResponse(query=incident.id, mode="similar", results=results)
+        assert text is not None
+        results = self.search_service.similar_to_text(text, k=k, allowed=allowed, lang=lang)
+        return SearchResponse(query=text, mode="similar", results=results)
+
+    def rag_context(self, query: str, k: int = 5, lang: str = "en", filters: IncidentFilter | None = None) -> list[RagPassage]:
+        """Passages ready for a RAG prompt: the best chunk of each hit, in ``lang`` when it exists."""
+        response = self.search(query, k=k, filters=filters, lang=lang)
+        passages = []
+        for result in response.results:
+            incident = self.get(result.id)
+            chunk = result.why.chunk
+            text = chunk.text
+            if chunk.lang not in (lang, "raw"):
+                # a passage in the reader's language when the library has one: the summary
+                text = f"{incident.title.get(lang)}. {incident.summary.get(lang)}"
+            passages.append(RagPassage(
+                text=text, incident_id=incident.id, title=incident.title.get(lang),
+                source_urls=[str(s.url) for s in incident.sources],
+                lang=lang if chunk.lang not in (lang, "raw") else chunk.lang, score=result.score,
+            ))
+        return passages

@@ -126,3 +126,46 @@ class GraphPath(BaseModel):
     nodes: list[GraphNode]
     concepts: list[str] = Field(description="Labels of the concepts the path passes through.")
     links: list[GraphLink]
+
+
+class MatchedChunk(BaseModel):
+    id: str
+    kind: str
+    lang: str
+    text: str
+
+
+class Why(BaseModel):
+    """Why a result was returned: the passage that matched, the query terms in it, shared concepts."""
+
+    chunk: MatchedChunk
+    matched_terms: list[str]
+    shared_concepts: list[ConceptRef]
+    lexical_rank: int | None = None
+    dense_rank: int | None = None
+    graph_score: float | None = None
+
+
+class SearchResult(BaseModel):
+    id: str
+    score: float
+    title: str
+    org: str
+    date: str
+    snippet: str
+    why: Why
+
+
+class SearchResponse(BaseModel):
+    query: str
+    mode: str
+    results: list[SearchResult]
+
+
+class RagPassage(BaseModel):
+    text: str
+    incident_id: str
+    title: str
+    source_urls: list[str]
+    lang: str
+    score: float

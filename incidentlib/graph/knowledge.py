@@ -106,17 +106,17 @@ class KnowledgeGraph:
 
     # ---- related incidents -------------------------------------------------
     @cached_property
-    def _document_frequency(self) -> dict[str, int]:
+    def document_frequency(self) -> dict[str, int]:
         graph = self.nx
         return {
             node: sum(1 for other in graph[node] if other.startswith("incident:"))
             for node, attrs in graph.nodes(data=True)
-            if attrs["type"] != "incident"
+            if attrs.get("type", "incident") != "incident"
         }
 
     def concept_weight(self, node: str) -> float:
         total = max(len(self.data.incidents), 1)
-        df = max(self._document_frequency.get(node, 1), 1)
+        df = max(self.document_frequency.get(node, 1), 1)
         return math.log(1 + total / df)
 
     def related(self, incident_id: str, lang: str = "en", limit: int | None = 10) -> list[RelatedItem]:

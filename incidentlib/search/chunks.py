@@ -1,0 +1,94 @@
+"""Split incidents into the passages that get embedded and indexed.
+
+Per incident and per language present:
+
+- ``title``: title and summary together;
+- ``body``: each paragraph of the narrative;
+- ``detail``: detection, mitigation and lessons;
+- ``concepts``: the labels and aliases of its components, causes and symptoms
+  (so a Korean query can meet an English-only incident through the vocabulary);
+
+and one ``signal`` chunk per verbatim error string (language ``raw``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import BaseModel
+
+from ..models import LANGS, Incident
+from ..vocab import Vocabulary
+
+ChunkKind = Literal["title", "body", "detail", "concepts", "signal"]
+
+_PARAGRAPH = re.compile(r"\n\s*\n")
+MAX_CHUNK_CHARS = 1200
+
+
+class Chunk(BaseModel):
+    id: str
+    incident_id: str
+    kind: ChunkKind
+    lang: str
+    text: str
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(f"{self.id}\0{self.text}".encode()).hexdigest()[:16]
+
+
+def _split_long(text: str) -> list[str]:
+    """Keep chunks under ``MAX_CHUNK_CHARS`` by splitting on sentence ends."""
+    if len(text) <= MAX_CHUNK_CHARS:
+        return [text]
+    parts, current = [], ""
+    for sentence in re.split(r"(?<=[.!?다])\s+", text):
+        if current and len(current) + len(sentence) > MAX_CHUNK_CHARS:
+            parts.append(current)
+            current = sentence
+        else:
+            current = f"{current} {sentence}".strip()
+    if current:
+        parts.append(current)
+    return parts
+
+
+def incident_chunks(incident: Incident, vocab: Vocabulary) -> list[Chunk]:
+    chunks: list[Chunk] = []
+
+    def add(kind: ChunkKind, lang: str, text: str, index: int = 0) -> None:
+        text = " ".join(text.split())
+        if text:
+            chunks.append(Chunk(id=f"{incident.id}/{kind}/{lang}/{index}", incident_id=incident.id, kind=kind, lang=lang, text=text))
+
+    for lang in LANGS:
+        add("title", lang, f"{incident.title.get(lang)}. {incident.summary.get(lang)}")
+        body = getattr(incident.body, lang)
+        if body:
+            pieces = [p for para in _PARAGRAPH.split(body) for p in _split_long(" ".join(para.split()))]
+            for index, piece in enumerate(pieces):
+                add("body", lang, piece, index)
+        detail = [
+            getattr(incident.detection, lang, None) if incident.detection else None,
+            getattr(incident.mitigation, lang, None) if incident.mitigation else None,
+            *(getattr(lesson, lang, None) for lesson in incident.lessons),
+        ]
+        add("detail", lang, " ".join(d for d in detail if d))
+        names: list[str] = []
+        for concept_id in [*incident.components, *incident.causes, *incident.symptoms]:
+            concept = vocab.get(concept_id)
+            if concept is not None:
+                names.append(concept.label.get(lang))
+                names.extend(concept.alt.get(lang))
+        add("concepts", lang, ", ".join(dict.fromkeys(names)))
+    for index, signal in enumerate(incident.signals):
+        add("signal", "raw", signal.text, index)
+    return chunks
+
+
+def library_chunks(incidents: Iterable[Incident], vocab: Vocabulary) -> list[Chunk]:
+    return [chunk for incident in incidents for chunk in incident_chunks(incident, vocab)]

@@ -1,0 +1,186 @@
+"""Hybrid search over incident chunks: BM25, dense vectors, and their fusion.
+
+Incident score from chunk scores: an incident scores as its best chunk (max
+over its chunks), and the best chunk is reported as the reason it matched.
+Filters restrict the chunks searched *before* ranking (a mask for BM25, an id
+selector for FAISS), so a filtered query still returns ``k`` results when ``k``
+incidents match the filter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..embeddings import EmbedderConfig, create_embedder
+from ..loader import LibraryData
+from ..paths import default_cache_dir
+from .chunks import Chunk, library_chunks
+from .dense import DEFAULT_HNSW_THRESHOLD
+from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
+from .lexical import LexicalIndex
+from .store import BuildReport, LoadedIndex, ProgressFn, ensure_index, store_dir
+
+
+class SearchMode(str, Enum):
+    lexical = "lexical"
+    dense = "dense"
+    hybrid = "hybrid"
+
+
+class SearchConfig(BaseModel):
+    """How search is built: embedder, fusion, index thresholds and the cache location."""
+
+    model_config = ConfigDict(frozen=True)
+
+    embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
+    fusion: FusionMethod = FusionMethod.rrf
+    alpha: float = Field(default=DEFAULT_ALPHA, ge=0.0, le=1.0)
+    hnsw_threshold: int = Field(default=DEFAULT_HNSW_THRESHOLD, ge=1)
+    cache_dir: Path | None = None
+    candidate_depth: int = Field(default=50, ge=1, description="Incidents taken from each ranking before fusion.")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked incident with the chunk that earned its score."""
+
+    incident_id: str
+    score: float
+    chunk: int  # index into SearchEngine.chunks
+    lexical_rank: int | None = None
+    dense_rank: int | None = None
+
+
+class SearchEngine:
+    def __init__(self, data: LibraryData, config: SearchConfig | None = None):
+        self.data = data
+        self.config = config or SearchConfig()
+        self.last_build: BuildReport | None = None
+
+    # ---- corpus ------------------------------------------------------------
+    @cached_property
+    def chunks(self) -> list[Chunk]:
+        return library_chunks(self.data.incidents.values(), self.data.vocab)
+
+    @cached_property
+    def _incident_ids(self) -> list[str]:
+        return list(self.data.incidents)
+
+    @cached_property
+    def _chunk_incident(self) -> np.ndarray:
+        position = {incident_id: i for i, incident_id in enumerate(self._incident_ids)}
+        return np.array([position[c.incident_id] for c in self.chunks], dtype=np.int64)
+
+    @cached_property
+    def lexical(self) -> LexicalIndex:
+        return LexicalIndex([c.text for c in self.chunks])
+
+    # ---- dense ---------------------------------------------------------------
+    @cached_property
+    def embedder(self):  # noqa: ANN201 - Embedder
+        return create_embedder(self.config.embedder)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.config.cache_dir or default_cache_dir()
+
+    def build(self, progress: ProgressFn | None = None) -> BuildReport:
+        """Make sure the dense index is fresh (reuse, extend or rebuild) and return what was done."""
+        self.__dict__.pop("dense", None)
+        loaded, report = self._ensure(progress)
+        self.__dict__["dense"] = loaded
+        return report
+
+    def _ensure(self, progress: ProgressFn | None) -> tuple[LoadedIndex, BuildReport]:
+        folder = store_dir(self.cache_dir, self.data.root, self.embedder.name)
+        loaded, report = ensure_index(
+            self.chunks, self.data.content_hash, self.embedder, folder, hnsw_threshold=self.config.hnsw_threshold, progress=progress
+        )
+        self.last_build = report
+        return loaded, report
+
+    @cached_property
+    def dense(self) -> LoadedIndex:
+        return self._ensure(None)[0]
+
+    # ---- ranking -------------------------------------------------------------
+    def _allowed_chunks(self, allowed: set[str] | None) -> np.ndarray | None:
+        if allowed is None:
+            return None
+        mask = np.array([incident_id in allowed for incident_id in self._incident_ids], dtype=bool)
+        return np.flatnonzero(mask[self._chunk_incident])
+
+    def _aggregate(self, chunk_ids: np.ndarray, scores: np.ndarray) -> list[tuple[str, float, int]]:
+        """Best chunk per incident, incidents ordered by that chunk's score."""
+        if len(chunk_ids) == 0:
+            return []
+        incidents = self._chunk_incident[chunk_ids]
+        order = np.lexsort((-scores, incidents))  # by incident, best score first
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = incidents[order][1:] != incidents[order][:-1]
+        best = order[first]
+        ranked = best[np.argsort(-scores[best], kind="stable")]
+        return [(self._incident_ids[incidents[i]], float(scores[i]), int(chunk_ids[i])) for i in ranked]
+
+    def rank_lexical(self, query: str, allowed: set[str] | None = None, depth: int | None = None) -> list[tuple[str, float, int]]:
+        scores = self.lexical.scores(query)
+        rows = self._allowed_chunks(allowed)
+        candidates = np.flatnonzero(scores > 0) if rows is None else rows[scores[rows] > 0]
+        ranked = self._aggregate(candidates, scores[candidates])
+        return ranked if depth is None else ranked[:depth]
+
+    def rank_dense_vector(self, vector: np.ndarray, allowed: set[str] | None = None, depth: int = 50) -> list[tuple[str, float, int]]:
+        index = self.dense.index
+        rows = self._allowed_chunks(allowed)
+        available = len(index) if rows is None else len(rows)
+        fetch = min(available, max(200, depth * 30))
+        while True:
+            scores, ids = index.search(vector, fetch, allowed=rows)
+            ranked = self._aggregate(ids.astype(np.int64), scores.astype(np.float32))
+            if len(ranked) >= depth or fetch >= available:
+                return ranked[:depth]
+            fetch = min(available, fetch * 4)
+
+    def rank_dense(self, query: str, allowed: set[str] | None = None, depth: int = 50) -> list[tuple[str, float, int]]:
+        vector = self.embedder.encode_queries([query])[0]
+        return self.rank_dense_vector(vector, allowed, depth)
+
+    def search(self, query: str, k: int = 10, mode: SearchMode = SearchMode.hybrid, allowed: set[str] | None = None,
+               fusion: FusionMethod | None = None) -> list[Hit]:
+        depth = max(k, self.config.candidate_depth)
+        if mode is SearchMode.lexical:
+            return [Hit(i, s, c, lexical_rank=r) for r, (i, s, c) in enumerate(self.rank_lexical(query, allowed, k), 1)]
+        if mode is SearchMode.dense:
+            return [Hit(i, s, c, dense_rank=r) for r, (i, s, c) in enumerate(self.rank_dense(query, allowed, k), 1)]
+        lexical = self.rank_lexical(query, allowed, depth)
+        dense = self.rank_dense(query, allowed, depth)
+        return self.fuse_rankings(lexical, dense, k, fusion)
+
+    def fuse_rankings(self, lexical: list[tuple[str, float, int]], dense: list[tuple[str, float, int]], k: int,
+                      fusion: FusionMethod | None = None) -> list[Hit]:
+        method = fusion or self.config.fusion
+        lex_info = {i: (rank, chunk) for rank, (i, _, chunk) in enumerate(lexical, 1)}
+        den_info = {i: (rank, chunk) for rank, (i, _, chunk) in enumerate(dense, 1)}
+        fused = fuse(method, [(i, s) for i, s, _ in lexical], [(i, s) for i, s, _ in dense], self.config.alpha)
+        hits = []
+        for incident_id, score in fused[:k]:
+            lex, den = lex_info.get(incident_id), den_info.get(incident_id)
+            # the lexical chunk explains a match in words the user typed; prefer it when there is one
+            chunk = lex[1] if lex else den[1]  # type: ignore[index]
+            hits.append(Hit(incident_id, score, chunk, lexical_rank=lex[0] if lex else None, dense_rank=den[0] if den else None))
+        return hits
+
+    def incident_vector(self, incident_id: str, kinds: Iterable[str] = ("title", "body")) -> np.ndarray:
+        """The normalised mean of an incident's chunk vectors (for "more like this")."""
+        wanted = set(kinds)
+        rows = [i for i, c in enumerate(self.chunks) if c.incident_id == incident_id and c.kind in wanted]
+        vector = self.dense.vectors[rows].mean(axis=0)
+        norm = float(np.linalg.norm(vector)) or 1.0
+        return (vector / norm).astype(np.float32)

@@ -1,0 +1,48 @@
+"""BM25 over chunks (bm25s), with the bilingual tokenizer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import bm25s
+import numpy as np
+
+from .tokenize import tokenize
+
+
+class LexicalIndex:
+    """Scores every chunk for a query; filtering is a mask applied before ranking."""
+
+    def __init__(self, texts: Sequence[str], k1: float = 1.2, b: float = 0.75):
+        self._tokens = [tokenize(text) for text in texts]
+        self._retriever = bm25s.BM25(k1=k1, b=b)
+        self._size = len(texts)
+        if self._size:
+            # bm25s needs at least one token per document to build its vocabulary
+            self._retriever.index([tokens or ["∅"] for tokens in self._tokens], show_progress=False)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every chunk (zeros when no query token is known)."""
+        if not self._size:
+            return np.zeros(0, dtype=np.float32)
+        tokens = tokenize(query)
+        if not tokens:
+            return np.zeros(self._size, dtype=np.float32)
+        return np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+
+    def matched_terms(self, query: str, chunk_index: int) -> list[str]:
+        """Query tokens that occur in one chunk, in query order (bigram fragments left out)."""
+        present = set(self._tokens[chunk_index])
+        seen: dict[str, None] = {}
+        for token in tokenize(query):
+            if token in present and not _is_fragment(token, query):
+                seen.setdefault(token, None)
+        return list(seen)
+
+
+def _is_fragment(token: str, query: str) -> bool:
+    # Hangul bigrams are matching aids, not words a user would recognise as "matched".
+    return len(token) == 2 and all("\uac00" <= ch <= "\ud7a3" for ch in token) and token not in query.split()

@@ -1,0 +1,191 @@
+"""Search and "find incidents like this", with explanations.
+
+``similar`` combines text similarity with graph evidence:
+
+    score = (1 − β) · text + β · graph          (β = 0.35)
+
+where ``text`` is the hybrid (or, for an incident, dense) score min-max
+normalised over the candidates, and ``graph`` is the sum of the weights
+``ln(1 + N / df(c))`` of the concepts the candidate shares with the query,
+normalised the same way.  For an incident the shared concepts are its
+components and causes (as in ``related``); for free text they are the
+components, causes and symptoms recognised in the text through the
+vocabulary's labels and aliases in both languages.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+from ..graph.knowledge import KnowledgeGraph
+from ..models import Incident
+from ..views import ConceptRef, MatchedChunk, SearchResult, Why
+from .concepts import ConceptRecognizer, Mention
+from .engine import Hit, SearchEngine, SearchMode
+
+GRAPH_WEIGHT = 0.35
+SNIPPET_CHARS = 240
+SIMILAR_KINDS = ("component", "cause", "symptom")
+
+
+class QueryError(ValueError):
+    """A query that cannot be run (empty or too long)."""
+
+
+MAX_QUERY_CHARS = 2000
+
+
+def check_query(query: str) -> str:
+    text = (query or "").strip()
+    if not text:
+        raise QueryError("query is empty")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(f"query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}")
+    return text
+
+
+class SearchService:
+    """Turns engine hits into explained results; knows nothing of HTTP or the CLI."""
+
+    def __init__(self, engine: SearchEngine, knowledge: KnowledgeGraph):
+        self.engine = engine
+        self.knowledge = knowledge
+
+    @cached_property
+    def recognizer(self) -> ConceptRecognizer:
+        return ConceptRecognizer(self.engine.data.vocab)
+
+    # ---- search ----------------------------------------------------------------
+    def search(self, query: str, k: int = 10, mode: SearchMode = SearchMode.hybrid, allowed: set[str] | None = None,
+               lang: str = "en") -> list[SearchResult]:
+        query = check_query(query)
+        mentions = self.recognizer.recognise(query)
+        hits = self.engine.search(query, k=k, mode=mode, allowed=allowed)
+        return [self._result(hit, query, mentions, lang) for hit in hits]
+
+    # ---- similar ---------------------------------------------------------------
+    def similar_to_text(self, text: str, k: int = 10, allowed: set[str] | None = None, lang: str = "en") -> list[SearchResult]:
+        text = check_query(text)
+        mentions = [m for m in self.recognizer.recognise(text) if m.kind in SIMILAR_KINDS]
+        depth = max(k * 5, 50)
+        lexical = self.engine.rank_lexical(text, allowed, depth)
+        dense = self.engine.rank_dense(text, allowed, depth)
+        hits = self.engine.fuse_rankings(lexical, dense, depth)
+        concept_ids = {m.concept_id for m in mentions}
+        # incidents that carry a recognised concept are candidates even if the text missed them
+        for incident_id in self._incidents_with(concept_ids, allowed):
+            if all(h.incident_id != incident_id for h in hits):
+                hits.append(Hit(incident_id, 0.0, self._title_chunk(incident_id)))
+        graph = {h.incident_id: self._concept_weight_sum(concept_ids, self._concepts(h.incident_id)) for h in hits}
+        combined = self._combine({h.incident_id: h.score for h in hits}, graph)
+        by_id = {h.incident_id: h for h in hits}
+        ranked = sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        return [
+            self._result(by_id[i], text, mentions, lang, score=score, graph_score=graph.get(i))
+            for i, score in ranked
+        ]
+
+    def similar_to_incident(self, incident_id: str, k: int = 10, allowed: set[str] | None = None, lang: str = "en") -> list[SearchResult]:
+        source = self.engine.data.incidents[incident_id]
+        vector = self.engine.incident_vector(incident_id)
+        candidates = None if allowed is None else allowed - {incident_id}
+        dense = [r for r in self.engine.rank_dense_vector(vector, candidates, depth=max(k * 5, 50) + 1) if r[0] != incident_id]
+        related = {item.id: item.score for item in self.knowledge.related(incident_id, lang=lang, limit=None)
+                   if candidates is None or item.id in candidates}
+        text_scores = {i: s for i, s, _ in dense}
+        chunk_of = {i: c for i, _, c in dense}
+        for other in related:
+            chunk_of.setdefault(other, self._title_chunk(other))
+        combined = self._combine(text_scores, related)
+        ranked = sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        own = set(self._concepts(incident_id))
+        mentions = [Mention(c, self.knowledge.concept_ref(c, lang).kind, c) for c in own if self._kind(c) in ("component", "cause")]
+        dense_rank = {i: r for r, (i, _, _) in enumerate(dense, 1)}
+        results = []
+        for other, score in ranked:
+            hit = Hit(other, score, chunk_of[other], dense_rank=dense_rank.get(other))
+            results.append(self._result(hit, source.title.get(lang), mentions, lang, score=score, graph_score=related.get(other)))
+        return results
+
+    # ---- helpers ---------------------------------------------------------------
+    @staticmethod
+    def _combine(text: dict[str, float], graph: dict[str, float]) -> dict[str, float]:
+        def norm(values: dict[str, float]) -> dict[str, float]:
+            if not values:
+                return {}
+            high, low = max(values.values()), min(values.values())
+            span = high - low
+            return {key: ((v - low) / span if span > 1e-12 else (1.0 if v > 0 else 0.0)) for key, v in values.items()}
+
+        t, g = norm(text), norm(graph)
+        return {key: round((1 - GRAPH_WEIGHT) * t.get(key, 0.0) + GRAPH_WEIGHT * g.get(key, 0.0), 6) for key in {*t, *g}}
+
+    def _concepts(self, incident_id: str) -> list[str]:
+        incident: Incident = self.engine.data.incidents[incident_id]
+        return [*incident.components, *incident.causes, *incident.symptoms]
+
+    def _kind(self, concept_id: str) -> str:
+        concept = self.engine.data.vocab.get(concept_id)
+        return concept.kind.value if concept else ""
+
+    def _incidents_with(self, concept_ids: set[str], allowed: set[str] | None) -> list[str]:
+        if not concept_ids:
+            return []
+        return [
+            i for i in self.engine.data.incidents
+            if (allowed is None or i in allowed) and concept_ids & set(self._concepts(i))
+        ]
+
+    def _concept_weight_sum(self, query_concepts: set[str], incident_concepts: list[str]) -> float:
+        total = 0.0
+        for concept_id in query_concepts & set(incident_concepts):
+            total += self.knowledge.concept_weight(f"{self._kind(concept_id)}:{concept_id}")
+        return total
+
+    def _title_chunk(self, incident_id: str) -> int:
+        return next(i for i, c in enumerate(self.engine.chunks) if c.incident_id == incident_id and c.kind == "title")
+
+    def _result(self, hit: Hit, query: str, mentions: list[Mention], lang: str, score: float | None = None,
+                graph_score: float | None = None) -> SearchResult:
+        incident = self.engine.data.incidents[hit.incident_id]
+        chunk = self.engine.chunks[hit.chunk]
+        terms = self.engine.lexical.matched_terms(query, hit.chunk)
+        own = set(self._concepts(incident.id)) | {incident.org}
+        shared = [self.knowledge.concept_ref(m.concept_id, lang) for m in mentions if m.concept_id in own]
+        return SearchResult(
+            id=incident.id,
+            score=round(float(hit.score if score is None else score), 6),
+            title=incident.title.get(lang),
+            org=incident.org,
+            date=incident.date,
+            snippet=snippet(chunk.text, terms),
+            why=Why(
+                chunk=MatchedChunk(id=chunk.id, kind=chunk.kind, lang=chunk.lang, text=chunk.text),
+                matched_terms=terms,
+                shared_concepts=shared,
+                lexical_rank=hit.lexical_rank,
+                dense_rank=hit.dense_rank,
+                graph_score=None if graph_score is None else round(graph_score, 4),
+            ),
+        )
+
+
+def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
+    """A window of ``text`` around the first matched term (or its start)."""
+    if len(text) <= width:
+        return text
+    start = 0
+    lowered = text.lower()
+    for term in terms:
+        position = lowered.find(term.lower())
+        if position >= 0:
+            start = max(0, position - width // 3)
+            break
+    window = text[start : start + width]
+    if start > 0:
+        window = "…" + window.split(" ", 1)[-1] if " " in window[:20] else "…" + window
+    if start + width < len(text):
+        window = re.sub(r"\s+\S*$", "", window) + "…"
+    return window
+

@@ -1,0 +1,82 @@
+"""A bilingual tokenizer for BM25 that keeps error strings intact.
+
+Korean glues particles and endings to the word (타임아웃이, 타임아웃으로), so a
+Hangul word is reduced to its stem by stripping the longest known particle or
+ending; the stem's character bigrams are added too, so compounds and spelling
+variants still meet (장애조치 / 장애 조치).
+
+Error text is kept whole where it matters: ``_ALLGATHER_BASE`` stays one token
+(and also yields ``allgather`` and ``base``); ``Xid 79`` also yields ``xid79``;
+``x4 < x16`` also yields ``x4<x16``; numbers such as ``403`` are tokens.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Longest first, so 으로 wins over 로 and 에서 over 에.
+_PARTICLES = sorted(
+    {
+        "이", "가", "은", "는", "을", "를", "의", "에", "에서", "에게", "께", "한테", "로", "으로", "와", "과",
+        "도", "만", "까지", "부터", "보다", "처럼", "마다", "이나", "나", "이며", "며", "이고", "고", "랑", "이랑",
+        "으로써", "로써", "으로서", "로서", "에는", "에서는", "으로는", "로는", "에도", "에서도", "이라", "라",
+        "이다", "였다", "이었다", "했다", "됐다", "되었다", "한다", "된다", "하는", "되는", "해서", "돼서",
+        "하고", "되고", "했고", "됐고", "하며", "하면", "되면", "하여", "되어", "돼", "해", "한", "된", "할", "될",
+        "들", "들이", "들을", "들의", "들은", "들에", "적", "적인", "적으로",
+    },
+    key=len,
+    reverse=True,
+)
+_MIN_STEM = 2
+
+_HANGUL = re.compile(r"[\uac00-\ud7a3]+")
+_WORD = re.compile(r"[\uac00-\ud7a3]+|[A-Za-z0-9_]+(?:[.\-/][A-Za-z0-9_]+)*")
+_CODE_NUMBER = re.compile(r"\b([A-Za-z]{2,})\s+(\d{1,4})\b")  # Xid 79, SXid 12, HTTP 503
+_LINK_WIDTH = re.compile(r"\b(x\d{1,2})\s*([<>]=?)\s*(x\d{1,2})\b", re.IGNORECASE)  # x4 < x16
+
+_STOPWORDS = frozenset(
+    "a an and are as at be but by for from has have in into is it its of on or that the this to was were "
+    "with which when what how why did do does we our their they than then there these those after before "
+    "over under about".split()
+)
+
+
+def _strip_particle(word: str) -> str:
+    for particle in _PARTICLES:
+        if word.endswith(particle) and len(word) - len(particle) >= _MIN_STEM:
+            return word[: -len(particle)]
+    return word
+
+
+def _english(word: str) -> str:
+    # a light plural rule only: "timeouts" -> "timeout", but "class", "bus", "status" stay
+    if len(word) > 4 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens for indexing and querying (the same function is used for both)."""
+    text = unicodedata.normalize("NFKC", text)
+    tokens: list[str] = []
+    for match in _WORD.finditer(text):
+        raw = match.group(0)
+        if _HANGUL.fullmatch(raw):
+            stem = _strip_particle(raw)
+            tokens.append(stem)
+            if len(stem) > 2:
+                tokens.extend(stem[i : i + 2] for i in range(len(stem) - 1))
+            continue
+        word = raw.lower()
+        if word in _STOPWORDS:
+            continue
+        tokens.append(_english(word))
+        pieces = [p for p in re.split(r"[_.\-/]+", word) if p]
+        if len(pieces) > 1:
+            tokens.extend(_english(p) for p in pieces if p not in _STOPWORDS)
+    for code, number in _CODE_NUMBER.findall(text):
+        tokens.append(f"{code.lower()}{number}")
+    for left, op, right in _LINK_WIDTH.findall(text):
+        tokens.append(f"{left.lower()}{op}{right.lower()}")
+    return tokens

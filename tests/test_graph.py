@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import networkx as nx
+import pytest
+from rdflib import Graph, Literal, URIRef
+from rdflib.compare import isomorphic
+from rdflib.namespace import SKOS
+
+from incidentlib.graph import ReadOnlyError, SparqlError, UnknownNodeError
+from incidentlib.graph.ontology import concept_uri, incident_uri
+
+# The seed document's "같은 원인 · 공통 X" list for IL-0025: id -> shared components.
+SEED_RELATED = {
+    "IL-0126": {"infiniband-fabric", "nccl"},
+    "IL-0133": {"infiniband-fabric"},
+    "IL-0134": {"infiniband-fabric"},
+    "IL-0021": {"gpu-driver"},
+}
+
+
+def test_seed_related_list_is_reproduced(library) -> None:
+    items = {item.id: item for item in library.related("IL-0025", lang="ko", limit=None)}
+    for other, components in SEED_RELATED.items():
+        assert other in items, other
+        shared_ids = {ref.id for ref in items[other].shared_concepts if ref.kind == "component"}
+        assert components <= shared_ids, (other, shared_ids)
+    # labels come back in the requested language
+    assert "InfiniBand 패브릭" in items["IL-0126"].shared
+    assert "GPU 드라이버" in items["IL-0021"].shared
+    english = {item.id: item for item in library.related("IL-0025", lang="en", limit=None)}
+    assert "InfiniBand fabric" in english["IL-0126"].shared
+
+
+def test_related_score_follows_documented_formula(library) -> None:
+    kg = library.knowledge
+    total = len(library)
+    for item in library.related("IL-0025", limit=5):
+        expected = 0.0
+        for ref in item.shared_concepts:
+            node = f"{ref.kind}:{ref.id}"
+            df = sum(1 for i in library.incidents() if ref.id in i.concept_ids()[ref.kind])
+            assert kg.concept_weight(node) == pytest.approx(math.log(1 + total / df))
+            expected += math.log(1 + total / df)
+        if item.curated_reason is not None:
+            expected += math.log(1 + total / 2)
+        assert item.score == pytest.approx(expected, abs=1e-3)
+    scores = [item.score for item in library.related("IL-0025", limit=None)]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_rarer_concepts_weigh_more(library) -> None:
+    kg = library.knowledge
+    used = {n: d for n, d in kg.document_frequency.items() if d > 0 and n.startswith("component:")}
+    rarest = min(used, key=lambda n: used[n])
+    commonest = max(used, key=lambda n: used[n])
+    assert used[rarest] < used[commonest]
+    assert kg.concept_weight(rarest) > kg.concept_weight(commonest)
+
+
+def test_unknown_incident_for_related(library) -> None:
+    with pytest.raises(KeyError, match="IL-9999"):
+        library.related("IL-9999")
+
+
+def test_neighbors_and_path(library) -> None:
+    hood = library.neighbors("IL-0025", depth=1)
+    ids = {node.id for node in hood.nodes}
+    assert "incident:IL-0025" in ids and "component:nccl" in ids and "organization:imbue" in ids
+    assert all(link.type for link in hood.links)
+    wider = library.neighbors("IL-0025", depth=2)
+    assert len(wider.nodes) > len(hood.nodes)
+    with pytest.raises(ValueError):
+        library.neighbors("IL-0025", depth=9)
+
+    route = library.path("IL-0025", "IL-0021", lang="ko")
+    assert route is not None
+    assert route.nodes[0].id == "incident:IL-0025" and route.nodes[-1].id == "incident:IL-0021"
+    assert route.length == len(route.nodes) - 1
+    assert route.concepts  # passes through at least one concept
+    # every step is a real edge of the projection
+    for link in route.links:
+        assert library.knowledge.nx.has_edge(link.source, link.target)
+    # labels resolve as node references too
+    assert library.path("InfiniBand", "NCCL") is not None
+    with pytest.raises(UnknownNodeError, match="did you mean"):
+        library.path("IL-0025", "nccll")
+
+
+def test_topic_page(library) -> None:
+    page = library.topic("nccl", lang="ko")
+    assert page.label == "NCCL" and page.kind == "component"
+    assert page.definition
+    assert "IL-0025" in {i.id for i in page.incidents}
+    assert page.co_occurring and all(c.id != "nccl" for c in page.co_occurring)
+    assert page.organizations
+    gpu = library.topic("gpu")
+    assert "hbm" in {c.id for c in gpu.narrower}
+    # a broader concept's page includes incidents filed under its narrower concepts
+    hbm_incidents = {i.id for i in library.incidents() if "hbm" in i.components}
+    assert hbm_incidents <= {i.id for i in gpu.incidents}
+
+
+def test_rdf_uses_standard_vocabularies(library) -> None:
+    graph = library.rdf
+    nccl = concept_uri("nccl")
+    assert (nccl, SKOS.prefLabel, Literal("NCCL", lang="en")) in graph
+    assert (concept_uri("infiniband-fabric"), SKOS.prefLabel, Literal("InfiniBand 패브릭", lang="ko")) in graph
+    assert (concept_uri("hbm"), SKOS.broader, concept_uri("gpu")) in graph
+    node = incident_uri("IL-0025")
+    titles = {o.language for o in graph.objects(node, URIRef("http://purl.org/dc/terms/title"))}
+    assert titles == {"en", "ko"}
+
+
+@pytest.mark.parametrize("fmt,rdflib_format", [("ttl", "turtle"), ("jsonld", "json-ld"), ("nt", "nt")])
+def test_rdf_exports_round_trip(library, fmt: str, rdflib_format: str) -> None:
+    text = library.export(fmt)
+    parsed = Graph().parse(data=text, format=rdflib_format)
+    assert len(parsed) == len(library.rdf)
+    assert isomorphic(parsed, library.rdf)
+
+
+def test_graphml_and_jsonl_exports(library) -> None:
+    parsed = nx.read_graphml(io.BytesIO(library.export("graphml").encode()))
+    projection = library.knowledge.nx
+    assert set(parsed.nodes) == set(projection.nodes)
+    assert parsed.number_of_edges() == projection.number_of_edges()
+    assert parsed.nodes["incident:IL-0025"]["type"] == "incident"
+    lines = library.export("jsonl").splitlines()
+    assert len(lines) == len(library)
+    assert json.loads(lines[0])["id"] == library.incidents()[0].id
+
+
+def test_sparql_select_ask_construct(library) -> None:
+    rows = library.sparql(
+        """SELECT ?id WHERE { ?i a il:Incident ; dcterms:identifier ?id ; il:hasComponent ?c .
+                              ?c skos:prefLabel "NCCL"@en } ORDER BY ?id"""
+    )
+    assert rows.type == "SELECT"
+    ids = [row["id"] for row in rows.rows]
+    expected = sorted(i.id for i in library.incidents() if "nccl" in i.components)
+    assert ids == expected
+    assert rows.json_results["results"]["bindings"]
+    ask = library.sparql('ASK { ?i dcterms:identifier "IL-0025" }')
+    assert ask.type == "ASK" and ask.boolean is True
+    assert library.sparql('ASK { ?i dcterms:identifier "IL-9999" }').boolean is False
+    built = library.sparql("CONSTRUCT { ?c skos:prefLabel ?l } WHERE { ?c skos:prefLabel ?l ; il:conceptKind 'cause' }")
+    assert built.type == "CONSTRUCT" and "skos:prefLabel" in (built.turtle or "")
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        "DELETE WHERE { ?s ?p ?o }",
+        "INSERT DATA { <urn:a> <urn:b> <urn:c> }",
+        "PREFIX x: <urn:x#> CLEAR ALL",
+    ],
+)
+def test_sparql_update_is_refused(library, update: str) -> None:
+    size = len(library.rdf)
+    with pytest.raises(ReadOnlyError, match="read-only"):
+        library.sparql(update)
+    assert len(library.rdf) == size
+
+
+def test_sparql_syntax_error(library) -> None:
+    with pytest.raises(SparqlError, match="syntax error"):
+        library.sparql("SELEKT ?x WHERE { ?x ?y ?z }")
