@@ -18,12 +18,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .embeddings import DEFAULT_BACKEND, EmbedderConfig
 from .graph.export import ExportFormat
 from .graph.knowledge import UnknownNodeError
 from .graph.sparql import SparqlError
 from .library import FilterError, IncidentFilter, IncidentNotFound, Library
 from .loader import LibraryError, check_library
-from .paths import DATA_ENV, resolve_data_dir
+from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
+from .search.engine import SearchConfig, SearchMode
+from .search.fusion import FusionMethod
+from .search.service import QueryError
 
 app = typer.Typer(
     help="incidentlib: a bilingual knowledge graph of infrastructure incidents.",
@@ -44,6 +48,13 @@ DataOpt = Annotated[
 ]
 LangOpt = Annotated[LangChoice, typer.Option("--lang", "-l", help="Language of labels and text.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON (see docs/json.md).")]
+EmbedderOpt = Annotated[
+    str, typer.Option("--embedder", "-e", envvar="INCIDENTLIB_EMBEDDER", help="e5-small, use-m3 or st:<model path>.")
+]
+CacheOpt = Annotated[
+    Optional[Path], typer.Option("--cache", envvar=CACHE_ENV, help="Index cache directory (default: ~/.cache/incidentlib).")
+]
+KOpt = Annotated[int, typer.Option("-k", "--k", min=1, max=100, help="Number of results (at most 100).")]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -51,11 +62,34 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def open_library(data: Path | None) -> Library:
+def open_library(data: Path | None, embedder: str = DEFAULT_BACKEND, cache: Path | None = None,
+                 fusion: FusionMethod | None = None) -> Library:
     try:
-        return Library.open(data)
+        config = SearchConfig(embedder=EmbedderConfig(backend=embedder), cache_dir=cache,
+                              **({"fusion": fusion} if fusion else {}))
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+    try:
+        return Library.open(data, config)
     except LibraryError as exc:
         raise fail(f"{exc}\nrun `incidentlib validate` for the full list") from None
+
+
+def build_with_progress(library: Library, quiet: bool = False) -> None:
+    """Make the dense index fresh, with a progress bar on stderr when embedding is needed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=err, transient=True, disable=quiet) as bar:
+        task = bar.add_task(f"embedding chunks ({library.search_config.embedder.backend})", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        report = library.build_index(progress)
+    if not quiet and report.action != "reused":
+        err.print(f"index {report.action}: {report.chunks} chunks, {report.embedded} embedded, "
+                  f"{report.reused} reused, {report.index_kind}, {report.seconds:.1f}s")
 
 
 def emit_json(value: BaseModel | list | dict) -> None:
@@ -315,6 +349,171 @@ def sparql(
         out.print(f"{len(result.rows)} row(s)")
     else:
         sys.stdout.write(result.turtle or "")
+
+
+def _filters(org, component, cause, symptom, tag, year_from, year_to, severity) -> IncidentFilter:
+    return IncidentFilter(org=org, component=component, cause=cause, symptom=symptom, tag=tag,
+                          year_from=year_from, year_to=year_to, severity=severity)
+
+
+OrgOpt = Annotated[Optional[str], typer.Option(help="Filter: organization.")]
+ComponentOpt = Annotated[Optional[str], typer.Option(help="Filter: component (narrower ones match too).")]
+CauseOpt = Annotated[Optional[str], typer.Option(help="Filter: cause.")]
+SymptomOpt = Annotated[Optional[str], typer.Option(help="Filter: symptom.")]
+TagOpt = Annotated[Optional[str], typer.Option(help="Filter: tag.")]
+YearFromOpt = Annotated[Optional[int], typer.Option(help="Filter: from this year.")]
+YearToOpt = Annotated[Optional[int], typer.Option(help="Filter: up to this year.")]
+SeverityOpt = Annotated[Optional[str], typer.Option(help="Filter: sev1..sev4.")]
+
+
+@app.command()
+def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+          as_json: JsonOpt = False) -> None:
+    """Build (or refresh) the search index for an embedder, with a progress bar."""
+    library = open_library(data, embedder, cache)
+    build_with_progress(library, quiet=as_json)
+    report = library.search_engine.last_build
+    assert report is not None
+    if as_json:
+        emit_json(report)
+    else:
+        out.print(f"✓ {report.embedder}: {report.chunks} chunks ({report.action}, {report.index_kind}) in {report.path}")
+
+
+def _print_results(response, show_why: bool = True) -> None:
+    if not response.results:
+        out.print("no results")
+    for rank, result in enumerate(response.results, 1):
+        out.print(f"{rank:>2}. [bold]{result.id}[/bold] {escape(result.title)} [dim]({result.org}, {result.date}, score {result.score:.3f})[/dim]")
+        out.print(f"    {escape(result.snippet)}")
+        if show_why:
+            why = result.why
+            parts = []
+            if why.matched_terms:
+                parts.append("terms: " + ", ".join(why.matched_terms[:8]))
+            if why.shared_concepts:
+                parts.append("concepts: " + ", ".join(c.label for c in why.shared_concepts))
+            parts.append(f"passage: {why.chunk.kind}/{why.chunk.lang}")
+            out.print(f"    [dim]{escape(' · '.join(parts))}[/dim]")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="A question, a description or a pasted error line, in Korean or English.")],
+    k: KOpt = 10,
+    mode: Annotated[SearchMode, typer.Option(help="lexical (BM25), dense (vectors) or hybrid (both, fused).")] = SearchMode.hybrid,
+    fusion: Annotated[Optional[FusionMethod], typer.Option(help="Hybrid fusion: rrf or weighted.")] = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    org: OrgOpt = None, component: ComponentOpt = None, cause: CauseOpt = None, symptom: SymptomOpt = None,
+    tag: TagOpt = None, year_from: YearFromOpt = None, year_to: YearToOpt = None, severity: SeverityOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search incidents in Korean or English; filters apply before ranking."""
+    library = open_library(data, embedder, cache, fusion)
+    try:
+        filters = _filters(org, component, cause, symptom, tag, year_from, year_to, severity)
+        library.resolve_filter(filters)
+        if mode is not SearchMode.lexical:
+            build_with_progress(library, quiet=as_json)
+        response = library.search(query, k=k, mode=mode, filters=filters, lang=lang.value)
+    except (FilterError, QueryError, ValueError) as exc:
+        raise fail(str(exc), 2) from None
+    if as_json:
+        emit_json(response)
+    else:
+        _print_results(response)
+
+
+@app.command()
+def similar(
+    incident_id: Annotated[Optional[str], typer.Argument(help="Find incidents like this one (an id).")] = None,
+    text: Annotated[Optional[str], typer.Option("--text", "-t", help="…or like this text: an error, a log line, a description.")] = None,
+    k: KOpt = 10,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    org: OrgOpt = None, component: ComponentOpt = None, cause: CauseOpt = None, symptom: SymptomOpt = None,
+    tag: TagOpt = None, year_from: YearFromOpt = None, year_to: YearToOpt = None, severity: SeverityOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """"Have we seen this before?": incidents like an incident or a pasted text, with the reasons."""
+    if (incident_id is None) == (text is None):
+        raise fail("give an incident id or --text, not both and not neither", 2)
+    library = open_library(data, embedder, cache)
+    try:
+        filters = _filters(org, component, cause, symptom, tag, year_from, year_to, severity)
+        library.resolve_filter(filters)
+        build_with_progress(library, quiet=as_json)
+        response = library.similar(incident_id=incident_id, text=text, k=k, filters=filters, lang=lang.value)
+    except IncidentNotFound as exc:
+        raise fail(str(exc)) from None
+    except (FilterError, QueryError, ValueError) as exc:
+        raise fail(str(exc), 2) from None
+    if as_json:
+        emit_json(response)
+    else:
+        _print_results(response)
+
+
+@app.command("eval")
+def eval_cmd(
+    queries: Annotated[Optional[Path], typer.Option(help="Query file (default: eval/queries.jsonl of the library).")] = None,
+    embedders: Annotated[str, typer.Option(help="Comma-separated embedders to compare.")] = "e5-small,use-m3",
+    data: DataOpt = None, cache: CacheOpt = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write the Markdown report here.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Retrieval quality per mode and query language: recall@1/5/10, MRR, nDCG@10."""
+    from .evaluation import default_queries_path, load_queries, run_evaluation
+
+    library = open_library(data, DEFAULT_BACKEND, cache)
+    path = queries or default_queries_path()
+    try:
+        items = load_queries(path, library)
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+    names = [name.strip() for name in embedders.split(",") if name.strip()]
+    for name in names:
+        build_with_progress(open_library(data, name, cache), quiet=as_json)
+    report = run_evaluation(library, items, names, cache_dir=cache)
+    if as_json:
+        emit_json(report)
+        return
+    markdown = report.to_markdown()
+    sys.stdout.write(markdown)
+    if output is not None:
+        from .storage import atomic_write_text
+
+        atomic_write_text(output, markdown)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
+    data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    sparql_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a SPARQL query may run.")] = 10.0,
+    no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not mount the MCP endpoint at /mcp.")] = False,
+) -> None:
+    """Serve the HTTP API (and MCP at /mcp). The first start builds the index; later starts reuse it."""
+    import uvicorn
+
+    from .api import ServiceSettings, create_app
+
+    library = open_library(data, embedder, cache)
+    build_with_progress(library)
+    _ = library.rdf, library.search_service.recognizer  # warm what the first requests would build
+    err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
+    application = create_app(library, ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host))
+    uvicorn.run(application, host=host, port=port, log_level="info")
+
+
+@app.command()
+def mcp(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None) -> None:
+    """Run the MCP server over stdio (for Claude Desktop, IDEs and other MCP clients)."""
+    from .mcp_server import build_mcp_server
+
+    library = open_library(data, embedder, cache)
+    build_with_progress(library)  # progress goes to stderr; stdout belongs to the protocol
+    build_mcp_server(library).run("stdio")
 
 
 def main() -> None:

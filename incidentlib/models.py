@@ -27,7 +27,7 @@ Lang = Literal["en", "ko"]
 
 INCIDENT_ID_RE = re.compile(r"^IL-\d{4}$")
 CONCEPT_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_DATE_RE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
+_DATE_RE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 
 
 class Record(BaseModel):
@@ -236,16 +236,16 @@ def check_incident_id(value: str) -> str:
 
 
 def check_partial_date(value: object) -> str:
-    """Accept YYYY-MM-DD or YYYY-MM (day not public); reject anything else."""
+    """Accept YYYY-MM-DD, or YYYY-MM / YYYY when the day or month is not public."""
     if isinstance(value, _date):
         return value.isoformat()
     text = str(value)
     match = _DATE_RE.match(text)
     if not match:
-        raise ValueError(f"date {text!r} must be YYYY-MM-DD, or YYYY-MM when the day is not public")
+        raise ValueError(f"date {text!r} must be YYYY-MM-DD, or YYYY-MM / YYYY when the day or month is not public")
     year, month, day = match.groups()
     try:
-        _date(int(year), int(month), int(day or 1))
+        _date(int(year), int(month or 1), int(day or 1))
     except ValueError as exc:
         raise ValueError(f"date {text!r} is not a real calendar date: {exc}") from None
     return text

@@ -68,7 +68,8 @@ def _add_concept(graph: Graph, concept: Concept) -> None:
 
 
 def _date_literal(value: str) -> Literal:
-    return Literal(value, datatype=XSD.date if len(value) == 10 else XSD.gYearMonth)
+    datatype = {10: XSD.date, 7: XSD.gYearMonth, 4: XSD.gYear}[len(value)]
+    return Literal(value, datatype=datatype)
 
 
 def _add_incident(graph: Graph, incident: Incident) -> None:

@@ -1,0 +1,65 @@
+"""The FastAPI application: thin routes over one :class:`~incidentlib.library.Library`.
+
+The MCP server (streamable HTTP) is mounted at ``/mcp`` on the same service.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+
+from .. import __version__
+from ..library import Library
+from . import errors
+from .routes_graph import router as graph_router
+from .routes_library import router as library_router
+from .routes_search import router as search_router
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    sparql_timeout: float = 10.0
+    mount_mcp: bool = True
+    host: str = "127.0.0.1"
+
+
+DESCRIPTION = """
+A bilingual (Korean/English) knowledge graph and semantic search over real,
+publicly documented infrastructure incidents: GPU/AI training clusters, GPU
+clouds, inference services, and the big cloud and internet outages.
+
+Text fields follow `lang=ko|en` (default: `Accept-Language`, then English).
+`k` is capped at 100, `limit` at 500, and queries at 2,000 characters.
+"""
+
+
+def create_app(library: Library, settings: ServiceSettings | None = None) -> FastAPI:
+    settings = settings or ServiceSettings()
+    mcp_server = None
+    if settings.mount_mcp:
+        from ..mcp_server import build_mcp_server
+
+        mcp_server = build_mcp_server(library)
+        # the MCP app is one route; adding it to our router serves it at exactly /mcp (no redirect)
+        mcp_routes = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=settings.host).routes
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if mcp_server is None:
+            yield
+            return
+        async with mcp_server.session_manager.run():
+            yield
+
+    app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.library = library
+    app.state.settings = settings
+    errors.install(app)
+    app.include_router(library_router)
+    app.include_router(search_router)
+    app.include_router(graph_router)
+    if mcp_server is not None:
+        app.router.routes.extend(mcp_routes)
+    return app

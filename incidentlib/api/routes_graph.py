@@ -1,0 +1,93 @@
+"""Graph traversal, SPARQL and exports."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from ..graph.export import MEDIA_TYPES, ExportFormat
+from ..graph.sparql import ReadOnlyError
+from ..views import GraphPath, NodeLinkGraph
+from .deps import LangDep, LibraryDep
+from .schemas import ErrorBody
+from .sparql_runner import SparqlTimeout, run_with_time_limit
+
+router = APIRouter()
+NodeRef = Annotated[str, Path(max_length=200, description="IL-0025, nccl, component:nccl or a label such as InfiniBand.")]
+
+
+@router.get("/graph/neighbors/{node}", response_model=NodeLinkGraph, responses={404: {"model": ErrorBody}}, tags=["graph"])
+def neighbors(node: NodeRef, library: LibraryDep, lang: LangDep, depth: Annotated[int, Query(ge=1, le=3)] = 1) -> NodeLinkGraph:
+    """Node-link JSON of everything within ``depth`` hops."""
+    return library.neighbors(node, depth=depth, lang=lang)
+
+
+@router.get("/graph/path", response_model=GraphPath, responses={404: {"model": ErrorBody}}, tags=["graph"])
+def path(
+    library: LibraryDep, lang: LangDep,
+    source: Annotated[str, Query(alias="from", max_length=200)],
+    target: Annotated[str, Query(alias="to", max_length=200)],
+) -> GraphPath:
+    """The shortest path between two nodes (tags are skipped, they connect everything)."""
+    found = library.path(source, target, lang=lang)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"no path between {source!r} and {target!r}")
+    return found
+
+
+SPARQL_JSON = "application/sparql-results+json"
+READ_ONLY = "SPARQL UPDATE is not allowed: the library graph is read-only"
+
+
+@router.api_route("/sparql", methods=["GET", "POST"], tags=["graph"], response_class=JSONResponse,
+                  responses={200: {"content": {SPARQL_JSON: {}, "text/turtle": {}}}, 400: {"model": ErrorBody}, 503: {"model": ErrorBody}})
+async def sparql(request: Request, library: LibraryDep) -> Response:
+    """SPARQL 1.1 protocol, read-only: ``application/sparql-query`` body, form field ``query``, or ``?query=``.
+
+    SELECT and ASK answer ``application/sparql-results+json``; CONSTRUCT and DESCRIBE answer Turtle.
+    UPDATE is refused with 400. Each query has a time limit (``sparql_timeout`` seconds).
+    """
+    query = request.query_params.get("query")
+    if request.method == "POST":
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type == "application/sparql-query":
+            query = (await request.body()).decode("utf-8", errors="replace")
+        elif content_type == "application/sparql-update":
+            raise ReadOnlyError(READ_ONLY)
+        elif content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            form = await request.form()
+            if "update" in form:
+                raise ReadOnlyError(READ_ONLY)
+            value = form.get("query")
+            query = value if isinstance(value, str) else None
+        else:
+            raise HTTPException(status_code=415, detail="send application/sparql-query, or a form with a 'query' field")
+    if not query:
+        raise HTTPException(status_code=400, detail="missing SPARQL query")
+    if len(query) > 20_000:
+        raise HTTPException(status_code=413, detail="SPARQL query longer than 20,000 characters")
+    try:
+        result = await run_with_time_limit(library, query, request.app.state.settings.sparql_timeout)
+    except SparqlTimeout as exc:
+        raise HTTPException(status_code=503, detail=str(exc)) from None
+    if result.json_results is not None:
+        return JSONResponse(result.json_results, media_type=SPARQL_JSON)
+    return Response(result.turtle or "", media_type="text/turtle")
+
+
+@router.get("/export", tags=["graph"], response_class=StreamingResponse,
+            responses={200: {"content": {media: {} for media in MEDIA_TYPES.values()}}})
+def export(library: LibraryDep, format: Annotated[ExportFormat, Query(description="ttl, jsonld, nt, graphml or jsonl")] = ExportFormat.turtle) -> StreamingResponse:  # noqa: A002
+    """The whole library, streamed."""
+    text = library.export(format)
+
+    def chunks():
+        view = memoryview(text.encode("utf-8"))
+        for start in range(0, len(view), 64 * 1024):
+            yield bytes(view[start : start + 64 * 1024])
+
+    filename = f"incidentlib.{format.value}"
+    return StreamingResponse(chunks(), media_type=MEDIA_TYPES[format],
+                             headers={"Content-Disposition": f'attachment; filename="{filename}"'})

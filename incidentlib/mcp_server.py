@@ -1,0 +1,184 @@
+"""MCP server: the library's tools for LLM agents, over stdio or streamable HTTP.
+
+Tool names follow the reference incident library (search_incidents,
+get_incident, list_incidents, get_topic, vocab) plus similar_incidents and
+related_incidents.  Every tool answers readable text that names incident ids,
+with the same data as structured content beside it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
+
+from . import __version__
+from .library import IncidentFilter, Library
+from .models import ConceptKind
+from .search.engine import SearchMode
+from .views import IncidentDetail, IncidentPage, RelatedItem, SearchResponse, TopicPage
+
+Lang = Literal["en", "ko"]
+KindName = Literal["component", "cause", "symptom", "tag", "organization"]
+
+INSTRUCTIONS = """incidentlib: real, publicly documented infrastructure incidents (GPU/AI training clusters,
+GPU clouds, inference services, cloud/CDN/DNS outages) in Korean and English.
+Use search_incidents for questions, similar_incidents for a pasted error or log line,
+get_incident for the full record with sources, related_incidents for incidents sharing
+components or causes, get_topic and vocab to explore the controlled vocabulary.
+Cite incident ids (IL-NNNN) and their source URLs."""
+
+
+class RelatedList(BaseModel):
+    incident_id: str
+    items: list[RelatedItem]
+
+
+class VocabEntry(BaseModel):
+    id: str
+    kind: str
+    label: str
+    alt_labels: list[str]
+    definition: str | None = None
+
+
+class VocabList(BaseModel):
+    kind: str | None
+    concepts: list[VocabEntry]
+
+
+def _result(text: str, model: BaseModel) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json"))
+
+
+def _search_text(response: SearchResponse) -> str:
+    if not response.results:
+        return f"No incidents found for: {response.query}"
+    lines = [f"{len(response.results)} incident(s) for: {response.query}"]
+    for rank, r in enumerate(response.results, 1):
+        lines.append(f"{rank}. {r.id} — {r.title} ({r.org}, {r.date}; score {r.score:.3f})")
+        lines.append(f"   {r.snippet}")
+        reasons = []
+        if r.why.matched_terms:
+            reasons.append("terms: " + ", ".join(r.why.matched_terms[:8]))
+        if r.why.shared_concepts:
+            reasons.append("concepts: " + ", ".join(c.label for c in r.why.shared_concepts))
+        if reasons:
+            lines.append("   why: " + "; ".join(reasons))
+    return "\n".join(lines)
+
+
+def _filters(org, component, cause, symptom, tag, year_from, year_to, severity) -> IncidentFilter:  # noqa: ANN001
+    return IncidentFilter(org=org, component=component, cause=cause, symptom=symptom, tag=tag,
+                          year_from=year_from, year_to=year_to, severity=severity)
+
+
+def build_mcp_server(library: Library) -> MCPServer:
+    server = MCPServer(name="incidentlib", version=__version__, instructions=INSTRUCTIONS)
+
+    Org = Annotated[str | None, Field(description="Filter by organization id or name, e.g. 'aws' or 'Cloudflare'.")]
+    Component = Annotated[str | None, Field(description="Filter by component id or label, e.g. 'nccl' or 'InfiniBand'.")]
+    Cause = Annotated[str | None, Field(description="Filter by cause id or label, e.g. 'configuration-change'.")]
+    Symptom = Annotated[str | None, Field(description="Filter by symptom id or label, e.g. 'collective-timeout'.")]
+    Tag = Annotated[str | None, Field(description="Filter by tag, e.g. 'ai-infra', 'cloud', 'cdn'.")]
+    YearFrom = Annotated[int | None, Field(description="Only incidents from this year on.", ge=1900, le=2100)]
+    YearTo = Annotated[int | None, Field(description="Only incidents up to this year.", ge=1900, le=2100)]
+    Severity = Annotated[Literal["sev1", "sev2", "sev3", "sev4"] | None, Field(description="Only this severity.")]
+    LangArg = Annotated[Lang, Field(description="Language of titles and text: 'en' or 'ko'.")]
+
+    @server.tool(description="Search incidents with a question, a description or an error message, in Korean or "
+                             "English. Returns ranked incidents with the passage that matched and why.")
+    def search_incidents(
+        query: Annotated[str, Field(description="What to look for, in Korean or English.", min_length=1, max_length=2000)],
+        k: Annotated[int, Field(description="How many incidents (1-50).", ge=1, le=50)] = 5,
+        mode: Annotated[Literal["hybrid", "lexical", "dense"], Field(description="hybrid (default), lexical or dense.")] = "hybrid",
+        org: Org = None, component: Component = None, cause: Cause = None, symptom: Symptom = None, tag: Tag = None,
+        year_from: YearFrom = None, year_to: YearTo = None, severity: Severity = None, lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, SearchResponse]:
+        response = library.search(query, k=k, mode=SearchMode(mode),
+                                  filters=_filters(org, component, cause, symptom, tag, year_from, year_to, severity), lang=lang)
+        return _result(_search_text(response), response)
+
+    @server.tool(description="Find incidents like a pasted error, log line or description, or like a known incident "
+                             "id. Combines text similarity with shared components, causes and symptoms.")
+    def similar_incidents(
+        text: Annotated[str | None, Field(description="Error message, log excerpt or description.", max_length=2000)] = None,
+        incident_id: Annotated[str | None, Field(description="Or an incident id such as IL-0025.")] = None,
+        k: Annotated[int, Field(ge=1, le=50)] = 5, lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, SearchResponse]:
+        response = library.similar(incident_id=incident_id, text=text, k=k, lang=lang)
+        return _result(_search_text(response), response)
+
+    @server.tool(description="The full record of one incident: summary, narrative, components, causes, symptoms, "
+                             "verbatim error signals, lessons, sources and related incidents.")
+    def get_incident(
+        incident_id: Annotated[str, Field(description="Incident id such as IL-0025.")], lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, IncidentDetail]:
+        d = library.detail(incident_id, lang=lang)
+        lines = [f"{d.id} — {d.title}", f"{d.org.label} · {d.date}" + (f" · {d.severity}" if d.severity else ""), "", d.summary, "", d.body]
+        for name, refs in (("Components", d.components), ("Causes", d.causes), ("Symptoms", d.symptoms)):
+            if refs:
+                lines.append(f"{name}: " + ", ".join(r.label for r in refs))
+        if d.signals:
+            lines.append("Signals:\n" + "\n".join(f"  {s.text}" for s in d.signals))
+        if d.lessons:
+            lines.append("Lessons:\n" + "\n".join(f"  - {lesson}" for lesson in d.lessons))
+        lines.append("Sources:\n" + "\n".join(f"  {s.title}: {s.url}" for s in d.sources))
+        if d.related:
+            lines.append("Related: " + ", ".join(f"{r.id} ({', '.join(r.shared[:3])})" for r in d.related[:5]))
+        return _result("\n".join(lines), d)
+
+    @server.tool(description="List incidents, optionally filtered by organization, component, cause, symptom, tag, "
+                             "years or severity.")
+    def list_incidents(
+        org: Org = None, component: Component = None, cause: Cause = None, symptom: Symptom = None, tag: Tag = None,
+        year_from: YearFrom = None, year_to: YearTo = None, severity: Severity = None,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20, offset: Annotated[int, Field(ge=0)] = 0, lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, IncidentPage]:
+        page = library.list_incidents(_filters(org, component, cause, symptom, tag, year_from, year_to, severity),
+                                      lang=lang, limit=limit, offset=offset)
+        lines = [f"{page.total} incident(s); showing {len(page.items)} from {offset}:"]
+        lines += [f"{i.id} {i.date} {i.org_label}: {i.title}" for i in page.items]
+        return _result("\n".join(lines), page)
+
+    @server.tool(description="Incidents that share components or causes with one incident; rarer shared concepts weigh more.")
+    def related_incidents(
+        incident_id: Annotated[str, Field(description="Incident id such as IL-0025.")],
+        limit: Annotated[int, Field(ge=1, le=50)] = 10, lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, RelatedList]:
+        items = library.related(incident_id, lang=lang, limit=limit)
+        label = "같은 원인 · 공통" if lang == "ko" else "same cause · shared"
+        lines = [f"Related to {incident_id.upper()}:"] + [f"{r.id} — {r.title} ({label} {', '.join(r.shared)}; score {r.score:.2f})" for r in items]
+        return _result("\n".join(lines), RelatedList(incident_id=incident_id.upper(), items=items))
+
+    @server.tool(description="A topic page for a component, cause, symptom, tag or organization (id or label, either "
+                             "language): definition, incidents, co-occurring concepts, organizations.")
+    def get_topic(
+        topic: Annotated[str, Field(description="Concept id or label, e.g. 'nccl', 'InfiniBand', '설정 변경'.")], lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, TopicPage]:
+        page = library.topic(topic, lang=lang)
+        lines = [f"{page.label} ({page.kind} {page.id})"]
+        if page.definition:
+            lines.append(page.definition)
+        lines.append(f"{len(page.incidents)} incident(s): " + ", ".join(f"{i.id} {i.title}" for i in page.incidents[:15]))
+        if page.co_occurring:
+            lines.append("Seen with: " + ", ".join(f"{c.label} ({c.count})" for c in page.co_occurring))
+        return _result("\n".join(lines), page)
+
+    @server.tool(description="The controlled vocabulary: components, causes, symptoms, tags and organizations with "
+                             "labels and aliases. Use the ids as filters.")
+    def vocab(
+        kind: Annotated[KindName | None, Field(description="Only this kind; all kinds when omitted.")] = None, lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, VocabList]:
+        kinds = [ConceptKind(kind)] if kind else list(ConceptKind)
+        entries = [
+            VocabEntry(id=c.id, kind=c.kind.value, label=c.label.get(lang), alt_labels=c.alt.get(lang),
+                       definition=c.definition.get(lang) if c.definition else None)
+            for k in kinds for c in library.vocab.of_kind(k)
+        ]
+        text = "\n".join(f"{e.kind}:{e.id} — {e.label}" + (f" ({', '.join(e.alt_labels[:4])})" if e.alt_labels else "") for e in entries)
+        return _result(text, VocabList(kind=kind, concepts=entries))
+
+    return server
