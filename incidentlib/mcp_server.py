@@ -49,6 +49,17 @@ class VocabList(BaseModel):
     concepts: list[VocabEntry]
 
 
+Org = Annotated[str | None, Field(description="Filter by organization id or name, e.g. 'aws' or 'Cloudflare'.")]
+Component = Annotated[str | None, Field(description="Filter by component id or label, e.g. 'nccl' or 'InfiniBand'.")]
+Cause = Annotated[str | None, Field(description="Filter by cause id or label, e.g. 'configuration-change'.")]
+Symptom = Annotated[str | None, Field(description="Filter by symptom id or label, e.g. 'collective-timeout'.")]
+Tag = Annotated[str | None, Field(description="Filter by tag, e.g. 'ai-infra', 'cloud', 'cdn'.")]
+YearFrom = Annotated[int | None, Field(description="Only incidents from this year on.", ge=1900, le=2100)]
+YearTo = Annotated[int | None, Field(description="Only incidents up to this year.", ge=1900, le=2100)]
+Severity = Annotated[Literal["sev1", "sev2", "sev3", "sev4"] | None, Field(description="Only this severity.")]
+LangArg = Annotated[Lang, Field(description="Language of titles and text: 'en' or 'ko'.")]
+
+
 def _result(text: str, model: BaseModel) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json"))
 
@@ -76,17 +87,7 @@ def _filters(org, component, cause, symptom, tag, year_from, year_to, severity) 
 
 
 def build_mcp_server(library: Library) -> MCPServer:
-    server = MCPServer(name="incidentlib", version=__version__, instructions=INSTRUCTIONS)
-
-    Org = Annotated[str | None, Field(description="Filter by organization id or name, e.g. 'aws' or 'Cloudflare'.")]
-    Component = Annotated[str | None, Field(description="Filter by component id or label, e.g. 'nccl' or 'InfiniBand'.")]
-    Cause = Annotated[str | None, Field(description="Filter by cause id or label, e.g. 'configuration-change'.")]
-    Symptom = Annotated[str | None, Field(description="Filter by symptom id or label, e.g. 'collective-timeout'.")]
-    Tag = Annotated[str | None, Field(description="Filter by tag, e.g. 'ai-infra', 'cloud', 'cdn'.")]
-    YearFrom = Annotated[int | None, Field(description="Only incidents from this year on.", ge=1900, le=2100)]
-    YearTo = Annotated[int | None, Field(description="Only incidents up to this year.", ge=1900, le=2100)]
-    Severity = Annotated[Literal["sev1", "sev2", "sev3", "sev4"] | None, Field(description="Only this severity.")]
-    LangArg = Annotated[Lang, Field(description="Language of titles and text: 'en' or 'ko'.")]
+    server = MCPServer(name="incidentlib", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool(description="Search incidents with a question, a description or an error message, in Korean or "
                              "English. Returns ranked incidents with the passage that matched and why.")
