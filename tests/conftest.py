@@ -27,3 +27,34 @@ def library_copy(tmp_path: Path, data_dir: Path) -> Path:
     target = tmp_path / "lib"
     shutil.copytree(data_dir, target)
     return target
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One index cache for the whole test session (the e5 index takes minutes to build)."""
+    return tmp_path_factory.mktemp("index-cache")
+
+
+@pytest.fixture(scope="session")
+def search_library(data_dir: Path, cache_dir: Path):
+    """The bundled library with the default embedder's index built once."""
+    from incidentlib.search.engine import SearchConfig
+
+    lib = Library.open(data_dir, SearchConfig(cache_dir=cache_dir))
+    lib.build_index()
+    return lib
+
+
+def small_library(target: Path, source: Path, ids: list[str]) -> Path:
+    """A copy of the bundled library with only ``ids`` (curated links to others dropped)."""
+    import yaml
+
+    shutil.copytree(source / "vocab", target / "vocab")
+    (target / "incidents").mkdir(parents=True)
+    for incident_id in ids:
+        doc = yaml.safe_load((source / "incidents" / f"{incident_id}.yaml").read_text(encoding="utf-8"))
+        doc["related"] = [link for link in doc.get("related", []) if link["id"] in ids]
+        if not doc["related"]:
+            doc.pop("related")
+        (target / "incidents" / f"{incident_id}.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    return target

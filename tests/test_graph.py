@@ -76,9 +76,11 @@ def test_neighbors_and_path(library) -> None:
     with pytest.raises(ValueError):
         library.neighbors("IL-0025", depth=9)
 
-    route = library.path("IL-0025", "IL-0021", lang="ko")
+    curated = library.path("IL-0025", "IL-0021")
+    assert curated is not None and curated.links[0].type == "curated" and curated.length == 1
+    route = library.path("IL-0025", "IL-0101", lang="ko")
     assert route is not None
-    assert route.nodes[0].id == "incident:IL-0025" and route.nodes[-1].id == "incident:IL-0021"
+    assert route.nodes[0].id == "incident:IL-0025" and route.nodes[-1].id == "incident:IL-0101"
     assert route.length == len(route.nodes) - 1
     assert route.concepts  # passes through at least one concept
     # every step is a real edge of the projection

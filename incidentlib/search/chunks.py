@@ -46,7 +46,7 @@ def _split_long(text: str) -> list[str]:
     if len(text) <= MAX_CHUNK_CHARS:
         return [text]
     parts, current = [], ""
-    for sentence in re.split(r"(?<=[.!?다])\s+", text):
+    for sentence in re.split(r"(?<=[.!?다,])\s+", text):
         if current and len(current) + len(sentence) > MAX_CHUNK_CHARS:
             parts.append(current)
             current = sentence
@@ -62,16 +62,16 @@ def incident_chunks(incident: Incident, vocab: Vocabulary) -> list[Chunk]:
 
     def add(kind: ChunkKind, lang: str, text: str, index: int = 0) -> None:
         text = " ".join(text.split())
-        if text:
-            chunks.append(Chunk(id=f"{incident.id}/{kind}/{lang}/{index}", incident_id=incident.id, kind=kind, lang=lang, text=text))
+        for part, piece in enumerate(_split_long(text) if text else []):
+            suffix = f"{index}" if part == 0 else f"{index}.{part}"
+            chunks.append(Chunk(id=f"{incident.id}/{kind}/{lang}/{suffix}", incident_id=incident.id, kind=kind, lang=lang, text=piece))
 
     for lang in LANGS:
         add("title", lang, f"{incident.title.get(lang)}. {incident.summary.get(lang)}")
         body = getattr(incident.body, lang)
         if body:
-            pieces = [p for para in _PARAGRAPH.split(body) for p in _split_long(" ".join(para.split()))]
-            for index, piece in enumerate(pieces):
-                add("body", lang, piece, index)
+            for index, paragraph in enumerate(p for p in _PARAGRAPH.split(body) if p.strip()):
+                add("body", lang, paragraph, index)
         detail = [
             getattr(incident.detection, lang, None) if incident.detection else None,
             getattr(incident.mitigation, lang, None) if incident.mitigation else None,

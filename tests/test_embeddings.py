@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from incidentlib.embeddings import EmbedderConfig, EmbedderUnavailable, create_embedder
+
+TEXTS = {
+    "ko": "NCCL 워치독 타임아웃 때문에 분산 학습이 멈췄다",
+    "en": "Distributed training hung because of an NCCL watchdog timeout",
+    "other": "A typo in a maintenance command removed storage servers and took S3 offline",
+}
+
+
+@pytest.mark.parametrize("backend,dim", [("e5-small", 384), ("use-m3", 512)])
+def test_builtin_backends_are_normalised_and_cross_lingual(backend: str, dim: int) -> None:
+    embedder = create_embedder(backend)
+    assert embedder.name == backend and embedder.dim == dim
+    docs = embedder.encode_documents([TEXTS["en"], TEXTS["other"]])
+    query = embedder.encode_queries([TEXTS["ko"]])
+    assert docs.shape == (2, dim) and query.shape == (1, dim)
+    assert docs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-4)
+    scores = docs @ query[0]
+    # the Korean sentence is closer to its English translation than to an unrelated incident
+    assert scores[0] > scores[1]
+    assert embedder.encode_documents([]).shape == (0, dim)
+
+
+def test_factory_rejects_unknown_backend() -> None:
+    with pytest.raises(ValueError, match="unknown embedder"):
+        EmbedderConfig(backend="word2vec")
+
+
+def _tiny_sentence_transformer(path: Path) -> Path:
+    """A real sentence-transformers model built locally: word embeddings + mean pooling."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Pooling, WordEmbeddings
+    from sentence_transformers.models.tokenizer import WhitespaceTokenizer
+
+    vocab = ["nccl", "watchdog", "timeout", "training", "hung", "dns", "outage", "s3", "typo", "storage"]
+    rng = np.random.default_rng(7)
+    weights = rng.normal(size=(len(vocab), 24)).astype(np.float32)
+    model = SentenceTransformer(modules=[WordEmbeddings(WhitespaceTokenizer(vocab=vocab), weights), Pooling(24)])
+    model.save(str(path))
+    return path
+
+
+def test_sentence_transformers_backend_loads_a_local_model(tmp_path: Path) -> None:
+    model_dir = _tiny_sentence_transformer(tmp_path / "tiny-st")
+    embedder = create_embedder(f"st:{model_dir}")
+    assert embedder.dim == 24
+    assert embedder.name == f"st:{model_dir}"
+    vectors = embedder.encode_documents(["nccl watchdog timeout", "dns outage", "nccl timeout"])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[2] > vectors[0] @ vectors[1]
+
+
+def test_sentence_transformers_backend_never_downloads(tmp_path: Path) -> None:
+    with pytest.raises(EmbedderUnavailable, match="offline"):
+        create_embedder("st:someone/not-a-local-model")

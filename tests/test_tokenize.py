@@ -1,0 +1,37 @@
+from incidentlib.search.chunks import incident_chunks
+from incidentlib.search.tokenize import tokenize
+
+
+def test_korean_particles_are_stripped() -> None:
+    stems = [tokenize(word)[0] for word in ("타임아웃이", "타임아웃으로", "타임아웃", "타임아웃에서", "타임아웃을")]
+    assert set(stems) == {"타임아웃"}
+    assert tokenize("학습이 멈췄다")[0] == "학습"
+
+
+def test_short_korean_words_keep_their_last_syllable() -> None:
+    # a stem is never cut below two syllables: 장애 / 장애가 must both give 장애
+    assert tokenize("장애")[0] == "장애"
+    assert tokenize("장애가")[0] == "장애"
+
+
+def test_error_tokens_survive() -> None:
+    tokens = tokenize("OpType=_ALLGATHER_BASE, Timeout(ms)=600000")
+    assert "_allgather_base" in tokens and "allgather" in tokens and "600000" in tokens
+    assert "xid79" in tokenize("Xid 79")
+    assert "x4<x16" in tokenize("limited width: x4 < x16")
+    assert "403" in tokenize("403 Forbidden")
+
+
+def test_english_plurals_and_stopwords() -> None:
+    assert tokenize("the timeouts") == ["timeout"]
+    assert "bus" in tokenize("bus")  # not turned into "bu"
+
+
+def test_chunks_cover_both_languages_and_signals(library) -> None:
+    incident = library.get("IL-0025")
+    chunks = incident_chunks(incident, library.vocab)
+    kinds = {(c.kind, c.lang) for c in chunks}
+    assert {("title", "en"), ("title", "ko"), ("body", "en"), ("body", "ko"), ("concepts", "ko"), ("signal", "raw")} <= kinds
+    assert len({c.id for c in chunks}) == len(chunks)
+    assert any("limited width: x4 < x16" in c.text for c in chunks if c.kind == "signal")
+    assert all(len(c.text) <= 1300 for c in chunks)
