@@ -6,14 +6,14 @@ from pathlib import Path
 import pytest
 
 from incidentlib import Library
-from incidentlib.paths import bundled_data_dir
+from incidentlib.paths import resolve_data_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    return bundled_data_dir()
+    return resolve_data_dir()  # the bundled library unless INCIDENTLIB_DATA says otherwise
 
 
 @pytest.fixture(scope="session")

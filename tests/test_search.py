@@ -74,7 +74,7 @@ def test_editing_an_incident_reembeds_only_changed_chunks(small: Path, tmp_path:
 def test_embedders_never_share_an_index(small: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     use_report = use_library(small, cache).build_index()
-    e5_report = Library.open(small, SearchConfig(cache_dir=cache)).build_index()
+    e5_report = Library.open(small, SearchConfig(embedder=EmbedderConfig(backend="e5-small"), cache_dir=cache)).build_index()
     assert use_report.path != e5_report.path
     assert e5_report.action == "built"
 

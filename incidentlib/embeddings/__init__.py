@@ -1,9 +1,11 @@
 """Sentence embeddings behind one small protocol, created by one factory.
 
 >>> from incidentlib.embeddings import create_embedder
->>> embedder = create_embedder("e5-small")      # or "use-m3", or "st:/path/to/model"
+>>> embedder = create_embedder("use-m3")        # or "e5-small", or "st:/path/to/model"
 >>> embedder.encode_queries(["NCCL watchdog timeout"]).shape
-(1, 384)
+(1, 512)
+
+The default, ``use-m3``, was chosen by ``incidentlib eval`` (see README).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from .base import Embedder, normalize
 from .sentence_transformers import EmbedderUnavailable
 
 BUILTIN_BACKENDS = ("e5-small", "use-m3")
-DEFAULT_BACKEND = "e5-small"
+DEFAULT_BACKEND = "use-m3"
 
 
 class EmbedderConfig(BaseModel):

@@ -1,7 +1,8 @@
 """Recognise vocabulary concepts in free text, in Korean and English.
 
 Latin-script names match on word boundaries, case-insensitively (``NCCL``,
-``InfiniBand``, ``ECC errors``); Hangul names match as substrings, because
+``InfiniBand``, ``ECC errors``), and acronyms also at a CamelCase boundary
+(``WorkNCCL``); Hangul names match as substrings, because
 particles attach to the end of Korean words (InfiniBand 패브릭에서).  Very short
 Latin aliases (under three letters) must match in their written case, so ``IB``
 is recognised but the word "ib" inside other text is not.
@@ -41,8 +42,13 @@ class ConceptRecognizer:
         escaped = re.escape(name)
         if _HANGUL.search(name):
             return re.compile(escaped)
-        flags = 0 if len(name) < 3 else re.IGNORECASE
-        return re.compile(rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])", flags)
+        if len(name) < 3:
+            return re.compile(rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])")
+        pattern = rf"(?i:(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_]))"
+        if re.fullmatch(r"[A-Z][A-Z0-9]+", name):
+            # an acronym also matches at a CamelCase boundary: NCCL in WorkNCCL, DNS in CoreDNS
+            pattern += rf"|(?<![A-Z0-9_]){escaped}(?![A-Za-z0-9_])"
+        return re.compile(pattern)
 
     def recognise(self, text: str) -> list[Mention]:
         found: dict[str, Mention] = {}

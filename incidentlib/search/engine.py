@@ -40,7 +40,7 @@ class SearchConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
-    fusion: FusionMethod = FusionMethod.rrf
+    fusion: FusionMethod = FusionMethod.weighted
     alpha: float = Field(default=DEFAULT_ALPHA, ge=0.0, le=1.0)
     hnsw_threshold: int = Field(default=DEFAULT_HNSW_THRESHOLD, ge=1)
     cache_dir: Path | None = None
@@ -94,6 +94,7 @@ class SearchEngine:
     def build(self, progress: ProgressFn | None = None) -> BuildReport:
         """Make sure the dense index is fresh (reuse, extend or rebuild) and return what was done."""
         self.__dict__.pop("dense", None)
+        self.__dict__.pop("_row_maps", None)
         loaded, report = self._ensure(progress)
         self.__dict__["dense"] = loaded
         return report
@@ -109,6 +110,15 @@ class SearchEngine:
     @cached_property
     def dense(self) -> LoadedIndex:
         return self._ensure(None)[0]
+
+    @cached_property
+    def _row_maps(self) -> tuple[np.ndarray, np.ndarray]:
+        """Index row -> chunk position, and chunk position -> index row."""
+        position = {chunk.id: i for i, chunk in enumerate(self.chunks)}
+        row_to_chunk = np.array([position[chunk_id] for chunk_id in self.dense.chunk_ids], dtype=np.int64)
+        chunk_to_row = np.empty(len(self.chunks), dtype=np.int64)
+        chunk_to_row[row_to_chunk] = np.arange(len(row_to_chunk))
+        return row_to_chunk, chunk_to_row
 
     # ---- ranking -------------------------------------------------------------
     def _allowed_chunks(self, allowed: set[str] | None) -> np.ndarray | None:
@@ -138,12 +148,14 @@ class SearchEngine:
 
     def rank_dense_vector(self, vector: np.ndarray, allowed: set[str] | None = None, depth: int = 50) -> list[tuple[str, float, int]]:
         index = self.dense.index
-        rows = self._allowed_chunks(allowed)
+        row_to_chunk, chunk_to_row = self._row_maps
+        chunks = self._allowed_chunks(allowed)
+        rows = None if chunks is None else chunk_to_row[chunks]
         available = len(index) if rows is None else len(rows)
         fetch = min(available, max(200, depth * 30))
         while True:
             scores, ids = index.search(vector, fetch, allowed=rows)
-            ranked = self._aggregate(ids.astype(np.int64), scores.astype(np.float32))
+            ranked = self._aggregate(row_to_chunk[ids.astype(np.int64)], scores.astype(np.float32))
             if len(ranked) >= depth or fetch >= available:
                 return ranked[:depth]
             fetch = min(available, fetch * 4)
@@ -180,7 +192,8 @@ class SearchEngine:
     def incident_vector(self, incident_id: str, kinds: Iterable[str] = ("title", "body")) -> np.ndarray:
         """The normalised mean of an incident's chunk vectors (for "more like this")."""
         wanted = set(kinds)
-        rows = [i for i, c in enumerate(self.chunks) if c.incident_id == incident_id and c.kind in wanted]
+        _, chunk_to_row = self._row_maps
+        rows = [chunk_to_row[i] for i, c in enumerate(self.chunks) if c.incident_id == incident_id and c.kind in wanted]
         vector = self.dense.vectors[rows].mean(axis=0)
         norm = float(np.linalg.norm(vector)) or 1.0
         return (vector / norm).astype(np.float32)

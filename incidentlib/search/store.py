@@ -5,7 +5,7 @@ Layout under the cache directory::
     <cache>/<library key>/<embedder slug>/
         meta.json                 format version, embedder, dim, content hash, build dir
         build-<hash>/             one complete build
-            chunks.jsonl          chunk id, digest and incident of every row
+            chunks.jsonl          chunk id, digest and incident of every row, in row order
             vectors.npy           the embeddings, row i = chunk i
             index.faiss           the FAISS index over those rows
 
@@ -14,8 +14,9 @@ A build is written into a temporary directory that is renamed into place, and
 build in service.  Each embedder has its own folder, so indexes never mix.
 
 When the library changes, vectors of unchanged chunks (same id and text digest)
-are reused and only new or edited chunks are embedded; if the old chunks are all
-still present, the old FAISS index is extended in place (incremental add).
+are reused and only new or edited chunks are embedded.  When nothing was edited
+or removed, the old FAISS index is extended in place with the new rows
+(incremental add); otherwise it is rebuilt from the reused and new vectors.
 """
 
 from __future__ import annotations
@@ -114,63 +115,73 @@ def ensure_index(
     batch_size: int = 64,
     progress: ProgressFn | None = None,
 ) -> tuple[LoadedIndex, BuildReport]:
-    """Return a fresh index for ``chunks``, building or updating the persisted one as needed."""
+    """Return a fresh index for ``chunks``, building or updating the persisted one as needed.
+
+    Index rows need not follow the library's chunk order: ``LoadedIndex.chunk_ids``
+    names the chunk in each row, so new chunks can be appended wherever their
+    incidents sort.
+    """
     started = time.perf_counter()
     meta = _read_meta(folder)
-    compatible = meta is not None and meta.format_version == FORMAT_VERSION and meta.embedder == embedder.name and meta.dim == embedder.dim
-    wanted_ids = [c.id for c in chunks]
+    compatible = (
+        meta is not None and meta.format_version == FORMAT_VERSION and meta.embedder == embedder.name and meta.dim == embedder.dim
+    )
+    wanted = {c.id for c in chunks}
     if compatible and meta is not None and meta.content_hash == content_hash:
         loaded = _load(folder, meta)
-        if loaded is not None and loaded.chunk_ids == wanted_ids:
+        if loaded is not None and set(loaded.chunk_ids) == wanted and len(loaded.chunk_ids) == len(wanted):
             return loaded, _report("reused", meta, 0, len(chunks), folder, started)
 
-    previous: dict[str, np.ndarray] = {}
     old_rows: list[dict] = []
     old_vectors = np.zeros((0, embedder.dim), dtype=np.float32)
     if compatible and meta is not None:
         read = _read_build(folder, meta)
         if read is not None:
             old_rows, old_vectors = read
-            previous = {f"{row['id']}\0{row['digest']}": old_vectors[i] for i, row in enumerate(old_rows)}
+    previous = {(row["id"], row["digest"]): i for i, row in enumerate(old_rows)}
+    current = {(c.id, c.digest) for c in chunks}
+    missing = [c for c in chunks if (c.id, c.digest) not in previous]
+    fresh = _embed([c.text for c in missing], embedder, batch_size, progress)
+    expected_kind = "hnsw" if len(chunks) >= hnsw_threshold else "flat"
 
-    keys = [f"{c.id}\0{c.digest}" for c in chunks]
-    missing = [i for i, key in enumerate(keys) if key not in previous]
-    fresh = _embed([chunks[i].text for i in missing], embedder, batch_size, progress)
-    vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
-    for row, key in enumerate(keys):
-        if key in previous:
-            vectors[row] = previous[key]
-    if missing:
-        vectors[missing] = fresh
-
-    old_keys = [f"{row['id']}\0{row['digest']}" for row in old_rows]
-    appended_only = bool(old_keys) and keys[: len(old_keys)] == old_keys
-    index: FaissIndex | None = None
-    if appended_only and meta is not None:
+    # every old row still current: keep the rows and append the new chunks (incremental add)
+    if old_rows and all(key in current for key in previous) and meta is not None:
         existing = _load(folder, meta)
-        if existing is not None and existing.index.kind == ("hnsw" if len(chunks) >= hnsw_threshold else "flat"):
-            index = existing.index
-            index.add(vectors[len(old_keys) :])
-    action = "extended" if index is not None else ("updated" if previous else "built")
-    if index is None:
-        index = FaissIndex.create(embedder.dim, len(chunks), hnsw_threshold)
-        index.add(vectors)
+        if existing is not None and existing.index.kind == expected_kind:
+            existing.index.add(fresh)
+            order = [*old_rows, *({"id": c.id, "digest": c.digest, "incident": c.incident_id} for c in missing)]
+            vectors = np.vstack([old_vectors, fresh]) if len(fresh) else old_vectors
+            return _finish("extended", existing.index, order, vectors, content_hash, embedder, folder, len(missing), started)
 
-    new_meta = IndexMeta(
+    order = [{"id": c.id, "digest": c.digest, "incident": c.incident_id} for c in chunks]
+    vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
+    fresh_row = {c.id: i for i, c in enumerate(missing)}
+    for row, chunk in enumerate(chunks):
+        key = (chunk.id, chunk.digest)
+        vectors[row] = old_vectors[previous[key]] if key in previous else fresh[fresh_row[chunk.id]]
+    index = FaissIndex.create(embedder.dim, len(chunks), hnsw_threshold)
+    index.add(vectors)
+    action = "updated" if len(missing) < len(chunks) else "built"
+    return _finish(action, index, order, vectors, content_hash, embedder, folder, len(missing), started)
+
+
+def _finish(action: str, index: FaissIndex, order: list[dict], vectors: np.ndarray, content_hash: str, embedder: Embedder,
+            folder: Path, embedded: int, started: float) -> tuple[LoadedIndex, BuildReport]:
+    meta = IndexMeta(
         format_version=FORMAT_VERSION,
         embedder=embedder.name,
         dim=embedder.dim,
         content_hash=content_hash,
-        chunks=len(chunks),
+        chunks=len(order),
         index_kind=index.kind,
         build=f"build-{content_hash[:16]}-{int(time.time() * 1000)}",
         built_at=time.time(),
-        embedded_now=len(missing),
-        reused=len(chunks) - len(missing),
+        embedded_now=embedded,
+        reused=len(order) - embedded,
     )
-    _write_build(folder, new_meta, chunks, vectors, index)
-    loaded = LoadedIndex(index, wanted_ids, vectors, new_meta)
-    return loaded, _report(action, new_meta, len(missing), len(chunks) - len(missing), folder, started)
+    _write_build(folder, meta, order, vectors, index)
+    loaded = LoadedIndex(index, [row["id"] for row in order], vectors, meta)
+    return loaded, _report(action, meta, embedded, len(order) - embedded, folder, started)
 
 
 def _embed(texts: list[str], embedder: Embedder, batch_size: int, progress: ProgressFn | None) -> np.ndarray:
@@ -201,13 +212,13 @@ def _load(folder: Path, meta: IndexMeta) -> LoadedIndex | None:
     return LoadedIndex(index, [row["id"] for row in rows], vectors, meta)
 
 
-def _write_build(folder: Path, meta: IndexMeta, chunks: list[Chunk], vectors: np.ndarray, index: FaissIndex) -> None:
+def _write_build(folder: Path, meta: IndexMeta, order: list[dict], vectors: np.ndarray, index: FaissIndex) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
     try:
         with (staging / "chunks.jsonl").open("w", encoding="utf-8") as handle:
-            for chunk in chunks:
-                handle.write(json.dumps({"id": chunk.id, "digest": chunk.digest, "incident": chunk.incident_id}) + "\n")
+            for row in order:
+                handle.write(json.dumps(row) + "\n")
         np.save(staging / "vectors.npy", vectors)
         index.save(staging / "index.faiss")
         staging.rename(folder / meta.build)
