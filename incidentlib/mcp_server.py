@@ -8,14 +8,19 @@ with the same data as structured content beside it.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import functools
+from collections.abc import Callable
+from typing import Annotated, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from . import __version__
-from .library import IncidentFilter, Library
+from .graph.knowledge import UnknownNodeError
+from .library import FilterError, IncidentFilter, IncidentNotFound, Library
+from .search.service import QueryError
 from .models import ConceptKind
 from .search.engine import SearchMode
 from .views import IncidentDetail, IncidentPage, RelatedItem, SearchResponse, TopicPage
@@ -60,6 +65,22 @@ Severity = Annotated[Literal["sev1", "sev2", "sev3", "sev4"] | None, Field(descr
 LangArg = Annotated[Lang, Field(description="Language of titles and text: 'en' or 'ko'.")]
 
 
+_Fn = TypeVar("_Fn", bound=Callable)
+
+
+def clear_errors(fn: _Fn) -> _Fn:
+    """Report bad ids and arguments to the client in plain words (the SDK hides other exceptions' text)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        try:
+            return fn(*args, **kwargs)
+        except (IncidentNotFound, UnknownNodeError, FilterError, QueryError, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
 def _result(text: str, model: BaseModel) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json"))
 
@@ -89,7 +110,10 @@ def _filters(org, component, cause, symptom, tag, year_from, year_to, severity) 
 def build_mcp_server(library: Library) -> MCPServer:
     server = MCPServer(name="incidentlib", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
-    @server.tool(description="Search incidents with a question, a description or an error message, in Korean or "
+    def tool(description: str) -> Callable[[_Fn], _Fn]:
+        return lambda fn: server.tool(description=description)(clear_errors(fn))
+
+    @tool(description="Search incidents with a question, a description or an error message, in Korean or "
                              "English. Returns ranked incidents with the passage that matched and why.")
     def search_incidents(
         query: Annotated[str, Field(description="What to look for, in Korean or English.", min_length=1, max_length=2000)],
@@ -102,7 +126,7 @@ def build_mcp_server(library: Library) -> MCPServer:
                                   filters=_filters(org, component, cause, symptom, tag, year_from, year_to, severity), lang=lang)
         return _result(_search_text(response), response)
 
-    @server.tool(description="Find incidents like a pasted error, log line or description, or like a known incident "
+    @tool(description="Find incidents like a pasted error, log line or description, or like a known incident "
                              "id. Combines text similarity with shared components, causes and symptoms.")
     def similar_incidents(
         text: Annotated[str | None, Field(description="Error message, log excerpt or description.", max_length=2000)] = None,
@@ -112,7 +136,7 @@ def build_mcp_server(library: Library) -> MCPServer:
         response = library.similar(incident_id=incident_id, text=text, k=k, lang=lang)
         return _result(_search_text(response), response)
 
-    @server.tool(description="The full record of one incident: summary, narrative, components, causes, symptoms, "
+    @tool(description="The full record of one incident: summary, narrative, components, causes, symptoms, "
                              "verbatim error signals, lessons, sources and related incidents.")
     def get_incident(
         incident_id: Annotated[str, Field(description="Incident id such as IL-0025.")], lang: LangArg = "en",
@@ -131,7 +155,7 @@ def build_mcp_server(library: Library) -> MCPServer:
             lines.append("Related: " + ", ".join(f"{r.id} ({', '.join(r.shared[:3])})" for r in d.related[:5]))
         return _result("\n".join(lines), d)
 
-    @server.tool(description="List incidents, optionally filtered by organization, component, cause, symptom, tag, "
+    @tool(description="List incidents, optionally filtered by organization, component, cause, symptom, tag, "
                              "years or severity.")
     def list_incidents(
         org: Org = None, component: Component = None, cause: Cause = None, symptom: Symptom = None, tag: Tag = None,
@@ -144,7 +168,7 @@ def build_mcp_server(library: Library) -> MCPServer:
         lines += [f"{i.id} {i.date} {i.org_label}: {i.title}" for i in page.items]
         return _result("\n".join(lines), page)
 
-    @server.tool(description="Incidents that share components or causes with one incident; rarer shared concepts weigh more.")
+    @tool(description="Incidents that share components or causes with one incident; rarer shared concepts weigh more.")
     def related_incidents(
         incident_id: Annotated[str, Field(description="Incident id such as IL-0025.")],
         limit: Annotated[int, Field(ge=1, le=50)] = 10, lang: LangArg = "en",
@@ -154,7 +178,7 @@ def build_mcp_server(library: Library) -> MCPServer:
         lines = [f"Related to {incident_id.upper()}:"] + [f"{r.id} — {r.title} ({label} {', '.join(r.shared)}; score {r.score:.2f})" for r in items]
         return _result("\n".join(lines), RelatedList(incident_id=incident_id.upper(), items=items))
 
-    @server.tool(description="A topic page for a component, cause, symptom, tag or organization (id or label, either "
+    @tool(description="A topic page for a component, cause, symptom, tag or organization (id or label, either "
                              "language): definition, incidents, co-occurring concepts, organizations.")
     def get_topic(
         topic: Annotated[str, Field(description="Concept id or label, e.g. 'nccl', 'InfiniBand', '설정 변경'.")], lang: LangArg = "en",
@@ -168,7 +192,7 @@ def build_mcp_server(library: Library) -> MCPServer:
             lines.append("Seen with: " + ", ".join(f"{c.label} ({c.count})" for c in page.co_occurring))
         return _result("\n".join(lines), page)
 
-    @server.tool(description="The controlled vocabulary: components, causes, symptoms, tags and organizations with "
+    @tool(description="The controlled vocabulary: components, causes, symptoms, tags and organizations with "
                              "labels and aliases. Use the ids as filters.")
     def vocab(
         kind: Annotated[KindName | None, Field(description="Only this kind; all kinds when omitted.")] = None, lang: LangArg = "en",

@@ -41,29 +41,40 @@ SPARQL_JSON = "application/sparql-results+json"
 READ_ONLY = "SPARQL UPDATE is not allowed: the library graph is read-only"
 
 
-@router.api_route("/sparql", methods=["GET", "POST"], tags=["graph"], response_class=JSONResponse,
-                  responses={200: {"content": {SPARQL_JSON: {}, "text/turtle": {}}}, 400: {"model": ErrorBody}, 503: {"model": ErrorBody}})
-async def sparql(request: Request, library: LibraryDep) -> Response:
-    """SPARQL 1.1 protocol, read-only: ``application/sparql-query`` body, form field ``query``, or ``?query=``.
+SPARQL_RESPONSES = {200: {"content": {SPARQL_JSON: {}, "text/turtle": {}}}, 400: {"model": ErrorBody}, 503: {"model": ErrorBody}}
+
+
+@router.get("/sparql", tags=["graph"], response_class=JSONResponse, responses=SPARQL_RESPONSES)
+async def sparql_get(request: Request, library: LibraryDep, query: Annotated[str | None, Query(max_length=20_000)] = None) -> Response:
+    """SPARQL 1.1 protocol over GET (``?query=``), read-only. See POST /sparql."""
+    return await _answer(request, library, query)
+
+
+@router.post("/sparql", tags=["graph"], response_class=JSONResponse, responses=SPARQL_RESPONSES)
+async def sparql_post(request: Request, library: LibraryDep) -> Response:
+    """SPARQL 1.1 protocol, read-only: an ``application/sparql-query`` body, or a form with a ``query`` field.
 
     SELECT and ASK answer ``application/sparql-results+json``; CONSTRUCT and DESCRIBE answer Turtle.
-    UPDATE is refused with 400. Each query has a time limit (``sparql_timeout`` seconds).
+    UPDATE is refused with 400. Each query has a time limit (503 when it is exceeded).
     """
-    query = request.query_params.get("query")
-    if request.method == "POST":
-        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type == "application/sparql-query":
-            query = (await request.body()).decode("utf-8", errors="replace")
-        elif content_type == "application/sparql-update":
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    query: str | None
+    if content_type == "application/sparql-query":
+        query = (await request.body()).decode("utf-8", errors="replace")
+    elif content_type == "application/sparql-update":
+        raise ReadOnlyError(READ_ONLY)
+    elif content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        form = await request.form()
+        if "update" in form:
             raise ReadOnlyError(READ_ONLY)
-        elif content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
-            form = await request.form()
-            if "update" in form:
-                raise ReadOnlyError(READ_ONLY)
-            value = form.get("query")
-            query = value if isinstance(value, str) else None
-        else:
-            raise HTTPException(status_code=415, detail="send application/sparql-query, or a form with a 'query' field")
+        value = form.get("query")
+        query = value if isinstance(value, str) else None
+    else:
+        raise HTTPException(status_code=415, detail="send application/sparql-query, or a form with a 'query' field")
+    return await _answer(request, library, query)
+
+
+async def _answer(request: Request, library, query: str | None) -> Response:  # noqa: ANN001
     if not query:
         raise HTTPException(status_code=400, detail="missing SPARQL query")
     if len(query) > 20_000:

@@ -1,0 +1,138 @@
+"""End to end: `incidentlib serve` as a real process, and real MCP client sessions (stdio and HTTP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+TOOLS = {"search_incidents", "get_incident", "list_incidents", "get_topic", "vocab", "similar_incidents", "related_incidents"}
+
+
+def executable() -> str:
+    exe = shutil.which("incidentlib", path=str(Path(sys.executable).parent))
+    assert exe, "the incidentlib console script is not installed next to this interpreter"
+    return exe
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(search_library, data_dir: Path, cache_dir: Path):
+    """A real `incidentlib serve` process on a free loopback port (the index is already cached)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [executable(), "serve", "--port", str(port), "--data", str(data_dir), "--cache", str(cache_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"serve exited early:\n{process.stdout.read() if process.stdout else ''}")
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("serve did not become healthy within 180 s")
+            time.sleep(0.5)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def test_real_server_answers_over_http(server: str, search_library) -> None:
+    health = httpx.get(f"{server}/health", timeout=10).json()
+    assert health["status"] == "ok" and health["incidents"] == len(search_library)
+    found = httpx.get(f"{server}/search", params={"q": "NCCL 워치독 타임아웃", "k": 3}, timeout=30).json()
+    assert found["results"] and found["results"][0]["why"]["chunk"]["text"]
+    detail = httpx.get(f"{server}/incidents/IL-0025", params={"lang": "ko"}, timeout=10).json()
+    assert detail["id"] == "IL-0025" and detail["lang"] == "ko"
+    assert httpx.get(f"{server}/incidents/IL-9999", timeout=10).status_code == 404
+
+
+def _check_tools(client_factory) -> dict[str, object]:
+    results: dict[str, object] = {}
+
+    async def session() -> None:
+        async with client_factory() as client:
+            listed = await client.list_tools()
+            names = {tool.name for tool in listed.tools}
+            results["names"] = names
+            results["schemas"] = {tool.name: tool.input_schema for tool in listed.tools}
+            calls = {
+                "search_incidents": {"query": "S3 명령 오타 장애", "k": 3},
+                "get_incident": {"incident_id": "IL-0025", "lang": "ko"},
+                "list_incidents": {"component": "nccl", "limit": 5},
+                "get_topic": {"topic": "InfiniBand"},
+                "vocab": {"kind": "cause"},
+                "similar_incidents": {"text": "Watchdog caught collective operation timeout: WorkNCCL(OpType=_ALLGATHER_BASE)", "k": 3},
+                "related_incidents": {"incident_id": "IL-0025", "limit": 50},
+            }
+            for name, arguments in calls.items():
+                results[name] = await client.call_tool(name, arguments)
+            results["error"] = await client.call_tool("get_incident", {"incident_id": "IL-9999"})
+
+    anyio.run(session)
+    return results
+
+
+def _assert_tool_results(results: dict[str, object]) -> None:
+    assert TOOLS <= results["names"]  # type: ignore[operator]
+    schemas = results["schemas"]
+    assert "query" in schemas["search_incidents"]["properties"]  # type: ignore[index]
+    for name in TOOLS:
+        result = results[name]
+        assert not result.is_error, (name, result.content)  # type: ignore[attr-defined]
+        text = result.content[0].text  # type: ignore[attr-defined]
+        assert result.structured_content, name  # type: ignore[attr-defined]
+        if name not in ("vocab", "get_topic"):
+            assert "IL-" in text, (name, text)
+    assert "IL-0076" in results["search_incidents"].content[0].text  # type: ignore[attr-defined]
+    assert results["get_incident"].structured_content["lang"] == "ko"  # type: ignore[attr-defined]
+    related = {item["id"] for item in results["related_incidents"].structured_content["items"]}  # type: ignore[attr-defined]
+    assert {"IL-0126", "IL-0133", "IL-0134", "IL-0021"} <= related
+    assert results["similar_incidents"].structured_content["results"][0]["id"] == "IL-0025"  # type: ignore[attr-defined]
+    error = results["error"]
+    assert error.is_error and "IL-9999" in error.content[0].text  # type: ignore[attr-defined]
+
+
+def test_mcp_over_stdio(search_library, data_dir: Path, cache_dir: Path) -> None:
+    params = StdioServerParameters(
+        command=executable(), args=["mcp", "--data", str(data_dir), "--cache", str(cache_dir)],
+        env={"PATH": os.environ.get("PATH", "")},
+    )
+    _assert_tool_results(_check_tools(lambda: Client(params, read_timeout_seconds=120)))
+
+
+def test_mcp_over_streamable_http(server: str) -> None:
+    _assert_tool_results(_check_tools(lambda: Client(f"{server}/mcp", read_timeout_seconds=120)))
+
+
+def test_serve_json_shapes_match_cli(server: str) -> None:
+    over_http = httpx.get(f"{server}/incidents/IL-0025/related", params={"limit": 5}, timeout=10).json()["items"]
+    proc = subprocess.run([executable(), "related", "IL-0025", "--json", "--limit", "5"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == over_http
