@@ -37,8 +37,12 @@ def test_factory_rejects_unknown_backend() -> None:
 def _tiny_sentence_transformer(path: Path) -> Path:
     """A real sentence-transformers model built locally: word embeddings + mean pooling."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Pooling, WordEmbeddings
-    from sentence_transformers.models.tokenizer import WhitespaceTokenizer
+    try:  # sentence-transformers >= 6 moved the module classes
+        from sentence_transformers.sentence_transformer.modules import Pooling, WordEmbeddings
+        from sentence_transformers.sentence_transformer.modules.tokenizer import WhitespaceTokenizer
+    except ImportError:
+        from sentence_transformers.models import Pooling, WordEmbeddings
+        from sentence_transformers.models.tokenizer import WhitespaceTokenizer
 
     vocab = ["nccl", "watchdog", "timeout", "training", "hung", "dns", "outage", "s3", "typo", "storage"]
     rng = np.random.default_rng(7)

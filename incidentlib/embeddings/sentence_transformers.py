@@ -55,7 +55,8 @@ class SentenceTransformerEmbedder:
                     "Give a local directory that holds the model."
                 ) from exc
         self.name = f"st:{model}"
-        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(dimension() or 0)
         self.batch_size = batch_size
         self._prefixed = "e5" in model.lower()
 

@@ -11,7 +11,10 @@ where ``N`` is the number of incidents and ``df(c)`` the number of incidents tha
 name ``c``.  A concept only two incidents share weighs ``ln(1 + N/2)``; one that
 every incident names weighs ``ln 2``.  A curated ``related`` link (in either
 direction) adds ``ln(1 + N/2)``: it counts like one rare concept.  The score is
-the sum, rounded to 4 places; ties are broken by incident id.
+the sum, rounded to 4 places.
+
+Curated links are listed first (a curator's judgement outranks a computed
+overlap), then computed ones; within each group by score, ties by incident id.
 """
 
 from __future__ import annotations
@@ -157,7 +160,7 @@ class KnowledgeGraph:
                     curated_reason=curated.get(other_id),
                 )
             )
-        items.sort(key=lambda item: (-item.score, item.id))
+        items.sort(key=lambda item: (item.curated_reason is None, -item.score, item.id))
         return items if limit is None else items[:limit]
 
     def _curated_reasons(self, incident: Incident, lang: str) -> dict[str, str]:

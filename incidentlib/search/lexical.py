@@ -44,5 +44,8 @@ class LexicalIndex:
 
 
 def _is_fragment(token: str, query: str) -> bool:
-    # Hangul bigrams are matching aids, not words a user would recognise as "matched".
+    # Hangul bigrams are matching aids, and runs of zeros (PCI addresses) carry no meaning:
+    # neither is a word a user would recognise as "matched".
+    if len(token) < 2 or set(token) == {"0"}:
+        return True
     return len(token) == 2 and all("\uac00" <= ch <= "\ud7a3" for ch in token) and token not in query.split()

@@ -76,7 +76,7 @@ class SearchService:
         # incidents that carry a recognised concept are candidates even if the text missed them
         for incident_id in self._incidents_with(concept_ids, allowed):
             if all(h.incident_id != incident_id for h in hits):
-                hits.append(Hit(incident_id, 0.0, self._title_chunk(incident_id)))
+                hits.append(Hit(incident_id, 0.0, self._title_chunk(incident_id, lang)))
         graph = {h.incident_id: self._concept_weight_sum(concept_ids, self._concepts(h.incident_id)) for h in hits}
         combined = self._combine({h.incident_id: h.score for h in hits}, graph)
         by_id = {h.incident_id: h for h in hits}
@@ -96,7 +96,7 @@ class SearchService:
         text_scores = {i: s for i, s, _ in dense}
         chunk_of = {i: c for i, _, c in dense}
         for other in related:
-            chunk_of.setdefault(other, self._title_chunk(other))
+            chunk_of.setdefault(other, self._title_chunk(other, lang))
         combined = self._combine(text_scores, related)
         ranked = sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         own = set(self._concepts(incident_id))
@@ -143,8 +143,12 @@ class SearchService:
             total += self.knowledge.concept_weight(f"{self._kind(concept_id)}:{concept_id}")
         return total
 
-    def _title_chunk(self, incident_id: str) -> int:
-        return next(i for i, c in enumerate(self.engine.chunks) if c.incident_id == incident_id and c.kind == "title")
+    @cached_property
+    def _title_chunks(self) -> dict[tuple[str, str], int]:
+        return {(c.incident_id, c.lang): i for i, c in enumerate(self.engine.chunks) if c.kind == "title"}
+
+    def _title_chunk(self, incident_id: str, lang: str = "en") -> int:
+        return self._title_chunks[(incident_id, lang)]
 
     def _result(self, hit: Hit, query: str, mentions: list[Mention], lang: str, score: float | None = None,
                 graph_score: float | None = None) -> SearchResult:
@@ -153,13 +157,15 @@ class SearchService:
         terms = self.engine.lexical.matched_terms(query, hit.chunk)
         own = set(self._concepts(incident.id)) | {incident.org}
         shared = [self.knowledge.concept_ref(m.concept_id, lang) for m in mentions if m.concept_id in own]
+        # a vocabulary match explains *why*, but a list of labels reads badly: show the summary instead
+        shown = self.engine.chunks[self._title_chunk(incident.id, lang)].text if chunk.kind == "concepts" else chunk.text
         return SearchResult(
             id=incident.id,
             score=round(float(hit.score if score is None else score), 6),
             title=incident.title.get(lang),
             org=incident.org,
             date=incident.date,
-            snippet=snippet(chunk.text, terms),
+            snippet=snippet(shown, terms),
             why=Why(
                 chunk=MatchedChunk(id=chunk.id, kind=chunk.kind, lang=chunk.lang, text=chunk.text),
                 matched_terms=terms,

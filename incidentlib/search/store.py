@@ -57,7 +57,7 @@ class IndexMeta(BaseModel):
 
 
 class BuildReport(BaseModel):
-    """What :func:`ensure_index` did: reused, extended or rebuilt, and how many chunks it embedded."""
+    """What :func:`ensure_index` did (reused, refreshed, extended, updated or built) and how many chunks it embedded."""
 
     action: str
     embedder: str
@@ -151,7 +151,8 @@ def ensure_index(
             existing.index.add(fresh)
             order = [*old_rows, *({"id": c.id, "digest": c.digest, "incident": c.incident_id} for c in missing)]
             vectors = np.vstack([old_vectors, fresh]) if len(fresh) else old_vectors
-            return _finish("extended", existing.index, order, vectors, content_hash, embedder, folder, len(missing), started)
+            action = "extended" if missing else "refreshed"
+            return _finish(action, existing.index, order, vectors, content_hash, embedder, folder, len(missing), started)
 
     order = [{"id": c.id, "digest": c.digest, "incident": c.incident_id} for c in chunks]
     vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
