@@ -7,13 +7,14 @@ docs/json.md and are the same models the HTTP API returns.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -161,7 +162,7 @@ def list_cmd(
     for column in ("id", "date", "org", "title"):
         table.add_column(column, overflow="fold")
     for item in page.items:
-        table.add_row(item.id, item.date, item.org_label, item.title)
+        table.add_row(item.id, item.date or "—", item.org_label, item.title + (" [draft]" if item.status == "draft" else ""))
     out.print(table)
 
 
@@ -181,7 +182,7 @@ def show(
     if as_json:
         emit_json(detail)
         return
-    out.print(f"[bold]{detail.id}[/bold] {escape(detail.org.label)} · {detail.date}" + (f" · {detail.severity}" if detail.severity else ""))
+    out.print(f"[bold]{detail.id}[/bold] {escape(detail.org.label)} · {detail.date or 'date unknown'}" + (f" · {detail.severity}" if detail.severity else ""))
     out.print(f"[bold]{escape(detail.title)}[/bold]")
     out.print(escape(detail.summary) + "\n")
     out.print(escape(detail.body) + "\n")
@@ -263,7 +264,7 @@ def topic(
         out.print("[dim]also:[/dim] " + escape(", ".join(page.alt_labels)))
     out.print(f"[dim]{len(page.incidents)} incident(s):[/dim]")
     for item in page.incidents:
-        out.print(f"  {item.id} {item.date} {escape(item.title)}")
+        out.print(f"  {item.id} {item.date or '—'} {escape(item.title)}")
     if page.co_occurring:
         out.print("[dim]seen with:[/dim] " + escape(", ".join(f"{c.label} ({c.count})" for c in page.co_occurring)))
     if page.organizations:
@@ -491,6 +492,58 @@ def eval_cmd(
         from .storage import atomic_write_text
 
         atomic_write_text(output, markdown)
+
+
+@app.command("import")
+def import_cmd(
+    path: Annotated[Path, typer.Argument(help="The collection to import.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="yaml, json, jsonl, csv or markdown.")],
+    into: Annotated[Optional[Path], typer.Option("--into", help="Library directory to add to (created if missing).")] = None,
+    maps: Annotated[Optional[list[str]], typer.Option("--map", "-m", help="FIELD=SOURCE, e.g. title=headline, source_url=links[0].href (repeatable).")] = None,
+    id_prefix: Annotated[str, typer.Option(help="Prefix of new ids (uppercase letters).")] = "IL",
+    lang: LangOpt = LangChoice.en,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report what would happen; write nothing.")] = False,
+    keep_near_duplicates: Annotated[bool, typer.Option(help="Accept records that only look similar to existing ones.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import incidents as drafts, with concept suggestions, duplicate checks and a report. All or nothing."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from .importing import ImportFailed, ImportFormat, ImportOptions, run_import
+
+    target = into or (Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else None)
+    if target is None:
+        raise fail("say where to import with --into DIR (or set INCIDENTLIB_DATA)", 2)
+    try:
+        options = ImportOptions(format=ImportFormat(fmt), maps=maps or [], id_prefix=id_prefix, lang=lang.value,
+                                dry_run=dry_run, keep_near_duplicates=keep_near_duplicates)
+    except ValidationError as exc:
+        raise fail("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()), 2) from None
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+    with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), console=err, transient=True,
+                  disable=as_json) as bar:
+        task = bar.add_task("import", total=None)
+        try:
+            report = run_import(path, target, options, lambda done, total: bar.update(task, completed=done, total=total))
+        except ImportFailed as exc:
+            raise fail(str(exc), 2) from None
+    if as_json:
+        emit_json(report)
+    else:
+        for item in report.accepted:
+            out.print(f"[green]✓[/green] {item.id} ← {item.location}: {escape(item.title)} [dim]({item.status}; "
+                      f"{len(item.suggestions)} suggestion(s))[/dim]")
+            for warning in item.warnings:
+                out.print(f"    [yellow]![/yellow] {escape(warning)}")
+        for item in report.rejected:
+            out.print(f"[red]✗[/red] {item.location}: {escape('; '.join(item.reasons))}")
+        if report.new_organizations or report.new_tags:
+            out.print(f"new organizations: {', '.join(report.new_organizations) or '—'}; new tags: {', '.join(report.new_tags) or '—'}")
+        verb = "would add" if report.dry_run else ("added" if report.written else "added nothing to")
+        out.print(f"{verb} {len(report.accepted)} incident(s) to {report.into}; rejected {len(report.rejected)}")
+    if not report.accepted and report.rejected:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -169,9 +169,9 @@ class Library:
             values = {incident.org} if field == "org" else set(getattr(incident, field))
             if not values & ids:
                 return False
-        if filters.year_from is not None and incident.year < filters.year_from:
+        if filters.year_from is not None and (incident.year is None or incident.year < filters.year_from):
             return False
-        if filters.year_to is not None and incident.year > filters.year_to:
+        if filters.year_to is not None and (incident.year is None or incident.year > filters.year_to):
             return False
         if filters.severity is not None and (incident.severity is None or incident.severity.value != filters.severity):
             return False
@@ -211,6 +211,7 @@ class Library:
             org=kg.concept_ref(incident.org, lang),
             date=incident.date,
             date_kind=incident.date_kind.value,
+            status=incident.status.value,
             severity=incident.severity.value if incident.severity else None,
             tags=[kg.concept_ref(c, lang) for c in incident.tags],
             components=[kg.concept_ref(c, lang) for c in incident.components],

@@ -225,8 +225,6 @@ def _load_incidents(root: Path, problems: list[Problem]) -> dict[str, Incident]:
             continue
         incidents[incident.id] = incident
         where[incident.id] = file
-    if not incidents and not problems:
-        problems.append(Problem(file=_rel(root, folder), message="no incidents"))
     return dict(sorted(incidents.items()))
 
 
@@ -245,6 +243,11 @@ def _check_incident_links(root: Path, incidents: dict[str, Incident], vocab: Voc
                     problems.append(Problem(file=file, field=label, message=f"{concept_id!r} is a {concept.kind.value}, not a {kind.value}"))
             if not isinstance(value, str) and len(set(values)) != len(values):
                 problems.append(Problem(file=file, field=field, message="lists the same id twice"))
+        for index, suggestion in enumerate(incident.suggestions):
+            concept = vocab.get(suggestion.concept)
+            if concept is None or concept.kind != suggestion.kind:
+                problems.append(Problem(file=file, field=f"suggestions[{index}].concept",
+                                        message=f"unknown {suggestion.kind.value} {suggestion.concept!r}{_did_you_mean(vocab.suggest(suggestion.concept, suggestion.kind))}"))
         for index, link in enumerate(incident.related):
             if link.id not in incidents:
                 problems.append(Problem(file=file, field=f"related[{index}].id", message=f"unknown incident {link.id!r}{_did_you_mean(difflib.get_close_matches(link.id, list(incidents), n=3, cutoff=0.5))}"))

@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -25,7 +26,8 @@ from pydantic import (
 LANGS: tuple[str, ...] = ("en", "ko")
 Lang = Literal["en", "ko"]
 
-INCIDENT_ID_RE = re.compile(r"^IL-\d{4}$")
+# The curated library uses IL-NNNN; imports may choose another prefix (--id-prefix).
+INCIDENT_ID_RE = re.compile(r"^[A-Z]{2,8}-\d{4,6}$")
 CONCEPT_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _DATE_RE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 
@@ -182,19 +184,41 @@ class DateKind(str, Enum):
     published = "published"
 
 
+class Status(str, Enum):
+    """``published`` records meet every rule; ``draft`` records (from importers) await review."""
+
+    published = "published"
+    draft = "draft"
+
+
+class ConceptSuggestion(Record):
+    """A concept an importer recognised in the text, with the words that suggested it."""
+
+    concept: str
+    kind: ConceptKind
+    evidence: str
+
+
 class Incident(Record):
-    """One documented incident, as stored in ``data/incidents/IL-NNNN.yaml``."""
+    """One documented incident, as stored in ``data/incidents/IL-NNNN.yaml``.
+
+    Published records need both languages in ``title`` and ``summary``, a ``date`` and
+    at least one component.  Drafts (``status: draft``, written by importers) may have
+    one language, no date and no components yet; their recognised concepts wait in
+    ``suggestions`` until a curator accepts them.
+    """
 
     id: str
+    status: Status = Status.published
     org: str
-    date: str
+    date: str | None = Field(default=None, validate_default=True)
     date_kind: DateKind = DateKind.occurred
     severity: Severity | None = None
     tags: list[str] = Field(default_factory=list)
-    title: BilingualText
-    summary: BilingualText
+    title: Text
+    summary: Text
     body: Text
-    components: list[str] = Field(min_length=1)
+    components: list[str] = Field(default_factory=list, validate_default=True)
     causes: list[str] = Field(default_factory=list)
     symptoms: list[str] = Field(default_factory=list)
     signals: list[Signal] = Field(default_factory=list)
@@ -203,6 +227,7 @@ class Incident(Record):
     lessons: list[Text] = Field(default_factory=list)
     sources: list[Source] = Field(min_length=1)
     related: list[RelatedLink] = Field(default_factory=list)
+    suggestions: list[ConceptSuggestion] = Field(default_factory=list)
 
     @field_validator("id")
     @classmethod
@@ -211,12 +236,35 @@ class Incident(Record):
 
     @field_validator("date", mode="before")
     @classmethod
-    def _date(cls, value: str) -> str:
+    def _date(cls, value: object, info: ValidationInfo) -> str | None:
+        if value is None:
+            if _is_draft(info):
+                return None
+            raise ValueError("date is required (YYYY-MM-DD, YYYY-MM or YYYY); only drafts may leave it out")
         return check_partial_date(value)
 
+    @field_validator("title", "summary")
+    @classmethod
+    def _bilingual(cls, value: Text, info: ValidationInfo) -> Text:
+        missing = [lang for lang in LANGS if not getattr(value, lang)]
+        if missing and not _is_draft(info):
+            raise ValueError(f"missing required language(s): {', '.join(missing)}")
+        return value
+
+    @field_validator("components")
+    @classmethod
+    def _components(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if not value and not _is_draft(info):
+            raise ValueError("at least one component is required; only drafts may leave it empty")
+        return value
+
     @property
-    def year(self) -> int:
-        return int(self.date[:4])
+    def is_draft(self) -> bool:
+        return self.status is Status.draft
+
+    @property
+    def year(self) -> int | None:
+        return int(self.date[:4]) if self.date else None
 
     def concept_ids(self) -> dict[str, list[str]]:
         """Concept ids by vocabulary kind, as referenced by this incident."""
@@ -229,9 +277,13 @@ class Incident(Record):
         }
 
 
+def _is_draft(info: ValidationInfo) -> bool:
+    return info.data.get("status") is Status.draft
+
+
 def check_incident_id(value: str) -> str:
     if not INCIDENT_ID_RE.match(value):
-        raise ValueError(f"incident id {value!r} must look like IL-0001 (IL- and 4 digits)")
+        raise ValueError(f"incident id {value!r} must look like IL-0001 (an uppercase prefix, '-', 4 to 6 digits)")
     return value
 
 

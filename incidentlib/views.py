@@ -33,8 +33,9 @@ class IncidentSummary(BaseModel):
     title: str
     org: str
     org_label: str
-    date: str
+    date: str | None
     severity: str | None = None
+    status: str = "published"
     tags: list[str]
     components: list[str]
 
@@ -43,7 +44,7 @@ class RelatedItem(BaseModel):
     id: str
     title: str
     org: str
-    date: str
+    date: str | None
     shared: list[str] = Field(description="Labels of the shared components and causes, in the requested language.")
     shared_concepts: list[ConceptRef]
     score: float
@@ -58,8 +59,9 @@ class IncidentDetail(BaseModel):
     body: str
     body_lang: str = Field(description="The language the body is actually in (it falls back when missing).")
     org: ConceptRef
-    date: str
+    date: str | None
     date_kind: str
+    status: str = "published"
     severity: str | None = None
     tags: list[ConceptRef]
     components: list[ConceptRef]
@@ -151,7 +153,7 @@ class SearchResult(BaseModel):
     score: float
     title: str
     org: str
-    date: str
+    date: str | None
     snippet: str
     why: Why
 

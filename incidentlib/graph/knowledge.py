@@ -103,6 +103,7 @@ class KnowledgeGraph:
             org_label=self.data.vocab.label(incident.org, lang),
             date=incident.date,
             severity=incident.severity.value if incident.severity else None,
+            status=incident.status.value,
             tags=list(incident.tags),
             components=list(incident.components),
         )
@@ -236,7 +237,7 @@ class KnowledgeGraph:
             definition=concept.definition.get(lang) if concept.definition else None,
             broader=[self.concept_ref(c, lang) for c in vocab.ancestors(concept.id)],
             narrower=[self.concept_ref(c, lang) for c in vocab.narrower(concept.id)],
-            incidents=[self.summary(i, lang) for i in sorted(incidents, key=lambda i: (i.date, i.id), reverse=True)],
+            incidents=[self.summary(i, lang) for i in sorted(incidents, key=lambda i: (i.date or "", i.id), reverse=True)],
             co_occurring=[
                 ConceptCount(id=c, kind=vocab.get(c).kind.value, label=vocab.label(c, lang), count=n)  # type: ignore[union-attr]
                 for c, n in sorted(co_counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]

@@ -57,6 +57,7 @@ TERMS: list[Term] = [
     Term(IL.detection, OWL.DatatypeProperty, "detection", "How the problem was noticed (language-tagged).", IL.Incident, RDF.langString),
     Term(IL.mitigation, OWL.DatatypeProperty, "mitigation", "What was done to stop or repair it (language-tagged).", IL.Incident, RDF.langString),
     Term(IL.severity, OWL.DatatypeProperty, "severity", "sev1 (worst) to sev4, when the source makes it clear.", IL.Incident, XSD.string),
+    Term(IL.status, OWL.DatatypeProperty, "status", "'draft' for imported records awaiting review (absent when published).", IL.Incident, XSD.string),
     Term(IL.dateKind, OWL.DatatypeProperty, "date kind", "Whether dcterms:date is when it occurred or when it was published.", IL.Incident, XSD.string),
     Term(IL.sourceKind, OWL.DatatypeProperty, "source kind", "postmortem, paper, status-page, blog, …", IL.Source, XSD.string),
     Term(IL.text, OWL.DatatypeProperty, "text", "The verbatim text of a signal.", IL.Signal, XSD.string),

@@ -42,7 +42,9 @@ def build_projection(data: LibraryData) -> nx.Graph:
                 )
     for incident in data.incidents.values():
         inode = node_id("incident", incident.id)
-        graph.add_node(inode, type="incident", key=incident.id, year=incident.year)
+        graph.add_node(inode, type="incident", key=incident.id)
+        if incident.year is not None:
+            graph.nodes[inode]["year"] = incident.year
         graph.add_edge(inode, node_id("organization", incident.org), type="organization")
         for field, (kind, edge_type) in CONCEPT_FIELDS.items():
             for concept_id in getattr(incident, field):

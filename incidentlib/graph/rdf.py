@@ -77,7 +77,10 @@ def _add_incident(graph: Graph, incident: Incident) -> None:
     graph.add((node, RDF.type, IL.Incident))
     graph.add((node, RDF.type, SDO.Event))
     graph.add((node, DCTERMS.identifier, Literal(incident.id)))
-    graph.add((node, DCTERMS.date, _date_literal(incident.date)))
+    if incident.date:
+        graph.add((node, DCTERMS.date, _date_literal(incident.date)))
+    if incident.is_draft:
+        graph.add((node, IL.status, Literal(incident.status.value)))
     graph.add((node, IL.dateKind, Literal(incident.date_kind.value)))
     graph.add((node, IL.organization, concept_uri(incident.org)))
     if incident.severity:

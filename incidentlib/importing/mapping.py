@@ -1,0 +1,134 @@
+"""Field mappings: say where each incidentlib field lives in a foreign record.
+
+``--map title=headline --map source_url=links[0].href --map tags=meta.labels[].name``
+
+A source path is dot-separated keys; ``[N]`` picks a list item and ``[]`` collects a
+field from every item of a list.  Targets ending in ``.en`` or ``.ko`` set that
+language; a bare text target (``title``) uses the import's ``--lang``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+TEXT_FIELDS = ("title", "summary", "body", "detection", "mitigation")
+LIST_FIELDS = ("tags", "components", "causes", "symptoms", "signals", "source_url")
+SCALAR_FIELDS = ("id", "org", "date", "severity", "source_title", "source_publisher", "source_kind", "status")
+TARGETS = (
+    *SCALAR_FIELDS,
+    *LIST_FIELDS,
+    *TEXT_FIELDS,
+    *(f"{f}.{lang}" for f in TEXT_FIELDS for lang in ("en", "ko")),
+)
+
+# Where to look when no mapping is given, in order.
+DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
+    "id": ("id",),
+    "org": ("org", "organization", "company", "provider", "vendor"),
+    "date": ("date", "started_at", "start_date", "incident_date", "when"),
+    "severity": ("severity",),
+    "status": ("status",),
+    "title": ("title", "name", "headline"),
+    "summary": ("summary", "description", "blurb", "abstract"),
+    "body": ("body", "details", "narrative", "text", "content"),
+    "detection": ("detection",),
+    "mitigation": ("mitigation", "resolution"),
+    "tags": ("tags", "categories", "category"),
+    "components": ("components",),
+    "causes": ("causes", "root_cause", "cause"),
+    "symptoms": ("symptoms", "impact"),
+    "signals": ("signals", "errors", "error_messages"),
+    "source_url": ("source_url", "url", "link", "postmortem_url", "sources"),
+    "source_title": ("source_title",),
+    "source_publisher": ("source_publisher", "publisher"),
+}
+
+_STEP = re.compile(r"^(?P<key>[^\[\]]+)?(?P<index>\[(\d*)\])*$")
+
+
+class MappingError(ValueError):
+    """A --map option that cannot be understood."""
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    target: str
+    source: str
+
+    @classmethod
+    def parse(cls, option: str) -> FieldMap:
+        target, sep, source = option.partition("=")
+        target, source = target.strip(), source.strip()
+        if not sep or not target or not source:
+            raise MappingError(f"--map {option!r}: write FIELD=SOURCE, e.g. title=headline or source_url=links[0].href")
+        if target not in TARGETS:
+            raise MappingError(f"--map {option!r}: unknown field {target!r}; fields are: {', '.join(TARGETS)}")
+        for step in source.split("."):
+            if not step or not _STEP.match(step):
+                raise MappingError(f"--map {option!r}: cannot read source path {source!r} (use a.b[0].c or a[].b)")
+        return cls(target, source)
+
+
+_MISSING = object()
+
+
+def get_path(record: object, path: str) -> object:
+    """The value at ``path`` in ``record``, or ``_MISSING``; ``[]`` gathers over a list."""
+    values = [record]
+    gathered = False
+    for step in path.split("."):
+        key, indexes = _split_step(step)
+        next_values = []
+        for value in values:
+            if key is not None:
+                if not isinstance(value, dict) or key not in value:
+                    continue
+                value = value[key]
+            items = [value]
+            for index in indexes:
+                expanded = []
+                for item in items:
+                    if not isinstance(item, list):
+                        continue
+                    if index is None:
+                        expanded.extend(item)
+                        gathered = True
+                    elif -len(item) <= index < len(item):
+                        expanded.append(item[index])
+                items = expanded
+            next_values.extend(items)
+        values = next_values
+    if not values:
+        return _MISSING
+    return values if gathered else values[0]
+
+
+def _split_step(step: str) -> tuple[str | None, list[int | None]]:
+    key = step.split("[", 1)[0] or None
+    indexes = [int(raw) if raw else None for raw in re.findall(r"\[(\d*)\]", step)]
+    return key, indexes
+
+
+def extract(record: dict, maps: list[FieldMap]) -> tuple[dict[str, object], list[str]]:
+    """Values for every target: explicit mappings first, then the default keys.
+
+    Returns the values and a list of problems (explicit mappings that found nothing).
+    """
+    explicit = {m.target: m for m in maps}
+    values: dict[str, object] = {}
+    problems: list[str] = []
+    for target, field_map in explicit.items():
+        value = get_path(record, field_map.source)
+        if value is _MISSING:
+            problems.append(f"{target}: nothing at {field_map.source!r}")
+        else:
+            values[target] = value
+    for target, candidates in DEFAULT_SOURCES.items():
+        if target in values or target in explicit or any(t.startswith(f"{target}.") for t in explicit):
+            continue
+        for candidate in candidates:
+            if candidate in record and record[candidate] not in (None, "", []):
+                values[target] = record[candidate]
+                break
+    return values, problems

@@ -1,0 +1,385 @@
+"""The import pipeline: read, map, recognise, de-duplicate, validate, then write all or nothing.
+
+Imported incidents are written as drafts (``status: draft``) unless the record says
+otherwise and passes every rule for published incidents.  Concepts recognised in
+the text are stored as ``suggestions`` with the words that suggested them; they are
+never asserted as components, causes or symptoms.  New organizations and tags are
+added to ``vocab/imported-organization.yaml`` and ``vocab/imported-tag.yaml``.
+
+Nothing is written until every accepted record has been built and the resulting
+library passes validation in a scratch copy; the files are then moved into place.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from datetime import date, datetime
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from ..loader import INCIDENTS_DIR, VOCAB_DIR, check_library
+from ..models import LANGS, Concept, ConceptKind, Incident
+from ..paths import bundled_data_dir
+from ..search.concepts import ConceptRecognizer
+from ..storage import atomic_write_text
+from ..vocab import Vocabulary
+from .duplicates import DuplicateIndex
+from .mapping import FieldMap, extract
+from .readers import ImportFormat, RawRecord, read_records
+
+ProgressFn = Callable[[int, int], None]
+SUGGESTED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom)
+
+
+class ImportOptions(BaseModel):
+    format: ImportFormat
+    maps: list[str] = Field(default_factory=list, description="FIELD=SOURCE mappings")
+    id_prefix: str = Field(default="IL", pattern=r"^[A-Z]{2,8}$")
+    lang: str = Field(default="en", pattern=r"^(en|ko)$")
+    dry_run: bool = False
+    keep_near_duplicates: bool = False
+
+    @field_validator("maps")
+    @classmethod
+    def _maps(cls, value: list[str]) -> list[str]:
+        for option in value:
+            FieldMap.parse(option)  # raises MappingError (a ValueError) naming the option
+        return value
+
+
+class Accepted(BaseModel):
+    id: str
+    location: str
+    title: str
+    status: str
+    suggestions: list[str]
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Rejected(BaseModel):
+    location: str
+    reasons: list[str]
+    duplicate_of: str | None = None
+
+
+class ImportReport(BaseModel):
+    source: str
+    into: str
+    format: str
+    dry_run: bool
+    written: bool
+    accepted: list[Accepted] = Field(default_factory=list)
+    rejected: list[Rejected] = Field(default_factory=list)
+    new_organizations: list[str] = Field(default_factory=list)
+    new_tags: list[str] = Field(default_factory=list)
+
+
+class ImportFailed(ValueError):
+    """The import cannot run at all (bad options, unreadable input, broken target library)."""
+
+
+def slugify(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug or "unnamed"
+
+
+def parse_date(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.date().isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    text = str(value).strip()
+    match = re.match(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$", text)
+    if not match:
+        raise ValueError(f"date {text!r} is not an ISO date (YYYY-MM-DD, YYYY-MM or YYYY)")
+    return "-".join(part for part in match.groups() if part)
+
+
+def _as_list(value: object) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        out = []
+        for item in value:
+            if isinstance(item, dict):  # e.g. sources: [{url: …}]
+                item = item.get("url") or item.get("href") or item.get("name") or ""
+            out.extend(_as_list(item))
+        return out
+    text = str(value).strip()
+    if not text:
+        return []
+    return [part.strip() for part in re.split(r"[;|]", text) if part.strip()]
+
+
+def _first_sentence(text: str, limit: int = 140) -> str:
+    sentence = re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0]
+    return sentence if len(sentence) <= limit else sentence[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+class Importer:
+    def __init__(self, target: Path, options: ImportOptions):
+        self.target = target
+        self.options = options
+        try:
+            self.maps = [FieldMap.parse(option) for option in options.maps]
+        except ValueError as exc:
+            raise ImportFailed(str(exc)) from None
+        data, problems = check_library(target)
+        if problems or data is None:
+            raise ImportFailed(f"target library {target} has problems; run `incidentlib validate --data {target}` first")
+        self.data = data
+        self.vocab: Vocabulary = data.vocab
+        self.recognizer = ConceptRecognizer(data.vocab)
+        self.duplicates = DuplicateIndex()
+        for incident in data.incidents.values():
+            self.duplicates.add(incident.id, [str(s.url) for s in incident.sources],
+                                [f"{incident.title.get(lang, False)} {incident.summary.get(lang, False)}" for lang in LANGS])
+        self.new_concepts: dict[ConceptKind, dict[str, Concept]] = {ConceptKind.organization: {}, ConceptKind.tag: {}}
+        prefix = f"{options.id_prefix}-"
+        numbers = [int(i[len(prefix):]) for i in data.incidents if i.startswith(prefix)]
+        self._next_number = max(numbers, default=0) + 1
+
+    # ---- concepts ---------------------------------------------------------------
+    def _concept(self, name: str, kind: ConceptKind, create: bool) -> str | None:
+        concept = self.vocab.resolve(name, kind)
+        if concept is not None:
+            return concept.id
+        slug = slugify(name)
+        existing = self.vocab.get(slug)
+        if existing is not None and existing.kind == kind:
+            return slug
+        pending = self.new_concepts.get(kind, {})
+        if slug in pending:
+            return slug
+        if not create:
+            return None
+        if slug in self.vocab:  # the id exists with another kind: keep ids unique
+            slug = f"{slug}-{kind.value}"
+        pending[slug] = Concept(id=slug, kind=kind, label={"en": name, "ko": name},
+                                definition={"en": f"Added by import; review the labels ({name})."})
+        return slug
+
+    def _next_id(self) -> str:
+        while True:
+            candidate = f"{self.options.id_prefix}-{self._next_number:04d}"
+            self._next_number += 1
+            if candidate not in self.data.incidents:
+                return candidate
+
+    # ---- one record ------------------------------------------------------------
+    def build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
+        values, unmatched = extract(raw.data, self.maps)
+        reasons: list[str] = []
+        warnings: list[str] = list(unmatched)  # required fields that stay missing are rejected below
+        lang = self.options.lang
+
+        def text(name: str) -> dict[str, str]:
+            found: dict[str, str] = {}
+            bare = values.get(name)
+            if isinstance(bare, dict):  # already {en: …, ko: …}
+                found.update({k: str(v).strip() for k, v in bare.items() if k in LANGS and v})
+            elif bare not in (None, ""):
+                found[lang] = " ".join(str(bare).split()) if name != "body" else str(bare).strip()
+            for code in LANGS:
+                value = values.get(f"{name}.{code}")
+                if value not in (None, ""):
+                    found[code] = str(value).strip()
+            return found
+
+        summary = text("summary")
+        body = text("body")
+        title = text("title")
+        if not title and (summary or body):
+            base = summary or body
+            title = {code: _first_sentence(value) for code, value in base.items()}
+        if not summary and body:
+            summary = {code: _first_sentence(value, 400) for code, value in body.items()}
+        if not body and summary:
+            body = dict(summary)
+        if not title:
+            reasons.append("no title, summary or body text (map one with --map title=…)")
+
+        org_name = values.get("org")
+        org = self._concept(str(org_name).strip(), ConceptKind.organization, create=True) if org_name else None
+        if org is None:
+            reasons.append("no organization (map one with --map org=…)")
+
+        urls = _as_list(values.get("source_url"))
+        if not urls:
+            reasons.append("no source URL (map one with --map source_url=…)")
+
+        record_date = None
+        if values.get("date") not in (None, ""):
+            try:
+                record_date = parse_date(values["date"])
+            except ValueError as exc:
+                reasons.append(str(exc))
+
+        tags = [self._concept(t, ConceptKind.tag, create=True) for t in _as_list(values.get("tags"))]
+        if raw.extra.get("heading"):
+            tags.append(self._concept(raw.extra["heading"], ConceptKind.tag, create=True))
+        concept_fields: dict[str, list[str]] = {}
+        for field, kind in (("components", ConceptKind.component), ("causes", ConceptKind.cause), ("symptoms", ConceptKind.symptom)):
+            resolved = []
+            for name in _as_list(values.get(field)):
+                concept_id = self._concept(name, kind, create=False)
+                if concept_id is None:
+                    warnings.append(f"{field}: {name!r} is not in the vocabulary; left out")
+                else:
+                    resolved.append(concept_id)
+            concept_fields[field] = list(dict.fromkeys(resolved))
+
+        if reasons:
+            return None, Rejected(location=raw.location, reasons=reasons)
+
+        texts = [f"{title.get(code, '')} {summary.get(code, '')}".strip() for code in LANGS]
+        duplicate = self.duplicates.find(urls, texts)
+        if duplicate and (duplicate.reason.startswith("same source URL") or not self.options.keep_near_duplicates):
+            return None, Rejected(location=raw.location, reasons=[duplicate.reason], duplicate_of=duplicate.of)
+
+        recognised = self.recognizer.recognise(" ".join([*title.values(), *summary.values(), *body.values()]))
+        asserted = {c for ids in concept_fields.values() for c in ids}
+        suggestions = [
+            {"concept": m.concept_id, "kind": m.kind, "evidence": m.matched}
+            for m in recognised
+            if m.kind in {k.value for k in SUGGESTED_KINDS} and m.concept_id not in asserted
+        ]
+        record_id = str(values.get("id") or "")
+        if not re.fullmatch(rf"{self.options.id_prefix}-\d{{4,6}}", record_id) or record_id in self.data.incidents:
+            record_id = self._next_id()
+        status = str(values.get("status") or "draft")
+        document = {
+            "id": record_id,
+            "status": status,
+            "org": org,
+            "date": record_date,
+            "severity": values.get("severity") or None,
+            "tags": list(dict.fromkeys(t for t in tags if t)),
+            "title": title,
+            "summary": summary,
+            "body": body,
+            **concept_fields,
+            "signals": _as_list(values.get("signals")),
+            "detection": text("detection") or None,
+            "mitigation": text("mitigation") or None,
+            "sources": [{"url": url, "title": str(values.get("source_title") or f"{org_name}: {_first_sentence(next(iter(title.values())), 80)}"),
+                         "publisher": values.get("source_publisher") or str(org_name), "kind": values.get("source_kind") or "postmortem"}
+                        for url in urls],
+            "suggestions": suggestions,
+        }
+        document = {k: v for k, v in document.items() if v not in (None, [], {})}
+        try:
+            incident = Incident.model_validate(document)
+        except ValidationError as exc:
+            if status != "draft":  # a record that claims to be complete but is not: keep it as a draft
+                document["status"] = "draft"
+                warnings.append(f"kept as a draft: {exc.error_count()} rule(s) for published incidents not met")
+                try:
+                    incident = Incident.model_validate(document)
+                except ValidationError as inner:
+                    return None, Rejected(location=raw.location, reasons=_reasons(inner))
+            else:
+                return None, Rejected(location=raw.location, reasons=_reasons(exc))
+        self.duplicates.add(incident.id, urls, texts)
+        accepted = Accepted(id=incident.id, location=raw.location, title=next(iter(title.values())), status=incident.status.value,
+                            suggestions=[f"{s['kind']}:{s['concept']} ({s['evidence']})" for s in suggestions], warnings=warnings)
+        return incident, accepted
+
+
+def _reasons(exc: ValidationError) -> list[str]:
+    return [f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()]
+
+
+def _dump(document: dict) -> str:
+    return yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100)
+
+
+def ensure_library(target: Path) -> None:
+    """A new target directory starts with the bundled vocabulary and no incidents."""
+    if (target / VOCAB_DIR).is_dir():
+        return
+    if target.exists() and any(target.iterdir()):
+        raise ImportFailed(f"{target} exists but is not a library directory (no {VOCAB_DIR}/ folder)")
+    (target / INCIDENTS_DIR).mkdir(parents=True, exist_ok=True)
+    shutil.copytree(bundled_data_dir() / VOCAB_DIR, target / VOCAB_DIR)
+
+
+def run_import(source: Path, target: Path, options: ImportOptions, progress: ProgressFn | None = None) -> ImportReport:
+    try:
+        records = read_records(source, options.format)
+    except ValueError as exc:
+        raise ImportFailed(str(exc)) from None
+    created_target = not target.exists()
+    if options.dry_run and not (target / VOCAB_DIR).is_dir():
+        raise ImportFailed(f"{target} is not a library directory; run without --dry-run to create one")
+    try:
+        if not options.dry_run:
+            ensure_library(target)
+        return _import_records(records, source, target, options, progress)
+    except BaseException:
+        if created_target:  # leave no half-made library behind
+            shutil.rmtree(target, ignore_errors=True)
+        raise
+
+
+def _import_records(records: list[RawRecord], source: Path, target: Path, options: ImportOptions,
+                    progress: ProgressFn | None) -> ImportReport:
+    importer = Importer(target, options)
+    report = ImportReport(source=str(source), into=str(target),
+                          format=options.format.value, dry_run=options.dry_run, written=False)
+    built: list[Incident] = []
+    for index, raw in enumerate(records, 1):
+        incident, outcome = importer.build(raw)
+        if incident is not None:
+            built.append(incident)
+            report.accepted.append(outcome)  # type: ignore[arg-type]
+        else:
+            report.rejected.append(outcome)  # type: ignore[arg-type]
+        if progress:
+            progress(index, len(records))
+    report.new_organizations = sorted(importer.new_concepts[ConceptKind.organization])
+    report.new_tags = sorted(importer.new_concepts[ConceptKind.tag])
+    if options.dry_run or not built:
+        return report
+    _write_all(target, built, importer.new_concepts)
+    report.written = True
+    return report
+
+
+def _vocab_additions(target: Path, new_concepts: dict[ConceptKind, dict[str, Concept]]) -> dict[Path, str]:
+    files: dict[Path, str] = {}
+    for kind, concepts in new_concepts.items():
+        if not concepts:
+            continue
+        path = target / VOCAB_DIR / f"imported-{kind.value}.yaml"
+        existing = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {"kind": kind.value, "concepts": []}
+        existing["concepts"].extend(c.model_dump(mode="json", exclude_none=True, exclude={"kind", "alt"}) for c in concepts.values())
+        files[path] = "# Added by `incidentlib import`; review labels (ko/en) and definitions.\n" + _dump(existing)
+    return files
+
+
+def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[ConceptKind, dict[str, Concept]]) -> None:
+    files = _vocab_additions(target, new_concepts)
+    for incident in incidents:
+        path = target / INCIDENTS_DIR / f"{incident.id}.yaml"
+        if path.exists():
+            raise ImportFailed(f"{path} already exists; nothing was written")
+        files[path] = _dump(incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+                            | {"id": incident.id, "status": incident.status.value, "org": incident.org})
+    # rehearse in a scratch copy: the library must validate with the new files in it
+    with tempfile.TemporaryDirectory(prefix="incidentlib-import-") as scratch:
+        rehearsal = Path(scratch) / "lib"
+        shutil.copytree(target, rehearsal)
+        for path, text in files.items():
+            (rehearsal / path.relative_to(target)).write_text(text, encoding="utf-8")
+        _, problems = check_library(rehearsal)
+        if problems:
+            raise ImportFailed("the import would break the library; nothing was written:\n" +
+                               "\n".join(f"  - {p}" for p in problems[:20]))
+    for path, text in files.items():
+        atomic_write_text(path, text)

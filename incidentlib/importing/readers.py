@@ -1,0 +1,120 @@
+"""Read foreign incident collections into plain records.
+
+Every record keeps where it came from (``file:line`` or ``file#index``) so reports
+can point at it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import yaml
+
+
+class ImportFormat(str, Enum):
+    yaml = "yaml"
+    json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+    markdown = "markdown"
+
+
+class ReadError(ValueError):
+    """The input file cannot be read as the given format."""
+
+
+@dataclass
+class RawRecord:
+    location: str
+    data: dict
+    extra: dict = field(default_factory=dict)  # facts a reader derived, e.g. a Markdown heading
+
+
+def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
+    if not path.is_file():
+        raise ReadError(f"{path}: no such file")
+    text = path.read_text(encoding="utf-8")
+    name = path.name
+    if fmt is ImportFormat.markdown:
+        return read_markdown_list(text, name)
+    if fmt is ImportFormat.jsonl:
+        records = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ReadError(f"{name}:{number}: not valid JSON: {exc.msg}") from None
+            if not isinstance(value, dict):
+                raise ReadError(f"{name}:{number}: expected a JSON object per line")
+            records.append(RawRecord(f"{name}:{number}", value))
+        return records
+    if fmt is ImportFormat.csv:
+        reader = csv.DictReader(text.splitlines())
+        if not reader.fieldnames:
+            raise ReadError(f"{name}: CSV has no header row")
+        # the header is line 1, so the first record is on line 2
+        return [RawRecord(f"{name}:{number}", {k: v for k, v in row.items() if k is not None})
+                for number, row in enumerate(reader, 2)]
+    try:
+        value = yaml.safe_load(text) if fmt is ImportFormat.yaml else json.loads(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ReadError(f"{name}: not valid {fmt.value.upper()}: {exc}") from None
+    items = _find_list(value)
+    if items is None:
+        raise ReadError(f"{name}: expected a list of records, or a mapping holding one")
+    return [RawRecord(f"{name}#{index}", item) for index, item in enumerate(items) if isinstance(item, dict)]
+
+
+def _find_list(value: object) -> list | None:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        lists = [v for v in value.values() if isinstance(v, list) and v and all(isinstance(i, dict) for i in v)]
+        if len(lists) == 1:
+            return lists[0]
+        return [value]  # a single record
+    return None
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_ENTRY = re.compile(r"^\s*(?:[-*+]\s+)?\[(?P<org>[^\]]+)\]\((?P<url>[^)\s]+)\)\.?\s*(?P<blurb>.*)$")
+
+
+def read_markdown_list(text: str, name: str) -> list[RawRecord]:
+    """The common "[Org](url). One-paragraph blurb." list, grouped under headings.
+
+    The nearest heading above an entry becomes its ``tag``; continuation lines join
+    the blurb until a blank line.
+    """
+    records: list[RawRecord] = []
+    heading: str | None = None
+    current: RawRecord | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped:
+            current = None
+            continue
+        match = _HEADING.match(stripped)
+        if match:
+            heading = match.group(2).strip()
+            current = None
+            continue
+        entry = _ENTRY.match(line)
+        if entry:
+            current = RawRecord(
+                f"{name}:{number}",
+                {"org": entry.group("org").strip(), "url": entry.group("url").strip(),
+                 "summary": entry.group("blurb").strip()},
+                {"heading": heading} if heading else {},
+            )
+            records.append(current)
+        elif current is not None:
+            current.data["summary"] = f"{current.data['summary']} {stripped}".strip()
+    return records

@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from conftest import small_library
+from incidentlib.cli import app
+from incidentlib.importing import FieldMap, ImportFailed, ImportFormat, ImportOptions, MappingError, run_import
+from incidentlib.importing.mapping import get_path
+from incidentlib.loader import check_library
+
+MARKDOWN = """# Public postmortems
+
+## Config Errors
+
+[Allegro](https://allegro.tech/2018/08/postmortem-why-allegro-went-down.html). The Allegro platform suffered a failure
+of a subsystem responsible for asynchronous distributed task processing.
+
+[Cloudflare](https://blog.cloudflare.com/details-of-the-cloudflare-outage-on-july-2-2019/). A WAF rule with a bad
+regular expression exhausted CPU on every edge server.
+
+## Hardware
+
+- [Example Cloud](https://example.org/postmortems/gpu). A GPU fell off the bus and NCCL timed out on every rank.
+"""
+
+FOREIGN = [
+    {"headline": "Consumers stalled after a deploy", "company": "Acme Corp", "when": "2023-05-04T10:00:00Z",
+     "links": [{"href": "https://acme.example/pm/1"}], "labels": [{"name": "saas"}],
+     "details": "A deploy changed the Kafka consumer configuration and consumers stalled; clients saw 503 errors."},
+    {"headline": "A record with no link", "company": "Acme Corp", "details": "Nothing to cite."},
+    {"headline": "A record with a bad date", "company": "Acme Corp", "when": "last tuesday",
+     "links": [{"href": "https://acme.example/pm/3"}]},
+]
+MAPS = ["title=headline", "org=company", "date=when", "source_url=links[0].href", "tags=labels[].name", "body=details"]
+
+
+@pytest.fixture()
+def target(tmp_path: Path, data_dir: Path) -> Path:
+    return small_library(tmp_path / "lib", data_dir, ["IL-0101", "IL-0076", "IL-0025"])
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*.yaml")}
+
+
+def test_markdown_list_import(tmp_path: Path, target: Path) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    report = run_import(source, target, ImportOptions(format=ImportFormat.markdown))
+    assert report.written
+    assert [r.duplicate_of for r in report.rejected] == ["IL-0101"]  # same URL as the curated Cloudflare record
+    assert len(report.accepted) == 2
+    _, problems = check_library(target)
+    assert problems == []
+    allegro = yaml.safe_load((target / "incidents" / f"{report.accepted[0].id}.yaml").read_text(encoding="utf-8"))
+    assert allegro["status"] == "draft" and allegro["org"] == "allegro"
+    assert allegro["tags"] == ["config-errors"]  # the heading became a tag
+    assert "asynchronous distributed task processing" in allegro["summary"]["en"]  # continuation line joined
+    gpu = yaml.safe_load((target / "incidents" / f"{report.accepted[1].id}.yaml").read_text(encoding="utf-8"))
+    assert gpu["tags"] == ["hardware"]  # an existing tag, found by its id
+    # recognised concepts are suggestions with evidence, never asserted
+    suggested = {(s["kind"], s["concept"]) for s in gpu["suggestions"]}
+    assert {("component", "nccl"), ("symptom", "gpu-fell-off-bus")} <= suggested
+    assert "components" not in gpu and "symptoms" not in gpu
+    assert "allegro" in report.new_organizations and "config-errors" in report.new_tags
+    assert (target / "vocab" / "imported-organization.yaml").exists()
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "yaml", "csv"])
+def test_structured_formats_with_field_mapping(tmp_path: Path, target: Path, fmt: str) -> None:
+    source = tmp_path / f"collection.{fmt}"
+    maps = list(MAPS)
+    if fmt == "json":
+        source.write_text(json.dumps({"postmortems": FOREIGN}), encoding="utf-8")
+    elif fmt == "jsonl":
+        source.write_text("\n".join(json.dumps(r) for r in FOREIGN), encoding="utf-8")
+    elif fmt == "yaml":
+        source.write_text(yaml.safe_dump(FOREIGN), encoding="utf-8")
+    else:
+        header = "headline,company,when,link,labels,details\n"
+        rows = [
+            'Consumers stalled after a deploy,Acme Corp,2023-05-04,https://acme.example/pm/1,saas,"A deploy changed the Kafka consumer configuration; 503 errors."',
+            "A record with no link,Acme Corp,,,,Nothing to cite.",
+            "A record with a bad date,Acme Corp,last tuesday,https://acme.example/pm/3,,",
+        ]
+        source.write_text(header + "\n".join(rows) + "\n", encoding="utf-8")
+        maps = ["title=headline", "org=company", "date=when", "source_url=link", "tags=labels", "body=details"]
+    report = run_import(source, target, ImportOptions(format=ImportFormat(fmt), maps=maps))
+    assert [a.title for a in report.accepted] == ["Consumers stalled after a deploy"]
+    reasons = {r.location.rsplit(":", 1)[0].rsplit("#", 1)[0]: r.reasons for r in report.rejected}
+    assert len(report.rejected) == 2
+    flat = " ".join(" ".join(r.reasons) for r in report.rejected)
+    assert "no source URL" in flat and "not an ISO date" in flat
+    assert all(r.location.startswith(source.name) for r in report.rejected) and reasons
+    written = yaml.safe_load((target / "incidents" / f"{report.accepted[0].id}.yaml").read_text(encoding="utf-8"))
+    assert written["date"] == "2023-05-04" and written["org"] == "acme-corp" and written["tags"] == ["saas"]
+    assert written["sources"][0]["url"] == "https://acme.example/pm/1"
+    assert {"kind": "component", "concept": "message-queue", "evidence": "Kafka"} in written["suggestions"]
+
+
+def test_near_duplicate_text_is_reported(tmp_path: Path, target: Path, library) -> None:
+    curated = library.get("IL-0076")
+    source = tmp_path / "dup.jsonl"
+    source.write_text(json.dumps({"title": curated.title.en, "summary": curated.summary.en, "org": "AWS",
+                                  "url": "https://example.org/another-copy"}) + "\n", encoding="utf-8")
+    report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, dry_run=True))
+    assert report.rejected[0].duplicate_of == "IL-0076"
+    assert "similar" in report.rejected[0].reasons[0]
+    kept = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, dry_run=True, keep_near_duplicates=True))
+    assert len(kept.accepted) == 1
+
+
+def test_dry_run_writes_nothing(tmp_path: Path, target: Path) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    before = files(target)
+    report = run_import(source, target, ImportOptions(format=ImportFormat.markdown, dry_run=True))
+    assert report.accepted and not report.written
+    assert files(target) == before
+
+
+def test_a_failed_write_leaves_the_library_untouched(tmp_path: Path, target: Path, monkeypatch) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    before = files(target)
+    import incidentlib.importing.pipeline as pipeline
+
+    def broken(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        return None, [type("P", (), {"__str__": lambda self: "simulated problem"})()]
+
+    monkeypatch.setattr(pipeline, "check_library", lambda root, _real=pipeline.check_library: broken() if "incidentlib-import-" in str(root) else _real(root))
+    with pytest.raises(ImportFailed, match="nothing was written"):
+        run_import(source, target, ImportOptions(format=ImportFormat.markdown))
+    assert files(target) == before
+
+
+def test_new_library_directory_is_created_or_not_left_behind(tmp_path: Path) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    fresh = tmp_path / "fresh"
+    report = run_import(source, fresh, ImportOptions(format=ImportFormat.markdown))
+    assert len(report.accepted) == 3 and check_library(fresh)[1] == []
+    missing = tmp_path / "never"
+    with pytest.raises(ImportFailed):
+        run_import(tmp_path / "nope.md", missing, ImportOptions(format=ImportFormat.markdown))
+    assert not missing.exists()
+
+
+def test_mapping_errors_and_paths() -> None:
+    for bad, message in (("title", "FIELD=SOURCE"), ("nope=x", "unknown field 'nope'"), ("title=a..b", "cannot read source path")):
+        with pytest.raises(MappingError, match=message):
+            FieldMap.parse(bad)
+    record = {"a": {"b": [{"c": 1}, {"c": 2}]}, "links": [{"href": "u"}]}
+    assert get_path(record, "a.b[1].c") == 2
+    assert get_path(record, "a.b[].c") == [1, 2]
+    assert get_path(record, "links[0].href") == "u"
+
+
+def test_unreadable_input_is_a_clear_error(tmp_path: Path, target: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ImportFailed, match="bad.json: not valid JSON"):
+        run_import(bad, target, ImportOptions(format=ImportFormat.json))
+    lines = tmp_path / "bad.jsonl"
+    lines.write_text('{"title": "ok"}\n[1, 2]\n', encoding="utf-8")
+    with pytest.raises(ImportFailed, match="bad.jsonl:2"):
+        run_import(lines, target, ImportOptions(format=ImportFormat.jsonl))
+
+
+def test_import_command(tmp_path: Path, target: Path) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(app, ["import", str(source), "--format", "markdown", "--into", str(target), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["written"] and len(report["accepted"]) == 2 and len(report["rejected"]) == 1
+    again = runner.invoke(app, ["import", str(source), "--format", "markdown", "--into", str(target)])
+    assert again.exit_code == 1  # everything is now a duplicate
+    assert "same source URL" in again.stdout
+    bad_map = runner.invoke(app, ["import", str(source), "--format", "json", "--into", str(target), "--map", "oops"])
+    assert bad_map.exit_code == 2 and "FIELD=SOURCE" in bad_map.stderr
+    no_target = runner.invoke(app, ["import", str(source), "--format", "markdown"], env={"INCIDENTLIB_DATA": ""})
+    assert no_target.exit_code == 2 and "--into" in no_target.stderr
