@@ -313,3 +313,10 @@ class Library:
                 lang=lang if chunk.lang not in (lang, "raw") else chunk.lang, score=result.score,
             ))
         return passages
+
+    # ---- root-cause exploration ---------------------------------------------------
+    @cached_property
+    def analysis(self):  # noqa: ANN201 - incidentlib.analysis.Analysis (imported lazily: matplotlib, sklearn)
+        from .analysis import Analysis
+
+        return Analysis(self)

@@ -171,3 +171,63 @@ class RagPassage(BaseModel):
     source_urls: list[str]
     lang: str
     score: float
+
+
+class ClusterView(BaseModel):
+    id: str
+    method: str
+    label: str = Field(description="Built from the cluster's defining concepts, in the requested language.")
+    labels: dict[str, str]
+    size: int
+    representative: str
+    defining_concepts: list[ConceptCount]
+    terms: list[str]
+    members: list[IncidentSummary]
+
+
+class ClusterQuality(BaseModel):
+    """Agreement with the library's own cause annotations (see docs/clusters.md)."""
+
+    purity: float
+    nmi: float
+    clusters: int
+    singletons: int
+
+
+class ClusterSet(BaseModel):
+    method: str
+    quality: ClusterQuality
+    clusters: list[ClusterView]
+
+
+class EvidenceIncident(BaseModel):
+    id: str
+    title: str
+    score: float
+
+
+class Candidate(BaseModel):
+    id: str
+    kind: str
+    label: str
+    score: float
+    support: int = Field(description="How many evidence incidents carry this concept.")
+    evidence: list[EvidenceIncident]
+
+
+class SignalExplanation(BaseModel):
+    signal: str
+    incident_id: str
+    explanation: str
+    matched: float = Field(description="Share of the signal's tokens found in the pasted text.")
+
+
+class Diagnosis(BaseModel):
+    symptoms: list[ConceptRef] = Field(description="Symptoms given or recognised in the text.")
+    recognised: list[ConceptRef] = Field(description="Other concepts recognised in the text.")
+    causes: list[Candidate]
+    components: list[Candidate]
+    similar: list[EvidenceIncident]
+    signals: list[SignalExplanation]
+    confidence: str = Field(description="high, medium or low")
+    note: str

@@ -1,0 +1,104 @@
+"""Root-cause exploration over a Library: clusters, diagnosis, signal explanations, maps."""
+
+from __future__ import annotations
+
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+from ..graph.projection import node_id
+from ..library import Library, check_lang
+from ..views import ClusterSet, ClusterView, Diagnosis, SignalExplanation
+from .clusters import ClusterMethod, RawCluster, describe, embedding_clusters, graph_clusters
+from .diagnosis import diagnose
+from .signatures import explain, library_signals
+
+DEFAULT_RESOLUTION = 2.0
+
+
+class UnknownClusterError(KeyError):
+    def __init__(self, cluster_id: str):
+        self.cluster_id = cluster_id
+        super().__init__(f"no cluster with id {cluster_id!r} (ids look like g-01 for graph and e-01 for embedding clusters)")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class Analysis:
+    def __init__(self, library: Library):
+        self.library = library
+
+    # ---- clusters ------------------------------------------------------------------
+    @cached_property
+    def _ids(self) -> list[str]:
+        return [i.id for i in self.library.incidents() if not i.is_draft]
+
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        engine = self.library.search_engine
+        return np.vstack([engine.incident_vector(i) for i in self._ids])
+
+    @lru_cache(maxsize=4)  # noqa: B019 - one Analysis per Library, a handful of methods
+    def _raw(self, method: ClusterMethod) -> tuple[RawCluster, ...]:
+        graph_result = graph_clusters(self.library.knowledge, resolution=DEFAULT_RESOLUTION)
+        if method is ClusterMethod.graph:
+            return tuple(graph_result)
+        return tuple(embedding_clusters(self._ids, self.vectors, n_clusters=len(graph_result)))
+
+    def clusters(self, method: ClusterMethod | str = ClusterMethod.graph, lang: str = "en") -> ClusterSet:
+        method = ClusterMethod(method)
+        return describe(self.library.knowledge, list(self._raw(method)), method, check_lang(lang))
+
+    def cluster(self, cluster_id: str, lang: str = "en") -> ClusterView:
+        method = ClusterMethod.embedding if cluster_id.startswith("e-") else ClusterMethod.graph
+        for cluster in self.clusters(method, lang).clusters:
+            if cluster.id == cluster_id:
+                return cluster
+        raise UnknownClusterError(cluster_id)
+
+    # ---- diagnosis and signals -------------------------------------------------------
+    def diagnose(self, symptoms: list[str] | None = None, text: str | None = None, lang: str = "en", limit: int = 5) -> Diagnosis:
+        return diagnose(self.library, symptoms=symptoms, text=text, lang=check_lang(lang), limit=limit)
+
+    def signals(self, lang: str = "en") -> list[SignalExplanation]:
+        data = self.library.data
+        return [SignalExplanation(signal=s.text, incident_id=s.incident_id, explanation=explain(data, s, check_lang(lang)), matched=1.0)
+                for s in library_signals(data)]
+
+    # ---- pictures ----------------------------------------------------------------------
+    @cached_property
+    def _points(self) -> np.ndarray:
+        from .maps import project
+
+        return project(self.vectors)
+
+    def map_png(self, lang: str = "en") -> bytes:
+        from .maps import map_png
+
+        titles = {i: self.library.get(i).title.get(lang) for i in self._ids}
+        return map_png(self._ids, titles, self._points, self.clusters(ClusterMethod.graph, lang), lang)
+
+    def map_html(self, lang: str = "en", link: str = "/incidents/{id}") -> str:
+        from .maps import map_html
+
+        titles = {i: self.library.get(i).title.get(lang) for i in self._ids}
+        return map_html(self._ids, titles, self._points, self.clusters(ClusterMethod.graph, lang), lang, link)
+
+    def neighbourhood_png(self, incident_id: str, lang: str = "en", related: int = 6) -> bytes:
+        from .maps import neighbourhood_png
+
+        incident = self.library.get(incident_id)
+        kg = self.library.knowledge
+        center = node_id("incident", incident.id)
+        graph = kg.nx.subgraph([center, *(n for n in kg.nx[center] if not n.startswith("tag:"))]).copy()
+        for item in kg.related(incident.id, lang=lang, limit=related):
+            other = node_id("incident", item.id)
+            for ref in item.shared_concepts:
+                graph.add_edge(other, node_id(ref.kind, ref.id))
+        labels = {n: (f"{n.split(':', 1)[1]} {kg.node_view(n, lang).label}" if n.startswith("incident:") else kg.node_view(n, lang).label)
+                  for n in graph.nodes}
+        return neighbourhood_png(graph, center, labels, check_lang(lang), max_nodes=40)
+
+
+__all__ = ["Analysis", "ClusterMethod", "UnknownClusterError"]

@@ -1,0 +1,120 @@
+"""Diagnosis: from symptoms and pasted error text to likely causes and components.
+
+For each candidate cause (and component) ``c``:
+
+- **co-occurrence** — for the given or recognised symptoms ``s``, the share of
+  incidents with ``s`` that also have ``c``, averaged over the symptoms;
+- **text** — the similarity-weighted share of the incidents most like the pasted
+  text (``similar``) that have ``c``.
+
+``score = 0.5 · co-occurrence + 0.5 · text`` when both are available, otherwise the
+one that is.  Every candidate lists the incidents behind it.  Confidence is ``low``
+when the best candidate rests on fewer than two incidents or scores under 0.2,
+``high`` when it rests on three or more and scores at least 0.4.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..library import FilterError, Library
+from ..models import ConceptKind
+from ..views import Candidate, ConceptRef, Diagnosis, EvidenceIncident
+from .signatures import match_signals
+
+MAX_CANDIDATES = 8
+SIMILAR_DEPTH = 10
+
+
+def diagnose(library: Library, symptoms: list[str] | None = None, text: str | None = None, lang: str = "en",
+             limit: int = 5) -> Diagnosis:
+    symptoms = symptoms or []
+    if not symptoms and not (text and text.strip()):
+        raise ValueError("give symptoms, text, or both")
+    vocab = library.vocab
+    kg = library.knowledge
+    symptom_ids: list[str] = []
+    for name in symptoms:
+        concept = vocab.resolve(name, ConceptKind.symptom)
+        if concept is None:
+            hint = vocab.suggest(name, ConceptKind.symptom)
+            raise FilterError(f"symptoms: unknown symptom {name!r}" + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
+        symptom_ids.append(concept.id)
+    recognised = []
+    similar: list[EvidenceIncident] = []
+    if text and text.strip():
+        for mention in library.search_service.recognizer.recognise(text):
+            if mention.kind == "symptom" and mention.concept_id not in symptom_ids:
+                symptom_ids.append(mention.concept_id)
+            elif mention.kind in ("component", "cause"):
+                recognised.append(kg.concept_ref(mention.concept_id, lang))
+        response = library.similar(text=text, k=SIMILAR_DEPTH, lang=lang)
+        similar = [EvidenceIncident(id=r.id, title=r.title, score=r.score) for r in response.results if r.score > 0]
+
+    incidents = [i for i in library.incidents() if not i.is_draft]
+    text_weight = {e.id: e.score for e in similar}
+
+    def rank(field: str, kind: str) -> list[Candidate]:
+        cooc: dict[str, float] = defaultdict(float)
+        backers: dict[str, dict[str, float]] = defaultdict(dict)
+        for symptom in symptom_ids:
+            with_symptom = [i for i in incidents if symptom in i.symptoms]
+            for incident in with_symptom:
+                for concept_id in getattr(incident, field):
+                    cooc[concept_id] += 1 / (len(with_symptom) * len(symptom_ids))
+                    backers[concept_id][incident.id] = max(backers[concept_id].get(incident.id, 0.0), 0.5)
+        text_part: dict[str, float] = defaultdict(float)
+        total = sum(text_weight.values())
+        for incident_id, weight in text_weight.items():
+            for concept_id in getattr(library.get(incident_id), field):
+                text_part[concept_id] += weight / total
+                backers[concept_id][incident_id] = max(backers[concept_id].get(incident_id, 0.0), 1.0 + weight)
+        both = bool(symptom_ids) and bool(text_weight)
+        scores = {c: (0.5 * cooc[c] + 0.5 * text_part[c]) if both else (cooc[c] or text_part[c]) for c in {*cooc, *text_part}}
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        candidates = []
+        for concept_id, score in ranked:
+            evidence_ids = sorted(backers[concept_id], key=lambda i: (-backers[concept_id][i], i))
+            candidates.append(Candidate(
+                id=concept_id, kind=kind, label=vocab.label(concept_id, lang), score=round(score, 4),
+                support=len(evidence_ids),
+                evidence=[EvidenceIncident(id=i, title=library.get(i).title.get(lang), score=round(text_weight.get(i, 0.0), 4))
+                          for i in evidence_ids[:5]],
+            ))
+        return candidates
+
+    causes = rank("causes", "cause")
+    components = rank("components", "component")
+    confidence, note = _confidence(causes, symptom_ids, similar, lang)
+    signals = match_signals(library.data, text, lang) if text else []
+    return Diagnosis(
+        symptoms=[kg.concept_ref(s, lang) for s in symptom_ids], recognised=recognised, causes=causes,
+        components=components, similar=similar[:5], signals=signals, confidence=confidence, note=note,
+    )
+
+
+def _confidence(causes: list[Candidate], symptom_ids: list[str], similar: list[EvidenceIncident], lang: str) -> tuple[str, str]:
+    if not causes:
+        return "low", ("근거가 없습니다: 라이브러리에서 맞는 사례를 찾지 못했습니다." if lang == "ko"
+                       else "No evidence: nothing in the library matches these symptoms or this text.")
+    best = causes[0]
+    if best.support < 2 or best.score < 0.2:
+        level = "low"
+    elif best.support >= 3 and best.score >= 0.4:
+        level = "high"
+    else:
+        level = "medium"
+    if lang == "ko":
+        note = f"가장 유력한 원인은 '{best.label}'이며 사례 {best.support}건이 뒷받침합니다."
+        if level == "low":
+            note = f"근거가 약합니다: '{best.label}'을 뒷받침하는 사례가 {best.support}건뿐이고 점수가 {best.score:.2f}입니다. 참고로만 보세요."
+    else:
+        note = f"The most likely cause is '{best.label}', backed by {best.support} incident(s)."
+        if level == "low":
+            note = (f"Evidence is thin: '{best.label}' rests on {best.support} incident(s) with a score of {best.score:.2f}; "
+                    "treat it as a lead, not an answer.")
+    if not symptom_ids and lang != "ko":
+        note += " No symptom was recognised; the ranking comes from similar incidents alone."
+    elif not symptom_ids:
+        note += " 인식된 증상이 없어 비슷한 사례만으로 순위를 매겼습니다."
+    return level, note

@@ -1,0 +1,73 @@
+"""Error-signature explanations: what a verbatim error line in the library means.
+
+An explanation is assembled from the record the signal belongs to, in either
+language: the curator's note when there is one, the symptoms it goes with, what
+caused it there, and how many other incidents share those symptoms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..loader import LibraryData
+from ..search.tokenize import tokenize
+from ..views import SignalExplanation
+
+MIN_MATCH = 0.5
+
+
+@dataclass(frozen=True)
+class KnownSignal:
+    text: str
+    incident_id: str
+    tokens: frozenset[str]
+
+
+def library_signals(data: LibraryData) -> list[KnownSignal]:
+    return [
+        KnownSignal(signal.text, incident.id, frozenset(tokenize(signal.text)))
+        for incident in data.incidents.values()
+        for signal in incident.signals
+        if tokenize(signal.text)
+    ]
+
+
+def explain(data: LibraryData, signal: KnownSignal, lang: str) -> str:
+    incident = data.incidents[signal.incident_id]
+    vocab = data.vocab
+    note = next((s.note.get(lang) for s in incident.signals if s.text == signal.text and s.note), None)
+    symptoms = ", ".join(vocab.label(s, lang) for s in incident.symptoms)
+    causes = ", ".join(vocab.label(c, lang) for c in incident.causes)
+    others = sorted({i.id for i in data.incidents.values() if i.id != incident.id and set(i.symptoms) & set(incident.symptoms)})
+    if lang == "ko":
+        parts = [note] if note else []
+        parts.append(f"{incident.id}({vocab.label(incident.org, 'ko')})에서 나타난 메시지입니다: {incident.title.get('ko')}.")
+        if symptoms:
+            parts.append(f"함께 보인 증상: {symptoms}.")
+        if causes:
+            parts.append(f"그때의 원인: {causes}.")
+        if others:
+            parts.append(f"같은 증상을 보인 다른 사례 {len(others)}건: {', '.join(others[:5])}.")
+    else:
+        parts = [note] if note else []
+        parts.append(f"Seen in {incident.id} ({vocab.label(incident.org, 'en')}): {incident.title.get('en')}.")
+        if symptoms:
+            parts.append(f"It went with: {symptoms}.")
+        if causes:
+            parts.append(f"There it was caused by: {causes}.")
+        if others:
+            parts.append(f"{len(others)} other incident(s) show the same symptoms: {', '.join(others[:5])}.")
+    return " ".join(parts)
+
+
+def match_signals(data: LibraryData, text: str, lang: str, limit: int = 5) -> list[SignalExplanation]:
+    """Library signals whose tokens mostly appear in ``text`` (a pasted log), best first."""
+    pasted = set(tokenize(text))
+    found = []
+    for signal in library_signals(data):
+        share = len(signal.tokens & pasted) / len(signal.tokens)
+        if share >= MIN_MATCH:
+            found.append((share, signal))
+    found.sort(key=lambda item: (-item[0], item[1].incident_id))
+    return [SignalExplanation(signal=s.text, incident_id=s.incident_id, explanation=explain(data, s, lang), matched=round(share, 3))
+            for share, s in found[:limit]]
