@@ -547,6 +547,102 @@ def import_cmd(
 
 
 @app.command()
+def clusters(
+    method: Annotated[str, typer.Option(help="graph (community detection) or embedding (agglomerative).")] = "graph",
+    cluster_id: Annotated[Optional[str], typer.Option("--id", help="Show one cluster, e.g. g-03.")] = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Root-cause clusters with labels, sizes, representatives and their agreement with cause annotations."""
+    from .analysis import ClusterMethod, UnknownClusterError
+
+    library = open_library(data, embedder, cache)
+    try:
+        chosen = ClusterMethod(method)
+    except ValueError:
+        raise fail(f"--method must be graph or embedding, got {method!r}", 2) from None
+    if chosen is ClusterMethod.embedding:
+        build_with_progress(library, quiet=as_json)
+    try:
+        result = library.analysis.cluster(cluster_id, lang.value) if cluster_id else library.analysis.clusters(chosen, lang.value)
+    except UnknownClusterError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        emit_json(result)
+        return
+    views = [result] if cluster_id else result.clusters
+    if not cluster_id:
+        q = result.quality
+        out.print(f"{q.clusters} {chosen.value} clusters · purity {q.purity:.3f} · NMI {q.nmi:.3f} (against first-listed causes)")
+    for cluster in views:
+        out.print(f"[bold]{cluster.id}[/bold] ({cluster.size}) {escape(cluster.label)} [dim]— e.g. {cluster.representative}; "
+                  f"terms: {escape(', '.join(cluster.terms))}[/dim]")
+        if cluster_id:
+            for member in cluster.members:
+                out.print(f"  {member.id} {member.date or '—'} {escape(member.title)}")
+
+
+@app.command()
+def diagnose(
+    text: Annotated[Optional[str], typer.Argument(help="Pasted error text, log lines or a description.")] = None,
+    symptom: Annotated[Optional[list[str]], typer.Option("--symptom", "-s", help="A symptom id or label (repeatable).")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=20)] = 5,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rank likely causes and components for symptoms and/or pasted error text, with the incidents behind each."""
+    library = open_library(data, embedder, cache)
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        if text:
+            build_with_progress(library, quiet=as_json)
+        result = library.analysis.diagnose(symptoms=symptom or [], text=text, lang=lang.value, limit=limit)
+    except (FilterError, QueryError, ValueError) as exc:
+        raise fail(str(exc), 2) from None
+    if as_json:
+        emit_json(result)
+        return
+    if result.symptoms:
+        out.print("[dim]symptoms:[/dim] " + escape(", ".join(s.label for s in result.symptoms)))
+    out.print(f"[bold]{escape(result.note)}[/bold] [dim](confidence: {result.confidence})[/dim]")
+    for title, candidates in (("likely causes", result.causes), ("components involved", result.components)):
+        out.print(f"[dim]{title}:[/dim]")
+        for candidate in candidates:
+            evidence = ", ".join(e.id for e in candidate.evidence)
+            out.print(f"  {candidate.score:.2f} {escape(candidate.label)} [dim]({candidate.support} incident(s): {evidence})[/dim]")
+    for explanation in result.signals:
+        out.print(f"[dim]signal:[/dim] {escape(explanation.signal)}\n  {escape(explanation.explanation)}")
+
+
+@app.command("map")
+def map_cmd(
+    output: Annotated[Path, typer.Option("--output", "-o", help="File to write: .png or .html.")] = Path("incident-map.png"),
+    incident: Annotated[Optional[str], typer.Option("--incident", help="Draw this incident's neighbourhood graph instead (PNG).")] = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+) -> None:
+    """Write the 2D incident map (PNG or interactive HTML), or one incident's neighbourhood graph."""
+    from .storage import atomic_write_bytes
+
+    library = open_library(data, embedder, cache)
+    suffix = output.suffix.lower()
+    if suffix not in (".png", ".html"):
+        raise fail("--output must end in .png or .html", 2)
+    if incident and suffix != ".png":
+        raise fail("a neighbourhood graph is a PNG: use --output NAME.png", 2)
+    try:
+        if incident:
+            payload = library.analysis.neighbourhood_png(incident, lang.value)
+        else:
+            build_with_progress(library)
+            payload = library.analysis.map_png(lang.value) if suffix == ".png" else library.analysis.map_html(lang.value).encode()
+    except IncidentNotFound as exc:
+        raise fail(str(exc)) from None
+    atomic_write_bytes(output, payload)
+    err.print(f"wrote {output} ({len(payload):,} bytes)")
+
+
+@app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,

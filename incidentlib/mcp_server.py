@@ -18,12 +18,13 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from . import __version__
+from .analysis import UnknownClusterError
 from .graph.knowledge import UnknownNodeError
 from .library import FilterError, IncidentFilter, IncidentNotFound, Library
 from .search.service import QueryError
 from .models import ConceptKind
 from .search.engine import SearchMode
-from .views import IncidentDetail, IncidentPage, RelatedItem, SearchResponse, TopicPage
+from .views import ClusterSet, Diagnosis, IncidentDetail, IncidentPage, RelatedItem, SearchResponse, TopicPage
 
 Lang = Literal["en", "ko"]
 KindName = Literal["component", "cause", "symptom", "tag", "organization"]
@@ -75,7 +76,7 @@ def clear_errors(fn: _Fn) -> _Fn:
     def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         try:
             return fn(*args, **kwargs)
-        except (IncidentNotFound, UnknownNodeError, FilterError, QueryError, ValueError) as exc:
+        except (IncidentNotFound, UnknownNodeError, UnknownClusterError, FilterError, QueryError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
 
     return wrapper  # type: ignore[return-value]
@@ -205,5 +206,31 @@ def build_mcp_server(library: Library) -> MCPServer:
         ]
         text = "\n".join(f"{e.kind}:{e.id} — {e.label}" + (f" ({', '.join(e.alt_labels[:4])})" if e.alt_labels else "") for e in entries)
         return _result(text, VocabList(kind=kind, concepts=entries))
+
+    @tool(description="Root-cause clusters of the library (graph communities or embedding clusters), each with a "
+                      "bilingual label, size, representative incident and members.")
+    def list_clusters(
+        method: Annotated[Literal["graph", "embedding"], Field(description="graph (default) or embedding.")] = "graph",
+        lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, ClusterSet]:
+        result = library.analysis.clusters(method, lang)
+        lines = [f"{result.quality.clusters} clusters (purity {result.quality.purity:.2f}, NMI {result.quality.nmi:.2f}):"]
+        lines += [f"{c.id} ({c.size}) {c.label} — e.g. {c.representative}: " + ", ".join(m.id for m in c.members[:8])
+                  for c in result.clusters]
+        return _result("\n".join(lines), result)
+
+    @tool(description="Likely causes and components for observed symptoms and/or pasted error text (NCCL watchdog "
+                      "messages, Xid lines, 'MFU drops every 15 seconds'), with the incidents behind each.")
+    def diagnose(
+        text: Annotated[str | None, Field(description="Pasted error text, log lines or a description.", max_length=2000)] = None,
+        symptoms: Annotated[list[str] | None, Field(description="Symptom ids or labels, e.g. ['collective-timeout'].")] = None,
+        lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, Diagnosis]:
+        result = library.analysis.diagnose(symptoms=symptoms or [], text=text, lang=lang)
+        lines = [f"{result.note} (confidence: {result.confidence})"]
+        lines += [f"cause {c.label} {c.score:.2f}: " + ", ".join(e.id for e in c.evidence) for c in result.causes]
+        lines += [f"component {c.label} {c.score:.2f}: " + ", ".join(e.id for e in c.evidence) for c in result.components]
+        lines += [f"signal {e.signal} — {e.explanation}" for e in result.signals]
+        return _result("\n".join(lines), result)
 
     return server

@@ -17,7 +17,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-TOOLS = {"search_incidents", "get_incident", "list_incidents", "get_topic", "vocab", "similar_incidents", "related_incidents"}
+TOOLS = {"search_incidents", "get_incident", "list_incidents", "get_topic", "vocab", "similar_incidents", "related_incidents",
+         "list_clusters", "diagnose"}
 
 
 def executable() -> str:
@@ -90,6 +91,8 @@ def _check_tools(client_factory) -> dict[str, object]:
                 "vocab": {"kind": "cause"},
                 "similar_incidents": {"text": "Watchdog caught collective operation timeout: WorkNCCL(OpType=_ALLGATHER_BASE)", "k": 3},
                 "related_incidents": {"incident_id": "IL-0025", "limit": 50},
+                "list_clusters": {"method": "graph"},
+                "diagnose": {"text": "MFU drops to 70% every 15 seconds"},
             }
             for name, arguments in calls.items():
                 results[name] = await client.call_tool(name, arguments)
@@ -108,7 +111,7 @@ def _assert_tool_results(results: dict[str, object]) -> None:
         assert not result.is_error, (name, result.content)  # type: ignore[attr-defined]
         text = result.content[0].text  # type: ignore[attr-defined]
         assert result.structured_content, name  # type: ignore[attr-defined]
-        if name not in ("vocab", "get_topic"):
+        if name not in ("vocab", "get_topic", "list_clusters"):
             assert "IL-" in text, (name, text)
     assert "IL-0076" in results["search_incidents"].content[0].text  # type: ignore[attr-defined]
     assert results["get_incident"].structured_content["lang"] == "ko"  # type: ignore[attr-defined]

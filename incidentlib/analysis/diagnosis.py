@@ -34,8 +34,12 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
     vocab = library.vocab
     kg = library.knowledge
     symptom_ids: list[str] = []
+    recognizer = library.search_service.recognizer
     for name in symptoms:
         concept = vocab.resolve(name, ConceptKind.symptom)
+        if concept is None:  # a free phrase such as "링크 플래핑": accept the one symptom it names
+            named = [m.concept_id for m in recognizer.recognise(name) if m.kind == "symptom"]
+            concept = vocab.get(named[0]) if len(named) == 1 else None
         if concept is None:
             hint = vocab.suggest(name, ConceptKind.symptom)
             raise FilterError(f"symptoms: unknown symptom {name!r}" + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
@@ -43,7 +47,7 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
     recognised = []
     similar: list[EvidenceIncident] = []
     if text and text.strip():
-        for mention in library.search_service.recognizer.recognise(text):
+        for mention in recognizer.recognise(text):
             if mention.kind == "symptom" and mention.concept_id not in symptom_ids:
                 symptom_ids.append(mention.concept_id)
             elif mention.kind in ("component", "cause"):

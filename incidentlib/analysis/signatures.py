@@ -28,7 +28,6 @@ def library_signals(data: LibraryData) -> list[KnownSignal]:
         KnownSignal(signal.text, incident.id, frozenset(tokenize(signal.text)))
         for incident in data.incidents.values()
         for signal in incident.signals
-        if tokenize(signal.text)
     ]
 
 
@@ -65,6 +64,8 @@ def match_signals(data: LibraryData, text: str, lang: str, limit: int = 5) -> li
     pasted = set(tokenize(text))
     found = []
     for signal in library_signals(data):
+        if not signal.tokens:  # e.g. a bare symbol: nothing to match on
+            continue
         share = len(signal.tokens & pasted) / len(signal.tokens)
         if share >= MIN_MATCH:
             found.append((share, signal))

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from .. import __version__
 from ..library import Library
 from . import errors
+from .routes_analysis import router as analysis_router
 from .routes_graph import router as graph_router
 from .routes_library import router as library_router
 from .routes_search import router as search_router
@@ -60,6 +61,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     app.include_router(library_router)
     app.include_router(search_router)
     app.include_router(graph_router)
+    app.include_router(analysis_router)
     if mcp_server is not None:
         app.router.routes.extend(mcp_routes)
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from ..analysis import UnknownClusterError
 from ..graph.knowledge import UnknownNodeError
 from ..graph.sparql import SparqlError
 from ..library import FilterError, IncidentNotFound
@@ -19,6 +20,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(UnknownNodeError)
     async def _node(_: Request, exc: UnknownNodeError) -> JSONResponse:
         return JSONResponse(status_code=404, content={"detail": str(exc), "id": exc.reference})
+
+    @app.exception_handler(UnknownClusterError)
+    async def _cluster(_: Request, exc: UnknownClusterError) -> JSONResponse:
+        return JSONResponse(status_code=404, content={"detail": str(exc), "id": exc.cluster_id})
 
     @app.exception_handler(FilterError)
     async def _filter(_: Request, exc: FilterError) -> JSONResponse:
