@@ -38,15 +38,17 @@ NODE_COLOURS = {"incident": "#1f77b4", "component": "#2ca02c", "cause": "#d62728
 @lru_cache(maxsize=1)
 def font_family() -> str:
     """NanumGothic when available (Hangul glyphs), else matplotlib's default sans-serif."""
-    try:
-        import koreanize_matplotlib  # noqa: F401 - only its font files are used
+    import importlib.util
 
-        fonts_dir = Path(koreanize_matplotlib.__file__).parent / "fonts"
-        for path in sorted(fonts_dir.glob("NanumGothic*.ttf")):
-            font_manager.fontManager.addfont(str(path))
-        return "NanumGothic"
-    except (ImportError, OSError):  # pragma: no cover - depends on the install
+    # locate the package's font files without importing it (its import changes global matplotlib settings)
+    spec = importlib.util.find_spec("koreanize_matplotlib")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    fonts = sorted(Path(locations[0], "fonts").glob("NanumGothic*.ttf")) if locations else []
+    if not fonts:  # pragma: no cover - depends on the install
         return "DejaVu Sans"
+    for path in fonts:
+        font_manager.fontManager.addfont(str(path))
+    return "NanumGothic"
 
 
 def project(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
