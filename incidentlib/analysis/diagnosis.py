@@ -19,7 +19,7 @@ from collections import defaultdict
 
 from ..library import FilterError, Library
 from ..models import ConceptKind
-from ..views import Candidate, ConceptRef, Diagnosis, EvidenceIncident
+from ..views import Candidate, Diagnosis, EvidenceIncident
 from .signatures import match_signals
 
 MAX_CANDIDATES = 8

@@ -20,7 +20,7 @@ from functools import cached_property
 
 from ..graph.knowledge import KnowledgeGraph
 from ..models import Incident
-from ..views import ConceptRef, MatchedChunk, SearchResult, Why
+from ..views import MatchedChunk, SearchResult, Why
 from .concepts import ConceptRecognizer, Mention
 from .engine import Hit, SearchEngine, SearchMode
 
