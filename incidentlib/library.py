@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rdflib import Graph
 
+from .errors import NotFound
 from .graph.export import ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
 from .graph.rdf import build_graph
@@ -37,16 +38,12 @@ from .views import (
 )
 
 
-class IncidentNotFound(KeyError):
+class IncidentNotFound(NotFound):
     """No incident with that id."""
 
     def __init__(self, incident_id: str, suggestions: list[str] | None = None):
         self.incident_id = incident_id
-        hint = f" (did you mean {', '.join(suggestions)}?)" if suggestions else ""
-        super().__init__(f"no incident with id {incident_id!r}{hint}")
-
-    def __str__(self) -> str:
-        return str(self.args[0])
+        super().__init__(incident_id, f"no incident with id {incident_id!r}", suggestions)
 
 
 class FilterError(ValueError):

@@ -18,9 +18,8 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from . import __version__
-from .analysis import UnknownClusterError
-from .graph.knowledge import UnknownNodeError
-from .library import FilterError, IncidentFilter, IncidentNotFound, Library
+from .errors import NotFound
+from .library import FilterError, IncidentFilter, Library
 from .search.service import QueryError
 from .models import ConceptKind
 from .search.engine import SearchMode
@@ -76,7 +75,7 @@ def clear_errors(fn: _Fn) -> _Fn:
     def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         try:
             return fn(*args, **kwargs)
-        except (IncidentNotFound, UnknownNodeError, UnknownClusterError, FilterError, QueryError, ValueError) as exc:
+        except (NotFound, FilterError, QueryError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
 
     return wrapper  # type: ignore[return-value]

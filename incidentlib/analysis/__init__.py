@@ -6,6 +6,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from ..errors import NotFound
 from ..graph.projection import node_id
 from ..library import Library, check_lang
 from ..views import ClusterSet, ClusterView, Diagnosis, SignalExplanation
@@ -16,13 +17,10 @@ from .signatures import explain, library_signals
 DEFAULT_RESOLUTION = 2.0
 
 
-class UnknownClusterError(KeyError):
+class UnknownClusterError(NotFound):
     def __init__(self, cluster_id: str):
         self.cluster_id = cluster_id
-        super().__init__(f"no cluster with id {cluster_id!r} (ids look like g-01 for graph and e-01 for embedding clusters)")
-
-    def __str__(self) -> str:
-        return str(self.args[0])
+        super().__init__(cluster_id, f"no cluster with id {cluster_id!r} (ids look like g-01 for graph and e-01 for embedding clusters)")
 
 
 class Analysis:

@@ -25,6 +25,7 @@ from functools import cached_property
 
 import networkx as nx
 
+from ..errors import NotFound
 from ..loader import LibraryData
 from ..models import ConceptKind, Incident
 from ..views import (
@@ -44,17 +45,12 @@ RELATING_KINDS: tuple[str, ...] = ("component", "cause")
 MAX_DEPTH = 3
 
 
-class UnknownNodeError(KeyError):
+class UnknownNodeError(NotFound):
     """A node reference that names no incident or concept."""
 
     def __init__(self, reference: str, suggestions: list[str] | None = None):
         self.reference = reference
-        self.suggestions = suggestions or []
-        hint = f" (did you mean {', '.join(self.suggestions)}?)" if self.suggestions else ""
-        super().__init__(f"unknown incident or concept {reference!r}{hint}")
-
-    def __str__(self) -> str:
-        return str(self.args[0])
+        super().__init__(reference, f"unknown incident or concept {reference!r}", suggestions)
 
 
 class KnowledgeGraph:
