@@ -7,6 +7,7 @@ indexes) are built on first use.
 
 from __future__ import annotations
 
+import difflib
 from functools import cached_property
 from pathlib import Path
 
@@ -131,8 +132,6 @@ class Library:
         try:
             return self.data.incidents[key]
         except KeyError:
-            import difflib
-
             raise IncidentNotFound(incident_id, difflib.get_close_matches(key, list(self.data.incidents), n=3)) from None
 
     # ---- graph -----------------------------------------------------------

@@ -15,6 +15,13 @@ from ..views import SignalExplanation
 
 MIN_MATCH = 0.5
 
+PHRASES = {
+    "en": {"seen": "Seen in {id} ({org}): {title}.", "symptoms": "It went with: {}.",
+           "causes": "There it was caused by: {}.", "others": "{} other incident(s) show the same symptoms: {}."},
+    "ko": {"seen": "{id}({org})에서 나타난 메시지입니다: {title}.", "symptoms": "함께 보인 증상: {}.",
+           "causes": "그때의 원인: {}.", "others": "같은 증상을 보인 다른 사례 {}건: {}."},
+}
+
 
 @dataclass(frozen=True)
 class KnownSignal:
@@ -38,24 +45,15 @@ def explain(data: LibraryData, signal: KnownSignal, lang: str) -> str:
     symptoms = ", ".join(vocab.label(s, lang) for s in incident.symptoms)
     causes = ", ".join(vocab.label(c, lang) for c in incident.causes)
     others = sorted({i.id for i in data.incidents.values() if i.id != incident.id and set(i.symptoms) & set(incident.symptoms)})
-    if lang == "ko":
-        parts = [note] if note else []
-        parts.append(f"{incident.id}({vocab.label(incident.org, 'ko')})에서 나타난 메시지입니다: {incident.title.get('ko')}.")
-        if symptoms:
-            parts.append(f"함께 보인 증상: {symptoms}.")
-        if causes:
-            parts.append(f"그때의 원인: {causes}.")
-        if others:
-            parts.append(f"같은 증상을 보인 다른 사례 {len(others)}건: {', '.join(others[:5])}.")
-    else:
-        parts = [note] if note else []
-        parts.append(f"Seen in {incident.id} ({vocab.label(incident.org, 'en')}): {incident.title.get('en')}.")
-        if symptoms:
-            parts.append(f"It went with: {symptoms}.")
-        if causes:
-            parts.append(f"There it was caused by: {causes}.")
-        if others:
-            parts.append(f"{len(others)} other incident(s) show the same symptoms: {', '.join(others[:5])}.")
+    phrases = PHRASES[lang]
+    parts = [note] if note else []
+    parts.append(phrases["seen"].format(id=incident.id, org=vocab.label(incident.org, lang), title=incident.title.get(lang)))
+    if symptoms:
+        parts.append(phrases["symptoms"].format(symptoms))
+    if causes:
+        parts.append(phrases["causes"].format(causes))
+    if others:
+        parts.append(phrases["others"].format(len(others), ", ".join(others[:5])))
     return " ".join(parts)
 
 

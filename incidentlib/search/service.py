@@ -100,7 +100,8 @@ class SearchService:
         combined = self._combine(text_scores, related)
         ranked = sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         own = set(self._concepts(incident_id))
-        mentions = [Mention(c, self.knowledge.concept_ref(c, lang).kind, c) for c in own if self._kind(c) in ("component", "cause")]
+        # the source's own components and causes play the part of concepts "recognised" in a query
+        mentions = [Mention(c, kind, c) for c in sorted(own) if (kind := self._kind(c)) in ("component", "cause")]
         dense_rank = {i: r for r, (i, _, _) in enumerate(dense, 1)}
         results = []
         for other, score in ranked:
