@@ -35,3 +35,11 @@ def test_chunks_cover_both_languages_and_signals(library) -> None:
     assert len({c.id for c in chunks}) == len(chunks)
     assert any("limited width: x4 < x16" in c.text for c in chunks if c.kind == "signal")
     assert all(len(c.text) <= 1300 for c in chunks)
+
+
+def test_particle_glued_to_latin_word_is_not_a_token():
+    tokens = tokenize("Meta의 GPU를 Xid 79가 멈췄다")
+    assert {"meta", "gpu", "xid79"} <= set(tokens)
+    assert not {"의", "를", "가"} & set(tokens)
+    # a standalone Hangul word that happens to equal a particle is kept
+    assert "이" in tokenize("이 문제")

@@ -29,10 +29,13 @@ _PARTICLES = sorted(
     reverse=True,
 )
 _MIN_STEM = 2
+# A particle glued to a Latin word or number ("GPU를", "Meta의", "79가") is a Hangul run of its own
+# after the split; it carries no meaning, so it is dropped rather than indexed as a one-letter token.
+_PARTICLE_SET = frozenset(_PARTICLES)
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3]+")
 _WORD = re.compile(r"[\uac00-\ud7a3]+|[A-Za-z0-9_]+(?:[.\-/][A-Za-z0-9_]+)*")
-_CODE_NUMBER = re.compile(r"\b([A-Za-z]{2,})\s+(\d{1,4})\b")  # Xid 79, SXid 12, HTTP 503
+_CODE_NUMBER = re.compile(r"\b([A-Za-z]{2,})\s+(\d{1,4})(?![0-9A-Za-z_])")  # Xid 79, SXid 12, HTTP 503
 _LINK_WIDTH = re.compile(r"\b(x\d{1,2})\s*([<>]=?)\s*(x\d{1,2})\b", re.IGNORECASE)  # x4 < x16
 
 _STOPWORDS = frozenset(
@@ -63,6 +66,9 @@ def tokenize(text: str) -> list[str]:
     for match in _WORD.finditer(text):
         raw = match.group(0)
         if _HANGUL.fullmatch(raw):
+            glued = match.start() > 0 and not _HANGUL.match(text[match.start() - 1]) and not text[match.start() - 1].isspace()
+            if glued and raw in _PARTICLE_SET:
+                continue
             stem = _strip_particle(raw)
             tokens.append(stem)
             if len(stem) > 2:
