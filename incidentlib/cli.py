@@ -11,32 +11,75 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional, get_args
 
+import click
 import typer
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
-from .embeddings import DEFAULT_BACKEND, EmbedderConfig
-from .graph.export import ExportFormat
-from .graph.knowledge import UnknownNodeError
-from .graph.sparql import SparqlError
-from .library import FilterError, IncidentFilter, IncidentNotFound, Library
-from .loader import LibraryError, check_library
-from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
-from .search.engine import SearchConfig, SearchMode
-from .search.fusion import FusionMethod
-from .search.service import QueryError
+from .errors import DataError, EmbedderUnavailable, IncidentlibError, InvalidRequest, LibraryError
+from .library import (
+    CACHE_ENV,
+    DATA_ENV,
+    DEFAULT_EMBEDDER,
+    ExportFormat,
+    FusionMethod,
+    Library,
+    SearchMode,
+    atomic_write_bytes,
+    atomic_write_text,
+)
+from .requests import (
+    MAX_DEPTH,
+    MAX_DIAGNOSE_LIMIT,
+    MAX_K,
+    MAX_LIMIT,
+    ClusterMethodName,
+    FilterParam,
+    IncidentFilter,
+    with_filter_params,
+)
+
+out = Console(soft_wrap=True, highlight=False)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def exit_code(exc: IncidentlibError) -> int:
+    """1 for a lookup that found nothing or a broken library, 2 for a bad parameter, input or environment."""
+    if isinstance(exc, LibraryError):
+        return 1
+    if isinstance(exc, (InvalidRequest, DataError, EmbedderUnavailable)):
+        return 2
+    return 1
+
+
+def message(exc: IncidentlibError) -> str:
+    """The one-line (or, for a broken library, per-problem) message the CLI prints for a package error."""
+    if isinstance(exc, LibraryError):
+        return f"{exc}\nrun `incidentlib validate` for the full list"
+    return str(exc)
+
+
+class _Commands(TyperGroup):
+    """Maps the package's error hierarchy to a message and an exit code, once for every command."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except IncidentlibError as exc:
+            raise fail(message(exc), exit_code(exc)) from None
+
 
 app = typer.Typer(
+    cls=_Commands,
     help="incidentlib: a bilingual knowledge graph of infrastructure incidents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-out = Console(soft_wrap=True, highlight=False)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 class LangChoice(str, Enum):
@@ -55,7 +98,14 @@ EmbedderOpt = Annotated[
 CacheOpt = Annotated[
     Optional[Path], typer.Option("--cache", envvar=CACHE_ENV, help="Index cache directory (default: ~/.cache/incidentlib).")
 ]
-KOpt = Annotated[int, typer.Option("-k", "--k", min=1, max=100, help="Number of results (at most 100).")]
+KOpt = Annotated[int, typer.Option("-k", "--k", min=1, max=MAX_K, help=f"Number of results (at most {MAX_K}).")]
+
+
+def _option(param: FilterParam) -> Any:
+    return Annotated[Optional[param.type], typer.Option(help=f"Filter: {param.help}", min=param.ge, max=param.le)]
+
+
+filter_options = with_filter_params(_option)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -63,17 +113,9 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def open_library(data: Path | None, embedder: str = DEFAULT_BACKEND, cache: Path | None = None,
+def open_library(data: Path | None, embedder: str = DEFAULT_EMBEDDER, cache: Path | None = None,
                  fusion: FusionMethod | None = None) -> Library:
-    try:
-        config = SearchConfig(embedder=EmbedderConfig(backend=embedder), cache_dir=cache,
-                              **({"fusion": fusion} if fusion else {}))
-    except ValueError as exc:
-        raise fail(str(exc), 2) from None
-    try:
-        return Library.open(data, config)
-    except LibraryError as exc:
-        raise fail(f"{exc}\nrun `incidentlib validate` for the full list") from None
+    return Library.open(data, embedder=embedder, cache_dir=cache, fusion=fusion)
 
 
 def build_with_progress(library: Library, quiet: bool = False) -> None:
@@ -82,7 +124,7 @@ def build_with_progress(library: Library, quiet: bool = False) -> None:
 
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=err, transient=True, disable=quiet) as bar:
-        task = bar.add_task(f"embedding chunks ({library.search_config.embedder.backend})", total=None)
+        task = bar.add_task(f"embedding chunks ({library.embedder})", total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
@@ -111,8 +153,7 @@ def _root() -> None:
 @app.command()
 def validate(data: DataOpt = None, as_json: JsonOpt = False) -> None:
     """Check a library directory and list every problem at once (exit 1 if any)."""
-    root = resolve_data_dir(data)
-    loaded, problems = check_library(root)
+    root, loaded, problems = Library.check(data)
     if as_json:
         emit_json({"root": str(root), "ok": not problems, "problems": [p.model_dump() for p in problems],
                    "incidents": len(loaded.incidents) if loaded else 0})
@@ -129,32 +170,22 @@ def validate(data: DataOpt = None, as_json: JsonOpt = False) -> None:
 
 
 @app.command("list")
+@filter_options
 def list_cmd(
     data: DataOpt = None,
     lang: LangOpt = LangChoice.en,
-    org: Annotated[Optional[str], typer.Option(help="Organization id or name.")] = None,
-    component: Annotated[Optional[str], typer.Option(help="Component id or label (narrower ones match too).")] = None,
-    cause: Annotated[Optional[str], typer.Option(help="Cause id or label.")] = None,
-    symptom: Annotated[Optional[str], typer.Option(help="Symptom id or label.")] = None,
-    tag: Annotated[Optional[str], typer.Option(help="Tag id or label.")] = None,
-    year: Annotated[Optional[int], typer.Option(help="Only this year.")] = None,
-    year_from: Annotated[Optional[int], typer.Option(help="From this year.")] = None,
-    year_to: Annotated[Optional[int], typer.Option(help="Up to this year.")] = None,
-    severity: Annotated[Optional[str], typer.Option(help="sev1..sev4")] = None,
+    filters: IncidentFilter | None = None,
+    year: Annotated[Optional[int], typer.Option(help="Only this year (sets --year-from and --year-to).")] = None,
     limit: Annotated[Optional[int], typer.Option(min=0, help="At most this many (default: all).")] = None,
     offset: Annotated[int, typer.Option(min=0)] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """List incidents, optionally filtered."""
     library = open_library(data)
-    try:
-        filters = IncidentFilter(
-            org=org, component=component, cause=cause, symptom=symptom, tag=tag, severity=severity,
-            year_from=year if year is not None else year_from, year_to=year if year is not None else year_to,
-        )
-        page = library.list_incidents(filters, lang=lang.value, limit=limit, offset=offset)
-    except (FilterError, ValueError) as exc:
-        raise fail(str(exc), 2) from None
+    filters = filters or IncidentFilter()
+    if year is not None:
+        filters = IncidentFilter.of(**{**filters.model_dump(), "year_from": year, "year_to": year})
+    page = library.list_incidents(filters, lang=lang.value, limit=limit, offset=offset)
     if as_json:
         emit_json(page)
         return
@@ -175,10 +206,7 @@ def show(
 ) -> None:
     """Show one incident in full."""
     library = open_library(data)
-    try:
-        detail = library.detail(incident_id, lang=lang.value)
-    except IncidentNotFound as exc:
-        raise fail(str(exc)) from None
+    detail = library.detail(incident_id, lang=lang.value)
     if as_json:
         emit_json(detail)
         return
@@ -226,15 +254,12 @@ def related(
     incident_id: Annotated[str, typer.Argument(help="Incident id, e.g. IL-0025.")],
     data: DataOpt = None,
     lang: LangOpt = LangChoice.en,
-    limit: Annotated[int, typer.Option(min=1, max=500)] = 10,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_LIMIT)] = 10,
     as_json: JsonOpt = False,
 ) -> None:
     """Incidents that share components or causes, rarer shared concepts weighing more."""
     library = open_library(data)
-    try:
-        items = library.related(incident_id, lang=lang.value, limit=limit)
-    except IncidentNotFound as exc:
-        raise fail(str(exc)) from None
+    items = library.related(incident_id, lang=lang.value, limit=limit)
     if as_json:
         emit_json([item.model_dump(mode="json") for item in items])
         return
@@ -250,10 +275,7 @@ def topic(
 ) -> None:
     """A concept's page: definition, incidents, co-occurring concepts, organizations."""
     library = open_library(data)
-    try:
-        page = library.topic(concept, lang=lang.value)
-    except UnknownNodeError as exc:
-        raise fail(str(exc)) from None
+    page = library.topic(concept, lang=lang.value)
     if as_json:
         emit_json(page)
         return
@@ -274,16 +296,13 @@ def topic(
 @app.command()
 def neighbors(
     node: Annotated[str, typer.Argument(help="Incident id, concept id or label.")],
-    depth: Annotated[int, typer.Option(min=1, max=3)] = 1,
+    depth: Annotated[int, typer.Option(min=1, max=MAX_DEPTH)] = 1,
     data: DataOpt = None,
     lang: LangOpt = LangChoice.en,
 ) -> None:
     """Node-link JSON of everything within DEPTH hops of a node."""
     library = open_library(data)
-    try:
-        emit_json(library.neighbors(node, depth=depth, lang=lang.value))
-    except UnknownNodeError as exc:
-        raise fail(str(exc)) from None
+    emit_json(library.neighbors(node, depth=depth, lang=lang.value))
 
 
 @app.command()
@@ -296,10 +315,7 @@ def path(
 ) -> None:
     """The shortest path between two nodes, and the concepts on the way."""
     library = open_library(data)
-    try:
-        result = library.path(source, target, lang=lang.value)
-    except UnknownNodeError as exc:
-        raise fail(str(exc)) from None
+    result = library.path(source, target, lang=lang.value)
     if result is None:
         raise fail(f"no path between {source} and {target}")
     if as_json:
@@ -320,8 +336,6 @@ def export(
     if output is None:
         sys.stdout.write(text)
         return
-    from .storage import atomic_write_text
-
     atomic_write_text(output, text)
     err.print(f"wrote {output} ({len(text.encode()):,} bytes, {fmt.value})")
 
@@ -338,10 +352,7 @@ def sparql(
     elif query.startswith("@"):
         query = Path(query[1:]).read_text(encoding="utf-8")
     library = open_library(data)
-    try:
-        result = library.sparql(query)
-    except SparqlError as exc:
-        raise fail(str(exc), 2) from None
+    result = library.sparql(query)
     if as_json:
         if result.json_results is not None:
             emit_json(result.json_results)
@@ -360,28 +371,13 @@ def sparql(
         sys.stdout.write(result.turtle or "")
 
 
-def _filters(org, component, cause, symptom, tag, year_from, year_to, severity) -> IncidentFilter:
-    return IncidentFilter(org=org, component=component, cause=cause, symptom=symptom, tag=tag,
-                          year_from=year_from, year_to=year_to, severity=severity)
-
-
-OrgOpt = Annotated[Optional[str], typer.Option(help="Filter: organization.")]
-ComponentOpt = Annotated[Optional[str], typer.Option(help="Filter: component (narrower ones match too).")]
-CauseOpt = Annotated[Optional[str], typer.Option(help="Filter: cause.")]
-SymptomOpt = Annotated[Optional[str], typer.Option(help="Filter: symptom.")]
-TagOpt = Annotated[Optional[str], typer.Option(help="Filter: tag.")]
-YearFromOpt = Annotated[Optional[int], typer.Option(help="Filter: from this year.")]
-YearToOpt = Annotated[Optional[int], typer.Option(help="Filter: up to this year.")]
-SeverityOpt = Annotated[Optional[str], typer.Option(help="Filter: sev1..sev4.")]
-
-
 @app.command()
-def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
           as_json: JsonOpt = False) -> None:
     """Build (or refresh) the search index for an embedder, with a progress bar."""
     library = open_library(data, embedder, cache)
     build_with_progress(library, quiet=as_json)
-    report = library.search_engine.last_build
+    report = library.last_build
     assert report is not None
     if as_json:
         emit_json(report)
@@ -407,26 +403,23 @@ def _print_results(response, show_why: bool = True) -> None:
 
 
 @app.command()
+@filter_options
 def search(
     query: Annotated[str, typer.Argument(help="A question, a description or a pasted error line, in Korean or English.")],
     k: KOpt = 10,
     mode: Annotated[SearchMode, typer.Option(help="lexical (BM25), dense (vectors) or hybrid (both, fused).")] = SearchMode.hybrid,
     fusion: Annotated[Optional[FusionMethod], typer.Option(help="Hybrid fusion: rrf or weighted.")] = None,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
-    org: OrgOpt = None, component: ComponentOpt = None, cause: CauseOpt = None, symptom: SymptomOpt = None,
-    tag: TagOpt = None, year_from: YearFromOpt = None, year_to: YearToOpt = None, severity: SeverityOpt = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+    filters: IncidentFilter | None = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Search incidents in Korean or English; filters apply before ranking."""
     library = open_library(data, embedder, cache, fusion)
-    try:
-        filters = _filters(org, component, cause, symptom, tag, year_from, year_to, severity)
-        library.resolve_filter(filters)
-        if mode is not SearchMode.lexical:
-            build_with_progress(library, quiet=as_json)
-        response = library.search(query, k=k, mode=mode, filters=filters, lang=lang.value)
-    except (FilterError, QueryError, ValueError) as exc:
-        raise fail(str(exc), 2) from None
+    filters = filters or IncidentFilter()
+    library.resolve_filter(filters)
+    if mode is not SearchMode.lexical:
+        build_with_progress(library, quiet=as_json)
+    response = library.search(query, k=k, mode=mode, filters=filters, lang=lang.value)
     if as_json:
         emit_json(response)
     else:
@@ -434,28 +427,23 @@ def search(
 
 
 @app.command()
+@filter_options
 def similar(
     incident_id: Annotated[Optional[str], typer.Argument(help="Find incidents like this one (an id).")] = None,
     text: Annotated[Optional[str], typer.Option("--text", "-t", help="…or like this text: an error, a log line, a description.")] = None,
     k: KOpt = 10,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
-    org: OrgOpt = None, component: ComponentOpt = None, cause: CauseOpt = None, symptom: SymptomOpt = None,
-    tag: TagOpt = None, year_from: YearFromOpt = None, year_to: YearToOpt = None, severity: SeverityOpt = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+    filters: IncidentFilter | None = None,
     as_json: JsonOpt = False,
 ) -> None:
     """"Have we seen this before?": incidents like an incident or a pasted text, with the reasons."""
     if (incident_id is None) == (text is None):
         raise fail("give an incident id or --text, not both and not neither", 2)
     library = open_library(data, embedder, cache)
-    try:
-        filters = _filters(org, component, cause, symptom, tag, year_from, year_to, severity)
-        library.resolve_filter(filters)
-        build_with_progress(library, quiet=as_json)
-        response = library.similar(incident_id=incident_id, text=text, k=k, filters=filters, lang=lang.value)
-    except IncidentNotFound as exc:
-        raise fail(str(exc)) from None
-    except (FilterError, QueryError, ValueError) as exc:
-        raise fail(str(exc), 2) from None
+    filters = filters or IncidentFilter()
+    library.resolve_filter(filters)
+    build_with_progress(library, quiet=as_json)
+    response = library.similar(incident_id=incident_id, text=text, k=k, filters=filters, lang=lang.value)
     if as_json:
         emit_json(response)
     else:
@@ -471,26 +459,18 @@ def eval_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Retrieval quality per mode and query language: recall@1/5/10, MRR, nDCG@10."""
-    from .evaluation import default_queries_path, load_queries, run_evaluation
-
-    library = open_library(data, DEFAULT_BACKEND, cache)
-    path = queries or default_queries_path()
-    try:
-        items = load_queries(path, library)
-    except ValueError as exc:
-        raise fail(str(exc), 2) from None
+    library = open_library(data, DEFAULT_EMBEDDER, cache)
+    items = library.eval_queries(queries)
     names = [name.strip() for name in embedders.split(",") if name.strip()]
     for name in names:
-        build_with_progress(open_library(data, name, cache), quiet=as_json)
-    report = run_evaluation(library, items, names, cache_dir=cache)
+        build_with_progress(library.with_embedder(name), quiet=as_json)
+    report = library.evaluate(items, names, cache_dir=cache)
     if as_json:
         emit_json(report)
         return
     markdown = report.to_markdown()
     sys.stdout.write(markdown)
     if output is not None:
-        from .storage import atomic_write_text
-
         atomic_write_text(output, markdown)
 
 
@@ -509,25 +489,17 @@ def import_cmd(
     """Import incidents as drafts, with concept suggestions, duplicate checks and a report. All or nothing."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .importing import ImportFailed, ImportFormat, ImportOptions, run_import
-
     target = into or (Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else None)
     if target is None:
         raise fail("say where to import with --into DIR (or set INCIDENTLIB_DATA)", 2)
-    try:
-        options = ImportOptions(format=ImportFormat(fmt), maps=maps or [], id_prefix=id_prefix, lang=lang.value,
-                                dry_run=dry_run, keep_near_duplicates=keep_near_duplicates)
-    except ValidationError as exc:
-        raise fail("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()), 2) from None
-    except ValueError as exc:
-        raise fail(str(exc), 2) from None
     with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), console=err, transient=True,
                   disable=as_json) as bar:
         task = bar.add_task("import", total=None)
-        try:
-            report = run_import(path, target, options, lambda done, total: bar.update(task, completed=done, total=total))
-        except ImportFailed as exc:
-            raise fail(str(exc), 2) from None
+        report = Library.import_records(
+            path, target, fmt, maps or [], id_prefix=id_prefix, lang=lang.value, dry_run=dry_run,
+            keep_near_duplicates=keep_near_duplicates,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
     if as_json:
         emit_json(report)
     else:
@@ -550,30 +522,24 @@ def import_cmd(
 def clusters(
     method: Annotated[str, typer.Option(help="graph (community detection) or embedding (agglomerative).")] = "graph",
     cluster_id: Annotated[Optional[str], typer.Option("--id", help="Show one cluster, e.g. g-03.")] = None,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Root-cause clusters with labels, sizes, representatives and their agreement with cause annotations."""
-    from .analysis import ClusterMethod, UnknownClusterError
-
     library = open_library(data, embedder, cache)
-    try:
-        chosen = ClusterMethod(method)
-    except ValueError:
-        raise fail(f"--method must be graph or embedding, got {method!r}", 2) from None
-    if chosen is ClusterMethod.embedding:
+    methods = get_args(ClusterMethodName)
+    if method not in methods:
+        raise fail(f"--method must be {' or '.join(methods)}, got {method!r}", 2)
+    if method == "embedding":
         build_with_progress(library, quiet=as_json)
-    try:
-        result = library.analysis.cluster(cluster_id, lang.value) if cluster_id else library.analysis.clusters(chosen, lang.value)
-    except UnknownClusterError as exc:
-        raise fail(str(exc)) from None
+    result = library.cluster(cluster_id, lang.value) if cluster_id else library.clusters(method, lang.value)
     if as_json:
         emit_json(result)
         return
     views = [result] if cluster_id else result.clusters
     if not cluster_id:
         q = result.quality
-        out.print(f"{q.clusters} {chosen.value} clusters · purity {q.purity:.3f} · NMI {q.nmi:.3f} (against first-listed causes)")
+        out.print(f"{q.clusters} {method} clusters · purity {q.purity:.3f} · NMI {q.nmi:.3f} (against first-listed causes)")
     for cluster in views:
         out.print(f"[bold]{cluster.id}[/bold] ({cluster.size}) {escape(cluster.label)} [dim]— e.g. {cluster.representative}; "
                   f"terms: {escape(', '.join(cluster.terms))}[/dim]")
@@ -586,20 +552,17 @@ def clusters(
 def diagnose(
     text: Annotated[Optional[str], typer.Argument(help="Pasted error text, log lines or a description.")] = None,
     symptom: Annotated[Optional[list[str]], typer.Option("--symptom", "-s", help="A symptom id or label (repeatable).")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=20)] = 5,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_DIAGNOSE_LIMIT)] = 5,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Rank likely causes and components for symptoms and/or pasted error text, with the incidents behind each."""
     library = open_library(data, embedder, cache)
     if text == "-":
         text = sys.stdin.read()
-    try:
-        if text:
-            build_with_progress(library, quiet=as_json)
-        result = library.analysis.diagnose(symptoms=symptom or [], text=text, lang=lang.value, limit=limit)
-    except (FilterError, QueryError, ValueError) as exc:
-        raise fail(str(exc), 2) from None
+    if text:
+        build_with_progress(library, quiet=as_json)
+    result = library.diagnose(symptoms=symptom or [], text=text, lang=lang.value, limit=limit)
     if as_json:
         emit_json(result)
         return
@@ -619,25 +582,20 @@ def diagnose(
 def map_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write: .png or .html.")] = Path("incident-map.png"),
     incident: Annotated[Optional[str], typer.Option("--incident", help="Draw this incident's neighbourhood graph instead (PNG).")] = None,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
 ) -> None:
     """Write the 2D incident map (PNG or interactive HTML), or one incident's neighbourhood graph."""
-    from .storage import atomic_write_bytes
-
     library = open_library(data, embedder, cache)
     suffix = output.suffix.lower()
     if suffix not in (".png", ".html"):
         raise fail("--output must end in .png or .html", 2)
     if incident and suffix != ".png":
         raise fail("a neighbourhood graph is a PNG: use --output NAME.png", 2)
-    try:
-        if incident:
-            payload = library.analysis.neighbourhood_png(incident, lang.value)
-        else:
-            build_with_progress(library)
-            payload = library.analysis.map_png(lang.value) if suffix == ".png" else library.analysis.map_html(lang.value).encode()
-    except IncidentNotFound as exc:
-        raise fail(str(exc)) from None
+    if incident:
+        payload = library.neighbourhood_png(incident, lang.value)
+    else:
+        build_with_progress(library)
+        payload = library.map_png(lang.value) if suffix == ".png" else library.map_html(lang.value).encode()
     atomic_write_bytes(output, payload)
     err.print(f"wrote {output} ({len(payload):,} bytes)")
 
@@ -646,7 +604,7 @@ def map_cmd(
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
-    data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     sparql_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a SPARQL query may run.")] = 10.0,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not mount the MCP endpoint at /mcp.")] = False,
 ) -> None:
@@ -657,14 +615,14 @@ def serve(
 
     library = open_library(data, embedder, cache)
     build_with_progress(library)
-    _ = library.rdf, library.search_service.recognizer  # warm what the first requests would build
+    library.warm()
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
     application = create_app(library, ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host))
     uvicorn.run(application, host=host, port=port, log_level="info")
 
 
 @app.command()
-def mcp(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None) -> None:
+def mcp(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None) -> None:
     """Run the MCP server over stdio (for Claude Desktop, IDEs and other MCP clients)."""
     from .mcp_server import build_mcp_server
 

@@ -12,13 +12,16 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field, ValidationError
 
 from .embeddings import EmbedderConfig
-from .library import Library
 from .search.engine import SearchConfig, SearchMode
 from .search.fusion import FusionMethod
+
+if TYPE_CHECKING:
+    from .library import Library
 
 CUTOFFS = (1, 5, 10)
 LANG_GROUPS = ("ko", "en", "mixed", "log")
@@ -119,10 +122,10 @@ def _is_cross_lingual(item: EvalQuery, library: Library) -> bool:
 
 def run_evaluation(library: Library, items: list[EvalQuery], embedders: list[str], cache_dir: Path | None = None) -> EvalReport:
     runs: dict[str, list[list[str]]] = {}
-    lexical_runs = [[h.incident_id for h in library.search_engine.search(q.query, k=10, mode=SearchMode.lexical)] for q in items]
+    lexical_runs = [[h.incident_id for h in library._search_engine.search(q.query, k=10, mode=SearchMode.lexical)] for q in items]
     runs["lexical (BM25)"] = lexical_runs
     for name in embedders:
-        lib = Library(library.data, SearchConfig(embedder=EmbedderConfig(backend=name), cache_dir=cache_dir))
+        lib = type(library)(library.data, SearchConfig(embedder=EmbedderConfig(backend=name), cache_dir=cache_dir))
         engine = lib.search_engine
         dense_runs, rrf_runs, weighted_runs, similar_runs = [], [], [], []
         for q in items:

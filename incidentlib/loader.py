@@ -15,7 +15,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .models import Concept, ConceptKind, Incident
+from .errors import LibraryError
+from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
 from .vocab import Vocabulary
 
 try:  # the C loader is several times faster on a few hundred files
@@ -27,13 +28,7 @@ VOCAB_DIR = "vocab"
 INCIDENTS_DIR = "incidents"
 
 # Which incident field refers to which vocabulary kind.
-REFERENCE_FIELDS: dict[str, ConceptKind] = {
-    "org": ConceptKind.organization,
-    "components": ConceptKind.component,
-    "causes": ConceptKind.cause,
-    "symptoms": ConceptKind.symptom,
-    "tags": ConceptKind.tag,
-}
+REFERENCE_FIELDS = CONCEPT_FIELDS
 
 
 class Problem(BaseModel):
@@ -46,16 +41,6 @@ class Problem(BaseModel):
     def __str__(self) -> str:
         where = f"{self.file}: {self.field}" if self.field else self.file
         return f"{where}: {self.message}"
-
-
-class LibraryError(Exception):
-    """Raised when a library directory cannot be used; carries every problem found."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems[:20])
-        more = f"\n  … and {len(problems) - 20} more" if len(problems) > 20 else ""
-        super().__init__(f"library has {len(problems)} problem(s):\n{lines}{more}")
 
 
 @dataclass(frozen=True)

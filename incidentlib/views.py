@@ -231,3 +231,40 @@ class Diagnosis(BaseModel):
     signals: list[SignalExplanation]
     confidence: str = Field(description="high, medium or low")
     note: str
+
+
+class TopicSummary(BaseModel):
+    id: str
+    kind: str
+    label: str
+    incidents: int
+
+
+class TopicList(BaseModel):
+    items: list[TopicSummary]
+
+
+class VocabConcept(BaseModel):
+    id: str
+    kind: str
+    labels: dict[str, str]
+    alt_labels: dict[str, list[str]]
+    broader: str | None = None
+    definition: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+
+
+class VocabResponse(BaseModel):
+    total: int
+    concepts: list[VocabConcept]
+
+
+class OrganizationSummary(BaseModel):
+    id: str
+    label: str
+    url: str | None = None
+    incidents: int
+
+
+class OrganizationList(BaseModel):
+    items: list[OrganizationSummary]

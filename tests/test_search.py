@@ -203,7 +203,7 @@ def test_score_ranking_metrics() -> None:
 
 
 def test_fusion_override(search_library: Library) -> None:
-    engine = search_library.search_engine
+    engine = search_library._search_engine
     rrf_hits = engine.search("InfiniBand link flapping", k=5, fusion=FusionMethod.rrf)
     weighted_hits = engine.search("InfiniBand link flapping", k=5, fusion=FusionMethod.weighted)
     assert len(rrf_hits) == len(weighted_hits) == 5

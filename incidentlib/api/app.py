@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from .. import __version__
 from ..library import Library
+from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
 from . import errors
 from .routes_analysis import router as analysis_router
 from .routes_graph import router as graph_router
@@ -32,7 +33,7 @@ publicly documented infrastructure incidents: GPU/AI training clusters, GPU
 clouds, inference services, and the big cloud and internet outages.
 
 Text fields follow `lang=ko|en` (default: `Accept-Language`, then English).
-`k` is capped at 100, `limit` at 500, and queries at 2,000 characters.
+`k` is capped at {MAX_K}, `limit` at {MAX_LIMIT}, and queries at {MAX_QUERY_CHARS:,} characters.
 """
 
 
@@ -54,7 +55,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
         async with mcp_server.session_manager.run():
             yield
 
-    app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION.format(MAX_K=MAX_K, MAX_LIMIT=MAX_LIMIT, MAX_QUERY_CHARS=MAX_QUERY_CHARS), lifespan=lifespan)
     app.state.library = library
     app.state.settings = settings
     errors.install(app)

@@ -14,11 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import EmbedderUnavailable
 from .base import empty, normalize
-
-
-class EmbedderUnavailable(RuntimeError):
-    """The backend cannot run here (missing package or model files)."""
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from functools import cached_property
 
 import networkx as nx
 
-from ..errors import NotFound
+from ..errors import UnknownNodeError
 from ..loader import LibraryData
 from ..models import ConceptKind, Incident
 from ..views import (
@@ -43,14 +43,6 @@ from .projection import build_projection, node_id, split_node
 
 RELATING_KINDS: tuple[str, ...] = ("component", "cause")
 MAX_DEPTH = 3
-
-
-class UnknownNodeError(NotFound):
-    """A node reference that names no incident or concept."""
-
-    def __init__(self, reference: str, suggestions: list[str] | None = None):
-        self.reference = reference
-        super().__init__(reference, f"unknown incident or concept {reference!r}", suggestions)
 
 
 class KnowledgeGraph:

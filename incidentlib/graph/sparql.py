@@ -11,15 +11,8 @@ from rdflib import Graph
 from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.parser import parseUpdate
 
+from ..errors import ReadOnlyError, SparqlError
 from .ontology import PREFIXES
-
-
-class SparqlError(ValueError):
-    """A query that cannot be run: a syntax error or an update."""
-
-
-class ReadOnlyError(SparqlError):
-    """Raised for SPARQL UPDATE: the library graph is read-only."""
 
 
 class SparqlResult(BaseModel):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import MappingError
+
 TEXT_FIELDS = ("title", "summary", "body", "detection", "mitigation")
 LIST_FIELDS = ("tags", "components", "causes", "symptoms", "signals", "source_url")
 SCALAR_FIELDS = ("id", "org", "date", "severity", "source_title", "source_publisher", "source_kind", "status")
@@ -45,10 +47,6 @@ DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
 }
 
 _STEP = re.compile(r"^(?P<key>[^\[\]]+)?(?P<index>\[(\d*)\])*$")
-
-
-class MappingError(ValueError):
-    """A --map option that cannot be understood."""
 
 
 @dataclass(frozen=True)

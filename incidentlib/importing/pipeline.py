@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from ..errors import ImportFailed
 from ..loader import INCIDENTS_DIR, VOCAB_DIR, check_library
 from ..models import LANGS, Concept, ConceptKind, Incident
 from ..paths import bundled_data_dir
@@ -77,10 +78,6 @@ class ImportReport(BaseModel):
     rejected: list[Rejected] = Field(default_factory=list)
     new_organizations: list[str] = Field(default_factory=list)
     new_tags: list[str] = Field(default_factory=list)
-
-
-class ImportFailed(ValueError):
-    """The import cannot run at all (bad options, unreadable input, broken target library)."""
 
 
 def slugify(text: str) -> str:

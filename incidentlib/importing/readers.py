@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from ..errors import ReadError
+
 
 class ImportFormat(str, Enum):
     yaml = "yaml"
@@ -22,10 +24,6 @@ class ImportFormat(str, Enum):
     jsonl = "jsonl"
     csv = "csv"
     markdown = "markdown"
-
-
-class ReadError(ValueError):
-    """The input file cannot be read as the given format."""
 
 
 @dataclass

@@ -18,8 +18,10 @@ from __future__ import annotations
 import re
 from functools import cached_property
 
+from ..errors import QueryError  # noqa: F401 - re-exported for callers of check_query
 from ..graph.knowledge import KnowledgeGraph
 from ..models import Incident
+from ..requests import MAX_QUERY_CHARS, check_query  # noqa: F401
 from ..views import MatchedChunk, SearchResult, Why
 from .concepts import ConceptRecognizer, Mention
 from .engine import Hit, SearchEngine, SearchMode
@@ -29,20 +31,6 @@ SNIPPET_CHARS = 240
 SIMILAR_KINDS = ("component", "cause", "symptom")
 
 
-class QueryError(ValueError):
-    """A query that cannot be run (empty or too long)."""
-
-
-MAX_QUERY_CHARS = 2000
-
-
-def check_query(query: str) -> str:
-    text = (query or "").strip()
-    if not text:
-        raise QueryError("query is empty")
-    if len(text) > MAX_QUERY_CHARS:
-        raise QueryError(f"query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}")
-    return text
 
 
 class SearchService:
