@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, get_args
 
 from rdflib import Graph
 
-from .embeddings import DEFAULT_BACKEND, EmbedderConfig
+from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
 from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeError
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
@@ -70,9 +70,12 @@ assert set(get_args(SearchModeName)) == {m.value for m in SearchMode}
 class Library:
     """A loaded, validated incident library."""
 
-    def __init__(self, data: LibraryData, search_config: SearchConfig | None = None) -> None:
+    def __init__(self, data: LibraryData, search_config: SearchConfig | None = None,
+                 embedder: Embedder | None = None) -> None:
+        """Wrap loaded ``data``; ``embedder`` replaces the one ``search_config`` names (any :class:`Embedder`)."""
         self.data = data
         self.search_config = search_config or SearchConfig()
+        self._embedder = embedder
 
     @classmethod
     def open(
@@ -128,8 +131,8 @@ class Library:
 
     @property
     def embedder(self) -> str:
-        """The configured embedder backend name, e.g. ``use-m3``."""
-        return self.search_config.embedder.backend
+        """The embedder's name: the configured backend (e.g. ``use-m3``) or the given embedder's name."""
+        return self._embedder.name if self._embedder is not None else self.search_config.embedder.backend
 
     def __len__(self) -> int:
         return len(self.data.incidents)
@@ -334,7 +337,7 @@ class Library:
     # ---- search ----------------------------------------------------------------
     @cached_property
     def _search_engine(self) -> SearchEngine:
-        return SearchEngine(self.data, self.search_config)
+        return SearchEngine(self.data, self.search_config, self._embedder)
 
     @cached_property
     def _search_service(self) -> SearchService:

@@ -54,6 +54,7 @@ def _tiny_sentence_transformer(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_sentence_transformers_backend_loads_a_local_model(tmp_path: Path) -> None:
     model_dir = _tiny_sentence_transformer(tmp_path / "tiny-st")
     embedder = create_embedder(f"st:{model_dir}")

@@ -27,6 +27,7 @@ def test_bad_query_file_is_reported(tmp_path: Path, library) -> None:
     assert "q.jsonl:1" in str(info.value) and "IL-9999" in str(info.value) and "q.jsonl:2" in str(info.value)
 
 
+@pytest.mark.slow
 def test_eval_command_prints_a_table(tmp_path: Path, cache_dir: Path, search_library) -> None:
     path = tmp_path / "q.jsonl"
     rows = [

@@ -125,6 +125,7 @@ def test_rdf_uses_standard_vocabularies(library) -> None:
     assert titles == {"en", "ko"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt,rdflib_format", [("ttl", "turtle"), ("jsonld", "json-ld"), ("nt", "nt")])
 def test_rdf_exports_round_trip(library, fmt: str, rdflib_format: str) -> None:
     text = library.export(fmt)

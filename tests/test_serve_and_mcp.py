@@ -17,6 +17,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+pytestmark = pytest.mark.slow  # servers, subprocesses and wheel builds
+
 TOOLS = {"search_incidents", "get_incident", "list_incidents", "get_topic", "vocab", "similar_incidents", "related_incidents",
          "list_clusters", "diagnose"}
 

@@ -67,6 +67,6 @@ def run_sparql(graph: Graph, query: str) -> SparqlResult:
 def _is_update(query: str) -> bool:
     try:
         parseUpdate(query)
-    except Exception:
+    except ParseException:  # not an update (a query, or a syntax error that parseQuery reports)
         return False
     return True

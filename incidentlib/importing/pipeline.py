@@ -218,8 +218,8 @@ class Importer:
                 reasons.append(str(exc))
 
         tags = [self._concept(t, ConceptKind.tag, create=True) for t in _as_list(values.get("tags"))]
-        if raw.extra.get("heading"):
-            tags.append(self._concept(raw.extra["heading"], ConceptKind.tag, create=True))
+        if raw.heading:
+            tags.append(self._concept(raw.heading, ConceptKind.tag, create=True))
         concept_fields: dict[str, list[str]] = {}
         for field, kind in (("components", ConceptKind.component), ("causes", ConceptKind.cause), ("symptoms", ConceptKind.symptom)):
             resolved = []

@@ -8,24 +8,11 @@ measures where the switch pays off (see docs/benchmarks.md).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
 
 import faiss
 import numpy as np
 
 DEFAULT_HNSW_THRESHOLD = 50_000
-
-
-class VectorIndex(Protocol):
-    kind: str
-
-    def __len__(self) -> int: ...
-
-    def add(self, vectors: np.ndarray) -> None: ...
-
-    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]: ...
-
-    def save(self, path: Path) -> None: ...
 
 
 class FaissIndex:
