@@ -43,6 +43,7 @@ from .requests import (
     IncidentFilter,
     with_filter_params,
 )
+from .views import SearchResponse
 
 out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -385,7 +386,7 @@ def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache:
         out.print(f"✓ {report.embedder}: {report.chunks} chunks ({report.action}, {report.index_kind}) in {report.path}")
 
 
-def _print_results(response, show_why: bool = True) -> None:
+def _print_results(response: SearchResponse, show_why: bool = True) -> None:
     if not response.results:
         out.print("no results")
     for rank, result in enumerate(response.results, 1):

@@ -55,7 +55,7 @@ class LibraryData:
 
 def read_yaml(path: Path) -> object:
     with path.open("rb") as handle:
-        return yaml.load(handle, Loader=_YamlLoader)  # noqa: S506 - safe loader
+        return yaml.load(handle, Loader=_YamlLoader)
 
 
 def load_library(root: Path | str) -> LibraryData:

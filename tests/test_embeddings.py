@@ -100,7 +100,7 @@ def test_cli_reports_a_missing_st_model_in_one_line(tmp_path: Path, monkeypatch:
     result = CliRunner().invoke(app, ["search", "nccl", "--embedder", "st:someone/not-a-local-model",
                                       "--cache", str(tmp_path / "cache")])
     assert result.exit_code == 2
-    assert "Traceback" not in result.stderr and result.exception is None or isinstance(result.exception, SystemExit)
+    assert ("Traceback" not in result.stderr and result.exception is None) or isinstance(result.exception, SystemExit)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "not-a-local-model" in lines[0] and lines[0].startswith("error:")
     assert attempts == []

@@ -81,7 +81,7 @@ def test_neighbors_and_path(library) -> None:
     assert all(link.type for link in hood.links)
     wider = library.neighbors("IL-0025", depth=2)
     assert len(wider.nodes) > len(hood.nodes)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="depth"):
         library.neighbors("IL-0025", depth=9)
 
     curated = library.path("IL-0025", "IL-0021")

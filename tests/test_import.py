@@ -133,7 +133,7 @@ def test_a_failed_write_leaves_the_library_untouched(tmp_path: Path, target: Pat
     before = files(target)
     import incidentlib.importing.pipeline as pipeline
 
-    def broken(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def broken(*args, **kwargs):  # noqa: ANN002
         return None, [type("P", (), {"__str__": lambda self: "simulated problem"})()]
 
     monkeypatch.setattr(pipeline, "check_library", lambda root, _real=pipeline.check_library: broken() if "incidentlib-import-" in str(root) else _real(root))
@@ -167,11 +167,11 @@ def test_mapping_errors_and_paths() -> None:
 def test_unreadable_input_is_a_clear_error(tmp_path: Path, target: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
-    with pytest.raises(ImportFailed, match="bad.json: not valid JSON"):
+    with pytest.raises(ImportFailed, match=r"bad\.json: not valid JSON"):
         run_import(bad, target, ImportOptions(format=ImportFormat.json))
     lines = tmp_path / "bad.jsonl"
     lines.write_text('{"title": "ok"}\n[1, 2]\n', encoding="utf-8")
-    with pytest.raises(ImportFailed, match="bad.jsonl:2"):
+    with pytest.raises(ImportFailed, match=r"bad\.jsonl:2"):
         run_import(lines, target, ImportOptions(format=ImportFormat.jsonl))
 
 

@@ -5,6 +5,7 @@ The MCP server (streamable HTTP) is mounted at ``/mcp`` on the same service.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -48,7 +49,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
         mcp_routes = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=settings.host).routes
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if mcp_server is None:
             yield
             return

@@ -59,7 +59,7 @@ def signals(library: LibraryDep, lang: LangDep) -> list[SignalExplanation]:
 
 
 @router.get("/map", responses={200: {"content": {"image/png": {}, "text/html": {}}}})
-def incident_map(library: LibraryDep, lang: LangDep, format: Annotated[Literal["png", "html"], Query()] = "html") -> Response:  # noqa: A002
+def incident_map(library: LibraryDep, lang: LangDep, format: Annotated[Literal["png", "html"], Query()] = "html") -> Response:
     """The 2D incident map: an interactive HTML page (default) or a PNG."""
     if format == "png":
         return Response(library.map_png(lang), media_type="image/png")

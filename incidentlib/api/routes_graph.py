@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
@@ -90,11 +91,11 @@ async def _answer(request: Request, library: Library, query: str | None) -> Resp
 
 @router.get("/export", tags=["graph"], response_class=StreamingResponse,
             responses={200: {"content": {media: {} for media in MEDIA_TYPES.values()}}})
-def export(library: LibraryDep, format: Annotated[ExportFormat, Query(description="ttl, jsonld, nt, graphml or jsonl")] = ExportFormat.turtle) -> StreamingResponse:  # noqa: A002
+def export(library: LibraryDep, format: Annotated[ExportFormat, Query(description="ttl, jsonld, nt, graphml or jsonl")] = ExportFormat.turtle) -> StreamingResponse:
     """The whole library, streamed."""
     text = library.export(format)
 
-    def chunks():
+    def chunks() -> Iterator[bytes]:
         view = memoryview(text.encode("utf-8"))
         for start in range(0, len(view), EXPORT_CHUNK_BYTES):
             yield bytes(view[start : start + EXPORT_CHUNK_BYTES])

@@ -59,5 +59,5 @@ async def run_with_time_limit(library: Library, query: str, timeout: float) -> S
         return await run_in_threadpool(_run_forked, library, query, timeout)
     try:
         return await asyncio.wait_for(run_in_threadpool(library.sparql, query), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise SparqlTimeout(f"SPARQL query exceeded the {timeout:g} s time limit") from None

@@ -19,15 +19,17 @@ overlap), then computed ones; within each group by score, ties by incident id.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from functools import cached_property
 
 import networkx as nx
 
-from ..errors import UnknownNodeError
+from ..errors import InvalidRequest, UnknownNodeError
 from ..loader import LibraryData
 from ..models import ConceptKind, Incident
+from ..requests import MAX_DEPTH
 from ..views import (
     ConceptCount,
     ConceptRef,
@@ -42,13 +44,12 @@ from ..views import (
 from .projection import build_projection, node_id, split_node
 
 RELATING_KINDS: tuple[str, ...] = ("component", "cause")
-MAX_DEPTH = 3
 
 
 class KnowledgeGraph:
     """Graph algorithms over one loaded library."""
 
-    def __init__(self, data: LibraryData):
+    def __init__(self, data: LibraryData) -> None:
         self.data = data
 
     @cached_property
@@ -71,10 +72,7 @@ class KnowledgeGraph:
 
     def node_view(self, node: str, lang: str) -> GraphNode:
         kind, key = split_node(node)
-        if kind == "incident":
-            label = self.data.incidents[key].title.get(lang)
-        else:
-            label = self.data.vocab.label(key, lang)
+        label = self.data.incidents[key].title.get(lang) if kind == "incident" else self.data.vocab.label(key, lang)
         return GraphNode(id=node, type=kind, label=label)
 
     # ---- views -----------------------------------------------------------
@@ -164,7 +162,7 @@ class KnowledgeGraph:
     def neighbors(self, reference: str, depth: int = 1, lang: str = "en") -> NodeLinkGraph:
         """Everything within ``depth`` hops of a node (depth is capped at 3)."""
         if depth < 1 or depth > MAX_DEPTH:
-            raise ValueError(f"depth must be between 1 and {MAX_DEPTH}, got {depth}")
+            raise InvalidRequest(f"depth must be between 1 and {MAX_DEPTH}, got {depth}")
         center = self.resolve_node(reference)
         sub = nx.ego_graph(self.nx, center, radius=depth)
         return self._node_link(sub, lang)
@@ -179,7 +177,7 @@ class KnowledgeGraph:
         except nx.NetworkXNoPath:
             return None
         node_views = [self.node_view(n, lang) for n in nodes]
-        links = [GraphLink(source=a, target=b, type=self.nx.edges[a, b]["type"]) for a, b in zip(nodes, nodes[1:], strict=False)]
+        links = [GraphLink(source=a, target=b, type=self.nx.edges[a, b]["type"]) for a, b in itertools.pairwise(nodes)]
         concepts = [view_.label for view_ in node_views if view_.type != "incident"]
         return GraphPath(source=start, target=end, length=len(nodes) - 1, nodes=node_views, concepts=concepts, links=links)
 

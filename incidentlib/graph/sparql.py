@@ -26,7 +26,7 @@ class SparqlResult(BaseModel):
     json_results: dict | None = None
 
 
-_INIT_NS = {prefix: namespace for prefix, namespace in PREFIXES.items()}
+_INIT_NS = dict(PREFIXES.items())
 
 
 def run_sparql(graph: Graph, query: str) -> SparqlResult:
@@ -42,7 +42,7 @@ def run_sparql(graph: Graph, query: str) -> SparqlResult:
                 "(edit the YAML files under data/ instead)"
             ) from None
         raise SparqlError(f"SPARQL syntax error at line {exc.lineno}, column {exc.col}: {exc.msg}") from None
-    except Exception as exc:  # rdflib raises plain exceptions for unknown prefixes and the like
+    except Exception as exc:  # noqa: BLE001 - rdflib raises plain Exception for unknown prefixes and the like
         raise SparqlError(f"cannot prepare query: {exc}") from None
 
     result = graph.query(prepared)

@@ -119,7 +119,7 @@ def _first_sentence(text: str, limit: int = 140) -> str:
 
 
 class Importer:
-    def __init__(self, target: Path, options: ImportOptions):
+    def __init__(self, target: Path, options: ImportOptions) -> None:
         self.target = target
         self.options = options
         try:

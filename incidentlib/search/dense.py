@@ -18,7 +18,7 @@ DEFAULT_HNSW_THRESHOLD = 50_000
 class FaissIndex:
     """Inner product over L2-normalised vectors, i.e. cosine similarity."""
 
-    def __init__(self, index: faiss.Index, kind: str):
+    def __init__(self, index: faiss.Index, kind: str) -> None:
         self._index = index
         self.kind = kind
 

@@ -47,7 +47,7 @@ SIMILAR_KINDS = ("component", "cause", "symptom")
 class SearchService:
     """Turns engine hits into explained results; knows nothing of HTTP or the CLI."""
 
-    def __init__(self, engine: SearchEngine, knowledge: KnowledgeGraph):
+    def __init__(self, engine: SearchEngine, knowledge: KnowledgeGraph) -> None:
         self.engine = engine
         self.knowledge = knowledge
 
