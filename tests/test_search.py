@@ -11,10 +11,11 @@ from conftest import small_library
 
 from incidentlib import IncidentFilter, Library
 from incidentlib.embeddings import EmbedderConfig
+from incidentlib.errors import QueryError
 from incidentlib.evaluation import score_ranking
+from incidentlib.requests import MAX_QUERY_CHARS
 from incidentlib.search.engine import SearchConfig, SearchMode
 from incidentlib.search.fusion import RRF_K, FusionMethod, rrf, weighted
-from incidentlib.search.service import MAX_QUERY_CHARS, QueryError
 
 SMALL = ["IL-0025", "IL-0126", "IL-0021", "IL-0101", "IL-0076", "IL-0103", "IL-0135", "IL-0055"]
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 import re
 from functools import cached_property
 
-from ..errors import QueryError  # noqa: F401 - re-exported for callers of check_query
 from ..graph.knowledge import KnowledgeGraph
 from ..models import Incident
-from ..requests import MAX_QUERY_CHARS, check_query  # noqa: F401
+from ..requests import check_query
 from ..views import MatchedChunk, SearchResult, Why
 from .concepts import ConceptRecognizer, Mention
 from .engine import Hit, SearchEngine, SearchMode
