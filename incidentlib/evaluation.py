@@ -126,7 +126,7 @@ def run_evaluation(library: Library, items: list[EvalQuery], embedders: list[str
     runs["lexical (BM25)"] = lexical_runs
     for name in embedders:
         lib = type(library)(library.data, SearchConfig(embedder=EmbedderConfig(backend=name), cache_dir=cache_dir))
-        engine = lib.search_engine
+        engine = lib._search_engine
         dense_runs, rrf_runs, weighted_runs, similar_runs = [], [], [], []
         for q in items:
             lexical = engine.rank_lexical(q.query, None, 50)
@@ -134,7 +134,7 @@ def run_evaluation(library: Library, items: list[EvalQuery], embedders: list[str
             dense_runs.append([i for i, _, _ in dense[:10]])
             rrf_runs.append([h.incident_id for h in engine.fuse_rankings(lexical, dense, 10, FusionMethod.rrf)])
             weighted_runs.append([h.incident_id for h in engine.fuse_rankings(lexical, dense, 10, FusionMethod.weighted)])
-            similar_runs.append([r.id for r in lib.search_service.similar_to_text(q.query, k=10)])
+            similar_runs.append([r.id for r in lib._search_service.similar_to_text(q.query, k=10)])
         runs[f"dense {name}"] = dense_runs
         runs[f"hybrid-rrf {name}"] = rrf_runs
         runs[f"hybrid-weighted {name}"] = weighted_runs

@@ -174,7 +174,7 @@ def with_filter_params(annotate: Callable[[FilterParam], Any]) -> Callable[[_Fn]
             **{p.name: p.annotation for p in params},
             "return": signature.return_annotation,
         }
-        del wrapper.__wrapped__  # type: ignore[attr-defined]  # introspection must see the new signature
+        del wrapper.__wrapped__  # introspection must see the new signature
         return wrapper  # type: ignore[return-value]
 
     return decorate

@@ -181,7 +181,7 @@ class KnowledgeGraph:
         concepts = [view_.label for view_ in node_views if view_.type != "incident"]
         return GraphPath(source=start, target=end, length=len(nodes) - 1, nodes=node_views, concepts=concepts, links=links)
 
-    def _node_link(self, sub: nx.Graph, lang: str) -> NodeLinkGraph:
+    def _node_link(self, sub: nx.Graph[str], lang: str) -> NodeLinkGraph:
         nodes = [self.node_view(n, lang) for n in sorted(sub.nodes)]
         links = [
             GraphLink(source=a, target=b, type=attrs["type"]) if a <= b else GraphLink(source=b, target=a, type=attrs["type"])

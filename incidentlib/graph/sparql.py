@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from typing import Literal as TypingLiteral
 
 from pydantic import BaseModel
@@ -23,7 +24,7 @@ class SparqlResult(BaseModel):
     rows: list[dict[str, str | None]] = []
     boolean: bool | None = None
     turtle: str | None = None
-    json_results: dict | None = None
+    json_results: dict[str, Any] | None = None
 
 
 _INIT_NS = dict(PREFIXES.items())
@@ -48,11 +49,11 @@ def run_sparql(graph: Graph, query: str) -> SparqlResult:
     result = graph.query(prepared)
     if result.type == "SELECT":
         variables = [str(v) for v in result.vars or []]
-        rows = [
-            {name: (None if value is None else str(value)) for name, value in zip(variables, row, strict=False)}
+        rows: list[dict[str, str | None]] = [
+            {name: (None if value is None else str(value)) for name, value in zip(variables, row, strict=False)}  # type: ignore[arg-type]  # SELECT rows are ResultRow
             for row in result
         ]
-        payload = json.loads(result.serialize(format="json"))
+        payload = json.loads(result.serialize(format="json") or b"{}")
         return SparqlResult(type="SELECT", variables=variables, rows=rows, json_results=payload)
     if result.type == "ASK":
         return SparqlResult(type="ASK", boolean=bool(result.askAnswer), json_results={"head": {}, "boolean": bool(result.askAnswer)})
@@ -60,8 +61,9 @@ def run_sparql(graph: Graph, query: str) -> SparqlResult:
     for prefix, namespace in PREFIXES.items():
         out.bind(prefix, namespace)
     for triple in result:
-        out.add(triple)
-    return SparqlResult(type=result.type, turtle=out.serialize(format="turtle"))
+        out.add(triple)  # type: ignore[arg-type]  # CONSTRUCT/DESCRIBE results are triples
+    kind: TypingLiteral["CONSTRUCT", "DESCRIBE"] = "DESCRIBE" if result.type == "DESCRIBE" else "CONSTRUCT"
+    return SparqlResult(type=kind, turtle=out.serialize(format="turtle"))
 
 
 def _is_update(query: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import MappingError
 
@@ -108,7 +109,7 @@ def _split_step(step: str) -> tuple[str | None, list[int | None]]:
     return key, indexes
 
 
-def extract(record: dict, maps: list[FieldMap]) -> tuple[dict[str, object], list[str]]:
+def extract(record: dict[str, Any], maps: list[FieldMap]) -> tuple[dict[str, object], list[str]]:
     """Values for every target: explicit mappings first, then the default keys.
 
     Returns the values and a list of problems (explicit mappings that found nothing).

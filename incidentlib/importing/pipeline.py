@@ -162,8 +162,8 @@ class Importer:
             return None
         if slug in self.vocab:  # the id exists with another kind: keep ids unique
             slug = f"{slug}-{kind.value}"
-        pending[slug] = Concept(id=slug, kind=kind, label={"en": name, "ko": name},
-                                definition={"en": f"Added by import; review the labels ({name})."})
+        pending[slug] = Concept.model_validate({"id": slug, "kind": kind, "label": {"en": name, "ko": name},
+                                                "definition": {"en": f"Added by import; review the labels ({name})."}})
         return slug
 
     def _next_id(self) -> str:
@@ -332,8 +332,8 @@ def _reasons(exc: ValidationError) -> list[str]:
     return [f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()]
 
 
-def _dump(document: dict) -> str:
-    return yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100)
+def _dump(document: dict[str, Any]) -> str:
+    return str(yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100))
 
 
 def ensure_library(target: Path) -> None:

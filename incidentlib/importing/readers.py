@@ -77,7 +77,7 @@ def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
     return [RawRecord(f"{name}#{index}", item) for index, item in enumerate(items) if isinstance(item, dict)]
 
 
-def _find_list(value: object) -> list | None:
+def _find_list(value: object) -> list[Any] | None:
     if isinstance(value, list):
         return value
     if isinstance(value, dict):
