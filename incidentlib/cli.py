@@ -13,7 +13,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional, get_args
 
-import click
 import typer
 from pydantic import BaseModel, TypeAdapter
 from rich.console import Console
@@ -43,7 +42,7 @@ from .requests import (
     IncidentFilter,
     with_filter_params,
 )
-from .views import SearchResponse
+from .views import ClusterSet, ClusterView, RelatedItem, SearchResponse
 
 out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -68,7 +67,7 @@ def message(exc: IncidentlibError) -> str:
 class _Commands(TyperGroup):
     """Maps the package's error hierarchy to a message and an exit code, once for every command."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except IncidentlibError as exc:
@@ -136,11 +135,12 @@ def build_with_progress(library: Library, quiet: bool = False) -> None:
                   f"{report.reused} reused, {report.index_kind}, {report.seconds:.1f}s")
 
 
-def emit_json(value: BaseModel | list | dict) -> None:
+def emit_json(value: BaseModel | list[Any] | dict[str, Any]) -> None:
     if isinstance(value, BaseModel):
         text = value.model_dump_json(indent=2)
     elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
-        text = TypeAdapter(list[type(value[0])]).dump_json(value, indent=2).decode()
+        adapter: TypeAdapter[list[Any]] = TypeAdapter(list[type(value[0])])  # type: ignore[misc]  # element type known at run time
+        text = adapter.dump_json(value, indent=2).decode()
     else:
         text = json.dumps(value, ensure_ascii=False, indent=2)
     sys.stdout.write(text + "\n")
@@ -232,7 +232,7 @@ def show(
     _print_related(detail.related, lang.value)
 
 
-def _print_related(items: list, lang: str) -> None:
+def _print_related(items: list[RelatedItem], lang: str) -> None:
     if not items:
         out.print("no related incidents")
         return
@@ -509,8 +509,8 @@ def import_cmd(
                       f"{len(item.suggestions)} suggestion(s))[/dim]")
             for warning in item.warnings:
                 out.print(f"    [yellow]![/yellow] {escape(warning)}")
-        for item in report.rejected:
-            out.print(f"[red]✗[/red] {item.location}: {escape('; '.join(item.reasons))}")
+        for rejected in report.rejected:
+            out.print(f"[red]✗[/red] {rejected.location}: {escape('; '.join(rejected.reasons))}")
         if report.new_organizations or report.new_tags:
             out.print(f"new organizations: {', '.join(report.new_organizations) or '—'}; new tags: {', '.join(report.new_tags) or '—'}")
         verb = "would add" if report.dry_run else ("added" if report.written else "added nothing to")
@@ -533,12 +533,12 @@ def clusters(
         raise fail(f"--method must be {' or '.join(methods)}, got {method!r}", 2)
     if method == "embedding":
         build_with_progress(library, quiet=as_json)
-    result = library.cluster(cluster_id, lang.value) if cluster_id else library.clusters(method, lang.value)
+    result: ClusterView | ClusterSet = library.cluster(cluster_id, lang.value) if cluster_id else library.clusters(method, lang.value)
     if as_json:
         emit_json(result)
         return
-    views = [result] if cluster_id else result.clusters
-    if not cluster_id:
+    views = [result] if isinstance(result, ClusterView) else result.clusters
+    if isinstance(result, ClusterSet):
         q = result.quality
         out.print(f"{q.clusters} {method} clusters · purity {q.purity:.3f} · NMI {q.nmi:.3f} (against first-listed causes)")
     for cluster in views:

@@ -56,6 +56,7 @@ from .views import (
     VocabConcept,
     VocabResponse,
 )
+from .vocab import Vocabulary
 
 if TYPE_CHECKING:
     from .analysis import Analysis, ClusterMethod
@@ -101,8 +102,8 @@ class Library:
                         fusion: FusionMethod | str | None = None) -> SearchConfig:
         """A :class:`SearchConfig` from plain values; an unknown embedder or fusion is an :class:`InvalidRequest`."""
         try:
-            return SearchConfig(embedder=EmbedderConfig(backend=embedder or DEFAULT_BACKEND), cache_dir=cache_dir,
-                                **({"fusion": FusionMethod(fusion)} if fusion else {}))
+            config = SearchConfig(embedder=EmbedderConfig(backend=embedder or DEFAULT_BACKEND), cache_dir=cache_dir)
+            return config.model_copy(update={"fusion": FusionMethod(fusion)}) if fusion else config
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
 
@@ -125,7 +126,7 @@ class Library:
         return self.data.root
 
     @property
-    def vocab(self):  # noqa: ANN201 - Vocabulary, kept import-light
+    def vocab(self) -> Vocabulary:
         """The controlled vocabulary."""
         return self.data.vocab
 

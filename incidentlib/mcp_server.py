@@ -67,14 +67,14 @@ def _field(param: FilterParam) -> Any:
 LangArg = Annotated[Lang, Field(description="Language of titles and text: 'en' or 'ko'.")]
 
 
-_Fn = TypeVar("_Fn", bound=Callable)
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
 
 
 def clear_errors(fn: _Fn) -> _Fn:
     """Report bad ids and arguments to the client in plain words (the SDK hides other exceptions' text)."""
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except IncidentlibError as exc:

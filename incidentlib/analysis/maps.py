@@ -57,7 +57,8 @@ def project(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
     if len(vectors) < 4:
         return np.column_stack([np.arange(len(vectors), dtype=float), np.zeros(len(vectors))])
     perplexity = max(2.0, min(30.0, (len(vectors) - 1) / 3))
-    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed, metric="cosine").fit_transform(vectors)
+    points: np.ndarray = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed, metric="cosine").fit_transform(vectors)
+    return points
 
 
 def _membership(clusters: ClusterSet) -> dict[str, int]:

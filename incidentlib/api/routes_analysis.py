@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import HTMLResponse, Response
@@ -14,7 +14,7 @@ from .deps import LangDep, LibraryDep
 from .schemas import ErrorBody
 
 router = APIRouter(tags=["analysis"])
-PNG = {200: {"content": {"image/png": {}}}}
+PNG: dict[int | str, dict[str, Any]] = {200: {"content": {"image/png": {}}}}
 
 
 @router.get("/clusters", response_model=ClusterSet)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -45,7 +45,7 @@ EXPORT_CHUNK_BYTES = 64 * 1024
 READ_ONLY = "SPARQL UPDATE is not allowed: the library graph is read-only"
 
 
-SPARQL_RESPONSES = {200: {"content": {SPARQL_JSON: {}, "text/turtle": {}}}, 400: {"model": ErrorBody}, 503: {"model": ErrorBody}}
+SPARQL_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {SPARQL_JSON: {}, "text/turtle": {}}}, 400: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 
 
 @router.get("/sparql", tags=["graph"], response_class=JSONResponse, responses=SPARQL_RESPONSES)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
@@ -12,7 +12,7 @@ from .deps import FiltersDep, LangDep, LibraryDep
 from .schemas import ErrorBody, Health, RelatedPage
 
 router = APIRouter()
-NOT_FOUND = {404: {"model": ErrorBody, "description": "Unknown id"}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "Unknown id"}}
 IncidentId = Annotated[str, Path(description="Incident id such as IL-0025.", max_length=MAX_ID_CHARS)]
 
 

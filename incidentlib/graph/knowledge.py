@@ -24,6 +24,7 @@ import math
 from collections import Counter
 from functools import cached_property
 
+import networkx
 import networkx as nx
 
 from ..errors import InvalidRequest, UnknownNodeError
@@ -181,7 +182,7 @@ class KnowledgeGraph:
         concepts = [view_.label for view_ in node_views if view_.type != "incident"]
         return GraphPath(source=start, target=end, length=len(nodes) - 1, nodes=node_views, concepts=concepts, links=links)
 
-    def _node_link(self, sub: nx.Graph[str], lang: str) -> NodeLinkGraph:
+    def _node_link(self, sub: networkx.Graph, lang: str) -> NodeLinkGraph:
         nodes = [self.node_view(n, lang) for n in sorted(sub.nodes)]
         links = [
             GraphLink(source=a, target=b, type=attrs["type"]) if a <= b else GraphLink(source=b, target=a, type=attrs["type"])

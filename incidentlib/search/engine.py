@@ -206,4 +206,5 @@ class SearchEngine:
         rows = [chunk_to_row[i] for i, c in enumerate(self.chunks) if c.incident_id == incident_id and c.kind in wanted]
         vector = self.dense.vectors[rows].mean(axis=0)
         norm = float(np.linalg.norm(vector)) or 1.0
-        return (vector / norm).astype(np.float32)
+        result: np.ndarray = (vector / norm).astype(np.float32)
+        return result
