@@ -47,6 +47,7 @@ from .views import (
     RagPassage,
     RelatedItem,
     SearchResponse,
+    MapPoint,
     SignalExplanation,
     SignalView,
     SourceView,
@@ -424,6 +425,10 @@ class Library:
     def signals(self, lang: str = "en") -> list[SignalExplanation]:
         """Every verbatim error signal in the library, explained."""
         return self._analysis.signals(lang)
+
+    def map_points(self, lang: str = "en") -> list[MapPoint]:
+        """Every incident at its 2D map position (t-SNE of its embedding) with its graph cluster id."""
+        return self._analysis.map_points(lang)
 
     def map_png(self, lang: str = "en") -> bytes:
         """The 2D incident map as a PNG."""

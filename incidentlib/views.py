@@ -200,6 +200,16 @@ class ClusterSet(BaseModel):
     clusters: list[ClusterView]
 
 
+class MapPoint(BaseModel):
+    """One incident placed on the 2-D map of the library (t-SNE of its embedding)."""
+
+    id: str
+    title: str
+    x: float
+    y: float
+    cluster: str | None = Field(default=None, description="Graph cluster id, when the incident is in one.")
+
+
 class EvidenceIncident(BaseModel):
     id: str
     title: str

@@ -8,7 +8,8 @@ from pathlib import Path
 import incidentlib
 
 PACKAGE = Path(incidentlib.__file__).parent
-ADAPTERS = [PACKAGE / "cli.py", PACKAGE / "mcp_server.py", *sorted((PACKAGE / "api").glob("*.py"))]
+ADAPTERS = [PACKAGE / "cli.py", PACKAGE / "mcp_server.py", *sorted((PACKAGE / "api").glob("*.py")),
+            *sorted((PACKAGE / "web").glob("*.py"))]
 # The facade, the error hierarchy, the request rules and the shared response models;
 # the package root (for __version__) and the adapters themselves.
 ALLOWED = {
@@ -54,7 +55,8 @@ SUBMODULES = {
 
 
 def allowed(name: str) -> bool:
-    return name in ALLOWED or name == "incidentlib.api" or name.startswith("incidentlib.api.")
+    return name in ALLOWED or any(name == f"incidentlib.{adapter}" or name.startswith(f"incidentlib.{adapter}.")
+                                  for adapter in ("api", "web"))
 
 
 def test_adapters_import_only_the_facade() -> None:

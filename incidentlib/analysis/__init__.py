@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import UnknownClusterError
 from ..graph.projection import node_id
 from ..requests import check_lang
-from ..views import ClusterSet, ClusterView, Diagnosis, SignalExplanation
+from ..views import ClusterSet, ClusterView, Diagnosis, MapPoint, SignalExplanation
 from .clusters import ClusterMethod, RawCluster, describe, embedding_clusters, graph_clusters
 from .diagnosis import diagnose
 from .signatures import explain, library_signals
@@ -76,6 +76,12 @@ class Analysis:
         from .maps import project
 
         return project(self.vectors)
+
+    def map_points(self, lang: str = "en") -> list[MapPoint]:
+        """Every incident at its map position with its graph cluster (what map_png and map_html draw)."""
+        membership = {member.id: c.id for c in self.clusters(ClusterMethod.graph, lang).clusters for member in c.members}
+        return [MapPoint(id=i, title=self.library.get(i).title.get(lang), x=float(x), y=float(y), cluster=membership.get(i))
+                for i, (x, y) in zip(self._ids, self._points, strict=True)]
 
     def map_png(self, lang: str = "en") -> bytes:
         from .maps import map_png

@@ -26,6 +26,7 @@ class ServiceSettings:
     sparql_timeout: float = 10.0
     mount_mcp: bool = True
     host: str = "127.0.0.1"
+    web: bool = True
 
 
 DESCRIPTION = """
@@ -64,6 +65,10 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     app.include_router(search_router)
     app.include_router(graph_router)
     app.include_router(analysis_router)
+    if settings.web:
+        from .. import web
+
+        web.install(app)
     if mcp_server is not None:
         app.router.routes.extend(mcp_routes)
     return app
