@@ -94,7 +94,7 @@ def test_incident_page_shows_related_in_the_seed_form(client: TestClient, search
         assert item.id in text
         if item.shared:
             assert f"같은 원인 · 공통 {', '.join(item.shared)}" in text
-    assert text.count('class="node ') >= 5  # the neighbourhood graph has nodes
+    assert text.count('data-node="') >= 5  # the neighbourhood graph has nodes
     assert 'href="/ui/topics/nccl?lang=ko"' in text
 
 

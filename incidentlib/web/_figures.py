@@ -16,8 +16,9 @@ from markupsafe import Markup, escape
 from ..views import IncidentDetail
 
 GRAPH_WIDTH, GRAPH_HEIGHT = 960, 620
-# Margin keeps labels of nodes on the hull inside the picture.
-GRAPH_MARGIN = 70
+# Margins keep the labels of nodes on the hull inside the picture: a label is centred on
+# its node and up to ~34 characters (~220 px) wide, and sits 14 px above it.
+GRAPH_MARGIN_X, GRAPH_MARGIN_Y = 120, 40
 # A fixed seed makes the same incident always draw the same picture (shareable URLs).
 LAYOUT_SEED = 7
 # Related incidents drawn around the centre: more than ~8 turns the picture into a hairball.
@@ -54,14 +55,15 @@ class Figure:
     height: int
 
 
-def _scale(positions: dict[str, tuple[float, float]], width: int, height: int, margin: int) -> dict[str, tuple[float, float]]:
+def _scale(positions: dict[str, tuple[float, float]], width: int, height: int, margin_x: int,
+           margin_y: int) -> dict[str, tuple[float, float]]:
     xs = [p[0] for p in positions.values()]
     ys = [p[1] for p in positions.values()]
     span_x = (max(xs) - min(xs)) or 1.0
     span_y = (max(ys) - min(ys)) or 1.0
     return {
-        key: (round(margin + (x - min(xs)) / span_x * (width - 2 * margin), 1),
-              round(margin + (y - min(ys)) / span_y * (height - 2 * margin), 1))
+        key: (round(margin_x + (x - min(xs)) / span_x * (width - 2 * margin_x), 1),
+              round(margin_y + (y - min(ys)) / span_y * (height - 2 * margin_y), 1))
         for key, (x, y) in positions.items()
     }
 
@@ -86,7 +88,8 @@ def neighbourhood(detail: IncidentDetail, incident_href: str, topic_href: str) -
         for other in shared or [center]:
             graph.add_edge(key, other)
     raw = nx.spring_layout(graph, seed=LAYOUT_SEED, k=1.6 / max(1, graph.number_of_nodes()) ** 0.5)
-    positions = _scale({n: (float(p[0]), float(p[1])) for n, p in raw.items()}, GRAPH_WIDTH, GRAPH_HEIGHT, GRAPH_MARGIN)
+    positions = _scale({n: (float(p[0]), float(p[1])) for n, p in raw.items()}, GRAPH_WIDTH, GRAPH_HEIGHT, GRAPH_MARGIN_X,
+                       GRAPH_MARGIN_Y)
     nodes = []
     for key, attrs in graph.nodes(data=True):
         href = incident_href if attrs["kind"] == "incident" else topic_href
