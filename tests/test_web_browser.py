@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from _server import running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

@@ -84,8 +84,10 @@ def _error(request: Request, lang: str, status_code: int, message: str, suggesti
 
 def _filters(org: str, component: str, cause: str, tag: str, year: str, severity: str) -> IncidentFilter:
     year_value = int(year) if year.isdigit() else None
-    return IncidentFilter(org=org or None, component=component or None, cause=cause or None, tag=tag or None,
-                          year_from=year_value, year_to=year_value, severity=severity or None)
+    # validated like every other request, so a bad value is a 400 page naming the field
+    return IncidentFilter.model_validate({"org": org or None, "component": component or None, "cause": cause or None,
+                                          "tag": tag or None, "year_from": year_value, "year_to": year_value,
+                                          "severity": severity or None})
 
 
 def _filter_options(library: Library, lang: str) -> dict[str, list[tuple[str, str]]]:
