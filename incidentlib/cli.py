@@ -48,6 +48,10 @@ out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
+#: The summary line names a dip period only when the dips recur this clearly (the thermal-throttle rule's floor).
+PERIODIC_SHOWN = 0.35
+
+
 def exit_code(exc: IncidentlibError) -> int:
     """1 for a lookup that found nothing or a broken library, 2 for a bad parameter, input or environment."""
     if isinstance(exc, LibraryError):
@@ -553,12 +557,24 @@ def clusters(
 def diagnose(
     text: Annotated[Optional[str], typer.Argument(help="Pasted error text, log lines or a description.")] = None,
     symptom: Annotated[Optional[list[str]], typer.Option("--symptom", "-s", help="A symptom id or label (repeatable).")] = None,
+    series: Annotated[Optional[Path], typer.Option("--series", help="An MFU curve: CSV or JSON with seconds,mfu[,throttle,event] "
+                                                   "(or a Prometheus range-query answer).")] = None,
+    expected: Annotated[Optional[float], typer.Option("--expected", help="The MFU the run should reach, when --series "
+                                                      "holds absolute values.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=MAX_DIAGNOSE_LIMIT)] = 5,
     data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rank likely causes and components for symptoms and/or pasted error text, with the incidents behind each."""
+    """Rank likely causes and components for symptoms and/or pasted error text, with the incidents behind each;
+    or, with --series, read the shape of an MFU curve."""
     library = open_library(data, embedder, cache)
+    if series is not None:
+        if text or symptom:
+            raise fail("--series reads a curve; give text and --symptom in a separate call", 2)
+        _diagnose_series(library, series, expected, lang.value, limit, as_json)
+        return
+    if expected is not None:
+        raise fail("--expected only applies with --series", 2)
     if text == "-":
         text = sys.stdin.read()
     if text:
@@ -577,6 +593,70 @@ def diagnose(
             out.print(f"  {candidate.score:.2f} {escape(candidate.label)} [dim]({candidate.support} incident(s): {evidence})[/dim]")
     for explanation in result.signals:
         out.print(f"[dim]signal:[/dim] {escape(explanation.signal)}\n  {escape(explanation.explanation)}")
+    for match in result.explained:
+        out.print(f"[dim]{escape(match.family_label)} {escape(match.code)}:[/dim] {escape(match.meaning)}")
+
+
+def _diagnose_series(library: Library, path: Path, expected: float | None, lang: str, limit: int, as_json: bool) -> None:
+    result = library.diagnose_series(path=path, expected=expected, lang=lang, limit=limit)
+    if as_json:
+        emit_json(result)
+        return
+    out.print(escape(result.chart))
+    f = result.features
+    periodic = f.dip_period_s and (f.periodicity or 0) >= PERIODIC_SHOWN and f.dip_depth
+    measured = [f"level {f.level:.2f}" if f.level is not None else None,
+                f"drift {f.drift:+.2f}" if f.drift is not None else None,
+                f"dips every {f.dip_period_s:.0f} s, depth {f.dip_depth:.2f}" if periodic else None,
+                f"{len(f.restarts)} restart(s), recovery {f.recovery:+.2f}" if f.restarts and f.recovery is not None else None,
+                f"throttle overlap {f.throttle_overlap:.2f}" if f.throttle_overlap is not None else None]
+    out.print("[dim]" + escape(" · ".join(m for m in measured if m)) + f" ({f.points} points, {f.duration_s:.0f} s)[/dim]")
+    if result.shape is None:
+        out.print(f"[bold]{escape(result.cannot_tell or '')}[/bold]")
+        return
+    out.print(f"[bold]{escape(result.shape)}[/bold]: {escape(result.label or '')} [dim](confidence {result.confidence:.2f})[/dim]")
+    if result.likely:
+        out.print(escape(result.likely))
+    for line in result.evidence:
+        out.print(f"  [dim]·[/dim] {escape(line)}")
+    if result.incidents:
+        out.print("[dim]incidents:[/dim]")
+        for item in result.incidents:
+            out.print(f"  {item.id} {escape(item.title)}" + (" [dim](describes this pattern)[/dim]" if item.pinned else f" [dim]({item.score:.2f})[/dim]"))
+
+
+@app.command()
+def watch(
+    source: Annotated[str, typer.Argument(help="A log file (dmesg, NCCL, kubelet events) or - for standard input.")],
+    limit: Annotated[int, typer.Option(min=1, max=MAX_DIAGNOSE_LIMIT, help="Incidents per answer.")] = 3,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read a log stream and answer each distinct problem once (a flood of the same line gives one answer)."""
+    library = open_library(data, embedder, cache)
+    if source == "-":
+        handle = sys.stdin
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise fail(f"{source}: no such file", 2)
+        handle = path.open(encoding="utf-8", errors="replace")
+    build_with_progress(library, quiet=as_json)
+    suppressed: dict[str, int] = {}
+    try:
+        for item in library.watch(handle, lang=lang.value, limit=limit, suppressed=suppressed):
+            if as_json:
+                sys.stdout.write(item.model_dump_json() + "\n")
+                sys.stdout.flush()
+                continue
+            out.print(f"[bold]line {item.line_number}[/bold] [dim]{escape(item.key)}[/dim]")
+            out.print(escape(item.answer.markdown))
+            out.print("")
+    finally:
+        if handle is not sys.stdin:
+            handle.close()
+    if suppressed and not as_json:
+        err.print("repeats held back: " + ", ".join(f"{k} ×{v}" for k, v in sorted(suppressed.items())))
 
 
 @app.command("map")

@@ -8,13 +8,17 @@
     ├── InvalidRequest (also ValueError)    -> CLI exit 2, HTTP 422, MCP tool error
     │   ├── FilterError
     │   ├── QueryError
+    │   ├── InputError                      (names ``where`` and ``reason``)
+    │   │   ├── SeriesError                 a metric series that cannot be read
+    │   │   └── AlertError                  an alert payload that cannot be read
     │   └── SparqlError                     -> HTTP 400
     │       └── ReadOnlyError
     ├── DataError (also ValueError)         -> a library or an input file cannot be used
     │   ├── LibraryError
     │   ├── ReadError
     │   ├── MappingError
-    │   └── ImportFailed
+    │   ├── ImportFailed
+    │   └── TableError                      a data/diagnosis/*.yaml table that does not validate
     ├── EmbedderUnavailable (also RuntimeError)
     └── SparqlTimeout                       -> HTTP 503
 
@@ -99,6 +103,23 @@ class ReadOnlyError(SparqlError):
     """Raised for SPARQL UPDATE: the library graph is read-only."""
 
 
+class InputError(InvalidRequest):
+    """Input the library cannot use; the message names the file/field/parameter and the reason."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{where}: {reason}")
+
+
+class SeriesError(InputError):
+    """A metric series that cannot be read (bad file, column, value or size)."""
+
+
+class AlertError(InputError):
+    """An alert payload that cannot be read."""
+
+
 # ---- data ------------------------------------------------------------------------------
 class DataError(IncidentlibError, ValueError):
     """A library directory or an input file that cannot be used."""
@@ -126,6 +147,15 @@ class ImportFailed(DataError):
     """The import cannot run at all (bad options, unreadable input, broken target library)."""
 
 
+class TableError(DataError):
+    """A diagnosis table (data/diagnosis/*.yaml) that does not validate: a server-side problem."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{where}: {reason}")
+
+
 # ---- environment -----------------------------------------------------------------------
 class EmbedderUnavailable(IncidentlibError, RuntimeError):
     """The embedding backend cannot run here (missing package or model files)."""
@@ -136,12 +166,14 @@ class SparqlTimeout(IncidentlibError):
 
 
 __all__ = [
+    "AlertError",
     "DataError",
     "EmbedderUnavailable",
     "FilterError",
     "ImportFailed",
     "IncidentNotFound",
     "IncidentlibError",
+    "InputError",
     "InvalidRequest",
     "LibraryError",
     "MappingError",
@@ -149,8 +181,10 @@ __all__ = [
     "QueryError",
     "ReadError",
     "ReadOnlyError",
+    "SeriesError",
     "SparqlError",
     "SparqlTimeout",
+    "TableError",
     "UnknownClusterError",
     "UnknownNodeError",
 ]

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from rdflib import Graph
 
@@ -35,6 +35,7 @@ from .search.service import SearchService
 from .search.store import BuildReport, ProgressFn
 from .storage import atomic_write_bytes, atomic_write_text
 from .views import (
+    AlertsAnswer,
     ClusterSet,
     ClusterView,
     Diagnosis,
@@ -48,7 +49,9 @@ from .views import (
     RagPassage,
     RelatedItem,
     SearchResponse,
+    SeriesDiagnosis,
     SignalExplanation,
+    SignalMatch,
     SignalView,
     SourceView,
     TopicList,
@@ -56,11 +59,14 @@ from .views import (
     TopicSummary,
     VocabConcept,
     VocabResponse,
+    WatchAnswer,
 )
 from .vocab import Vocabulary
 
 if TYPE_CHECKING:
     from .analysis import Analysis, ClusterMethod
+    from .analysis.families import CompiledFamily
+    from .analysis.tables import ShapeTable, SignalTable
     from .evaluation import EvalQuery, EvalReport
     from .importing import ImportOptions, ImportReport
 
@@ -118,7 +124,21 @@ class Library:
         """Validate a library directory: its resolved root, the data when it loads, and every problem found."""
         root = resolve_data_dir(data_dir)
         loaded, problems = check_library(root)
+        if loaded is not None and not problems:
+            problems = Library(loaded).table_problems()
         return root, loaded, problems
+
+    def table_problems(self) -> list[Problem]:
+        """Problems in the diagnosis tables (data/diagnosis/*.yaml), checked against the vocabulary."""
+        from .errors import TableError
+
+        problems = []
+        for table in ("shape_table", "signal_table"):
+            try:
+                getattr(self, table)
+            except TableError as exc:
+                problems.append(Problem(file=exc.where, message=exc.reason))
+        return problems
 
     # ---- basics ----------------------------------------------------------
     @property
@@ -441,6 +461,88 @@ class Library:
     def neighbourhood_png(self, incident_id: str, lang: str = "en") -> bytes:
         """A picture of an incident, its concepts and its closest related incidents."""
         return self._analysis.neighbourhood_png(incident_id, lang)
+
+    # ---- signals, series and alerts ---------------------------------------------------
+    @cached_property
+    def shape_table(self) -> ShapeTable:
+        """data/diagnosis/shapes.yaml, validated against the vocabulary (bundled table when the library has none)."""
+        from .analysis.tables import load_shapes
+
+        return load_shapes(self.root, self.vocab, set(self.data.incidents))
+
+    @cached_property
+    def signal_table(self) -> SignalTable:
+        """data/diagnosis/signals.yaml, validated against the vocabulary (bundled table when the library has none)."""
+        from .analysis.tables import load_signals
+
+        return load_signals(self.root, self.vocab)
+
+    @cached_property
+    def _signal_patterns(self) -> list[CompiledFamily]:
+        from .analysis.families import compile_table
+
+        return compile_table(self.signal_table)
+
+    def explain_signals(self, text: str, lang: str = "en") -> list[SignalMatch]:
+        """Known error signals in ``text`` (Xid, SXid, NCCL watchdog/results, IB completion statuses,
+        PCIe link messages, ECC events, Kubernetes event reasons), one per family and code, explained."""
+        from .analysis.families import find_signals
+
+        return find_signals(self._signal_patterns, text, self.vocab, check_lang(lang))
+
+    def diagnose_series(self, *, points: Sequence[Mapping[str, Any]] | None = None, text: str | None = None,
+                        path: str | Path | None = None, expected: float | None = None, lang: str = "en",
+                        limit: int = 5) -> SeriesDiagnosis:
+        """Classify an MFU curve by shape (data/diagnosis/shapes.yaml) and rank the incidents that show it.
+
+        Give exactly one of ``points`` (objects with ``seconds``, ``mfu`` and optional ``throttle``,
+        ``event``), ``text`` (CSV or JSON) or ``path``. MFU is a fraction of expected unless
+        ``expected`` is given (then ``mfu / expected``). Features and scoring are described in
+        :mod:`incidentlib.analysis.shapes`; the incident ranking in :mod:`incidentlib.analysis.mfu`.
+        """
+        from .analysis import series as series_io
+        from .analysis.mfu import diagnose_series
+        from .errors import SeriesError
+
+        check_lang(lang)
+        check_k(limit, "limit")
+        given = [name for name, value in (("points", points), ("text", text), ("path", path)) if value is not None]
+        if len(given) != 1:
+            raise SeriesError("series", "give exactly one of points, text or path" + (f" (got {', '.join(given)})" if given else ""))
+        if points is not None:
+            parsed = series_io.parse_json(list(points), "points")
+            source = "points"
+        elif text is not None:
+            parsed = series_io.parse_text(text, "text")
+            source = "text"
+        else:
+            assert path is not None
+            parsed = series_io.read_file(path)
+            source = str(path)
+        series = series_io.build_series(parsed, expected=expected, source=source)
+        return diagnose_series(self, series, self.shape_table, lang, limit)
+
+    def answer_alerts(self, payload: object, lang: str = "en", limit: int = 5) -> AlertsAnswer:
+        """Diagnose each firing alert of an Alertmanager webhook (version 4) or one generic JSON alert:
+        recognised signals, likely causes/components and incidents, and a Markdown message for chat
+        (rules in :mod:`incidentlib.analysis.alerts`)."""
+        from .analysis.alerts import answer_alerts
+
+        check_k(limit, "limit")
+        return answer_alerts(self, payload, check_lang(lang), limit)
+
+    def watch(self, lines: Iterable[str], lang: str = "en", limit: int = 5, clock: Callable[[], float] | None = None,
+              suppressed: dict[str, int] | None = None) -> Iterator[WatchAnswer]:
+        """Answer each distinct problem (``family:code``) in a log stream once per rate-limit window
+        (rules in :mod:`incidentlib.analysis.watch`); ``suppressed`` collects the repeat counts."""
+        from .analysis.watch import RateLimiter, watch
+
+        check_lang(lang)
+        check_k(limit, "limit")
+        limiter = RateLimiter(clock=clock) if clock is not None else RateLimiter()
+        if suppressed is not None:
+            limiter.suppressed = suppressed
+        return watch(self, lines, lang, limit, limiter)
 
     # ---- evaluation and import -------------------------------------------------------
     def eval_queries(self, path: Path | None = None) -> list[EvalQuery]:

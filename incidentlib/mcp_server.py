@@ -32,7 +32,16 @@ from .requests import (
     SearchModeName,
     with_filter_params,
 )
-from .views import ClusterSet, Diagnosis, IncidentDetail, IncidentPage, RelatedItem, SearchResponse, TopicPage
+from .views import (
+    ClusterSet,
+    Diagnosis,
+    IncidentDetail,
+    IncidentPage,
+    RelatedItem,
+    SearchResponse,
+    SeriesDiagnosis,
+    TopicPage,
+)
 
 INSTRUCTIONS = """incidentlib: real, publicly documented infrastructure incidents (GPU/AI training clusters,
 GPU clouds, inference services, cloud/CDN/DNS outages) in Korean and English.
@@ -227,6 +236,26 @@ def build_mcp_server(library: Library) -> MCPServer:
         lines += [f"cause {c.label} {c.score:.2f}: " + ", ".join(e.id for e in c.evidence) for c in result.causes]
         lines += [f"component {c.label} {c.score:.2f}: " + ", ".join(e.id for e in c.evidence) for c in result.components]
         lines += [f"signal {e.signal} — {e.explanation}" for e in result.signals]
+        return _result("\n".join(lines), result)
+
+    @tool(description="Read the shape of a training run's MFU curve (points of seconds and MFU as a fraction of expected, "
+                      "optional DCGM throttle bitmask and restart events) and name it: fabric-down, gdr-misconfig, "
+                      "degraded-links, gc-drift, thermal-throttle or healthy, with features, likely causes and incidents.")
+    def diagnose_series(
+        points: Annotated[list[dict[str, Any]] | None,
+                          Field(description="[{'seconds': 0, 'mfu': 0.98, 'throttle': 0, 'event': null}, ...]")] = None,
+        text: Annotated[str | None, Field(description="Or the series as CSV (seconds,mfu[,throttle,event]) or JSON text.")] = None,
+        expected: Annotated[float | None, Field(description="The MFU the run should reach, when values are absolute.", gt=0)] = None,
+        lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, SeriesDiagnosis]:
+        result = library.diagnose_series(points=points, text=text, expected=expected, lang=lang)
+        if result.shape is None:
+            lines = [result.cannot_tell or "cannot tell"]
+        else:
+            lines = [f"{result.shape}: {result.label} (confidence {result.confidence:.2f})", result.likely or ""]
+            lines += [f"- {line}" for line in result.evidence]
+            lines += [f"{i.id} — {i.title}" for i in result.incidents]
+        lines.append(result.chart)
         return _result("\n".join(lines), result)
 
     return server

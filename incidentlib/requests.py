@@ -31,6 +31,12 @@ MAX_AGENT_LIMIT = 200
 MAX_RAG_K = 20
 #: Candidates in a diagnosis: past 20 the scores are too small to mean anything.
 MAX_DIAGNOSE_LIMIT = 20
+#: Points in one metric series: a day of per-batch MFU fits; more should be downsampled first.
+MAX_SERIES_POINTS = 200_000
+#: Bytes of CSV/JSON series text (about 40 bytes a row at MAX_SERIES_POINTS rows, with room for extra columns).
+MAX_SERIES_BYTES = 16_000_000
+#: Alerts diagnosed per webhook call: Alertmanager groups a few dozen at most by default.
+MAX_ALERTS = 50
 #: Symptoms named in one diagnosis request.
 MAX_SYMPTOMS = 20
 #: Hops in a neighbourhood walk: at 3 hops the graph is most of the library.
@@ -187,6 +193,7 @@ __all__ = [
     "LANGS",
     "MAX_AGENT_K",
     "MAX_AGENT_LIMIT",
+    "MAX_ALERTS",
     "MAX_DEPTH",
     "MAX_DIAGNOSE_LIMIT",
     "MAX_ID_CHARS",
@@ -195,6 +202,8 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "MAX_RAG_K",
     "MAX_REF_CHARS",
+    "MAX_SERIES_BYTES",
+    "MAX_SERIES_POINTS",
     "MAX_SPARQL_CHARS",
     "MAX_SYMPTOMS",
     "MAX_YEAR",

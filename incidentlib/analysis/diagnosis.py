@@ -98,6 +98,7 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
     return Diagnosis(
         symptoms=[kg.concept_ref(s, lang) for s in symptom_ids], recognised=recognised, causes=causes,
         components=components, similar=similar[:5], signals=signals, confidence=confidence, note=note,
+        explained=library.explain_signals(text, lang) if text else [],
     )
 
 

@@ -19,6 +19,7 @@ from .routes_analysis import router as analysis_router
 from .routes_graph import router as graph_router
 from .routes_library import router as library_router
 from .routes_search import router as search_router
+from .routes_signals import router as signals_router
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     app.include_router(search_router)
     app.include_router(graph_router)
     app.include_router(analysis_router)
+    app.include_router(signals_router)
     if settings.web:
         from .. import web
 
