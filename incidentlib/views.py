@@ -331,6 +331,11 @@ class ShapeScore(BaseModel):
     score: float
 
 
+class CurvePoint(BaseModel):
+    t: float = Field(description="Seconds, on the series' own clock (as features.restarts).")
+    v: float = Field(description="MFU as a fraction of expected.")
+
+
 class SeriesDiagnosis(BaseModel):
     shape: str | None = Field(description="fabric-down, gdr-misconfig, degraded-links, gc-drift, thermal-throttle, healthy, or null when it cannot tell.")
     label: str | None
@@ -346,6 +351,9 @@ class SeriesDiagnosis(BaseModel):
     components: list[ConceptRef]
     incidents: list[RankedIncident]
     chart: str = Field(description="A small text chart of the curve; the marker line shows dips (v), restarts (|) and drift (\\\\).")
+    curve: list[CurvePoint] = Field(default_factory=list, description="The cleaned curve for plotting: per time bucket its lowest "
+                                    "and highest point, so dips survive the thinning.")
+    dips: list[float] = Field(default_factory=list, description="Times (s, as curve) of the time buckets holding dip samples.")
 
 
 class AlertAnswer(BaseModel):

@@ -206,3 +206,20 @@ def test_library_without_diagnosis_folder_uses_bundled_tables(tmp_path: Path, da
     result = library.diagnose_series(points=_points(series))
     assert result.shape == "gc-drift"
     assert [i.id for i in result.incidents] == ["IL-0025", "IL-0009"]
+
+
+def test_curve_for_plotting_is_thin_and_keeps_the_dips(library: Library) -> None:
+    t = np.arange(0, 7200, 1.0)  # two hours at 1 Hz: 7,200 points
+    dipping = (t % 15) < 4
+    points = [{"seconds": float(s), "mfu": 0.7 if d else 0.98} for s, d in zip(t, dipping, strict=True)]
+    result = library.diagnose_series(points=points)
+    from incidentlib.analysis.mfu import CURVE_BUCKETS
+
+    assert 0 < len(result.curve) <= 2 * CURVE_BUCKETS
+    assert [p.t for p in result.curve] == sorted(p.t for p in result.curve)
+    # every bucket keeps its lowest point, so the 70 % dips survive the thinning
+    assert min(p.v for p in result.curve) == pytest.approx(0.7)
+    assert max(p.v for p in result.curve) == pytest.approx(0.98)
+    assert result.dips and all(0 <= d <= 7200 for d in result.dips)
+    healthy = library.diagnose_series(points=[{"seconds": float(s), "mfu": 0.98} for s in t])
+    assert healthy.curve and not healthy.dips

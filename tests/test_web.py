@@ -44,7 +44,7 @@ class _Controls(HTMLParser):
             self.title += data
 
 
-PAGES = ["/", "/?q=NCCL", "/ui/seen", "/ui/seen?text=Xid+79", "/ui/incidents/IL-0025", "/ui/topics", "/ui/topics/nccl",
+PAGES = ["/", "/?q=NCCL", "/ui/seen", "/ui/series", "/ui/seen?text=Xid+79", "/ui/incidents/IL-0025", "/ui/topics", "/ui/topics/nccl",
          "/ui/topics/imbue", "/ui/clusters", "/ui/review"]
 
 
@@ -147,3 +147,27 @@ def test_neighbourhood_is_deterministic_and_inside_the_canvas(search_library) ->
     assert sum(n.center for n in first.nodes) == 1
     assert all(0 <= n.x <= first.width and 0 <= n.y <= first.height for n in first.nodes)
     assert {n.href for n in first.nodes if n.kind == "incident"} >= {f"/i/{r.id}" for r in detail.related[:3]}
+
+
+def _series_csv(shape: str, seed: int) -> str:
+    from incidentlib.analysis.synthetic import generate
+
+    series, _ = generate(shape, seed)
+    rows = ["seconds,mfu"] + [f"{p.seconds},{'' if p.value is None else p.value}" for p in series.points]
+    return "\n".join(rows) + "\n"
+
+
+def test_series_page_plots_a_pasted_or_uploaded_curve(client: TestClient) -> None:
+    csv = _series_csv("thermal-throttle", 1001)
+    pasted = client.post("/ui/series", params={"lang": "en"}, data={"text": csv})
+    assert pasted.status_code == 200
+    assert 'class="curve"' in pasted.text and 'class="dip"' in pasted.text
+    assert "IL-0025" in pasted.text
+    uploaded = client.post("/ui/series", params={"lang": "ko"}, files={"file": ("run.csv", csv.encode(), "text/csv")})
+    assert uploaded.status_code == 200 and "IL-0025" in uploaded.text and '<html lang="ko">' in uploaded.text
+    short = client.post("/ui/series", data={"text": "seconds,mfu\n0,0.5\n1,0.5\n"})
+    assert short.status_code == 200 and "Cannot tell" in short.text
+    for bad, field in [({"text": "seconds,mfu\n0,abc\n"}, "mfu"), ({"text": ""}, "text"),
+                       ({"text": "seconds,mfu\n0,1\n", "expected": "x"}, "expected")]:
+        response = client.post("/ui/series", data=bad)
+        assert response.status_code == 400 and field in response.text

@@ -143,6 +143,24 @@ def test_graph_renders_pans_zooms_and_clicks_through(tab: Page, base_url: str) -
     page.wait_for_url(f"**{href.split('?')[0]}**")
 
 
+def test_series_page_plots_the_curve_and_names_the_shape(tab: Page, base_url: str, tmp_path: Path) -> None:
+    from incidentlib.analysis.synthetic import generate
+
+    series, _ = generate("gc-drift", 1002)
+    run = tmp_path / "run.csv"
+    run.write_text("seconds,mfu\n" + "\n".join(f"{p.seconds},{'' if p.value is None else p.value}" for p in series.points),
+                   encoding="utf-8")
+    page = tab.page
+    page.goto(f"{base_url}/ui/series?lang=en")
+    page.get_by_label("…or a file").set_input_files(str(run))
+    page.get_by_role("button", name="Diagnose").click()
+    page.wait_for_selector("svg.mfu-plot polyline.curve")
+    assert len(page.locator("svg.mfu-plot polyline.curve").get_attribute("points") or "") > 100
+    assert page.locator(".shape-label").inner_text().strip()
+    assert "IL-0025" in page.locator("main").inner_text()
+    _shot(page, "series-en")
+
+
 def test_language_switch_keeps_the_page(tab: Page, base_url: str) -> None:
     page = tab.page
     page.goto(f"{base_url}/ui/topics/nccl?lang=en")
@@ -154,7 +172,7 @@ def test_language_switch_keeps_the_page(tab: Page, base_url: str) -> None:
     _shot(page, "topic-ko")
 
 
-PAGES = ["/", "/?q=Xid+79", "/ui/seen", "/ui/incidents/IL-0025", "/ui/topics", "/ui/topics/infiniband", "/ui/clusters", "/ui/review"]
+PAGES = ["/", "/?q=Xid+79", "/ui/seen", "/ui/series", "/ui/incidents/IL-0025", "/ui/topics", "/ui/topics/infiniband", "/ui/clusters", "/ui/review"]
 
 
 @pytest.mark.parametrize("path", PAGES)

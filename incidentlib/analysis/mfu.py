@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..views import ConceptRef, RankedIncident, SeriesDiagnosis, SeriesFeatures, ShapeScore
+from ..views import ConceptRef, CurvePoint, RankedIncident, SeriesDiagnosis, SeriesFeatures, ShapeScore
 from .series import Series
 from .shapes import DIP_SHARE, Verdict, classify, rule_score
 from .tables import Shape, ShapeTable
@@ -66,6 +66,36 @@ def rank_by_concepts(library: Library, concepts: dict[str, list[str]], lang: str
             shared=[kg.concept_ref(c, lang) for c in dict.fromkeys(shared.get(incident_id, []))],
         ))
     return ranked
+
+
+# Buckets for the plotted curve: a few per pixel of a laptop-wide plot; two points each (lowest and
+# highest) keep every ~15 s dip of a multi-hour run visible while the JSON stays small (< 1,000 points).
+CURVE_BUCKETS = 480
+
+
+def curve(verdict: Verdict, buckets: int = CURVE_BUCKETS) -> tuple[list[CurvePoint], list[float]]:
+    """The cleaned curve thinned to each time bucket's lowest and highest point, and the dip buckets' times.
+
+    Times are the series' own seconds, like ``features.restarts``.
+    """
+    cleaned = verdict.cleaned
+    if cleaned is None or len(cleaned.t) < 2:
+        return [], []
+    t, v = cleaned.t, cleaned.v
+    edges = np.linspace(t[0], t[-1], buckets + 1)
+    column = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, buckets - 1)
+    points: list[CurvePoint] = []
+    for col in np.unique(column):
+        inside = np.flatnonzero(column == col)
+        low, high = inside[np.argmin(v[inside])], inside[np.argmax(v[inside])]
+        for index in sorted({int(low), int(high)}):
+            points.append(CurvePoint(t=round(float(t[index]), 2), v=round(float(v[index]), 4)))
+    dip_times = np.asarray(verdict.features.dips, dtype=float)
+    dips: list[float] = []
+    if dip_times.size:
+        dip_cols = np.unique(np.clip(np.searchsorted(edges, dip_times, side="right") - 1, 0, buckets - 1))
+        dips = [round(float((edges[c] + edges[c + 1]) / 2), 2) for c in dip_cols]
+    return points, dips
 
 
 def _features(verdict: Verdict) -> SeriesFeatures:
@@ -143,6 +173,7 @@ def _evidence(shape: Shape, verdict: Verdict, table: ShapeTable, lang: str) -> l
 
 def diagnose_series(library: Library, series: Series, table: ShapeTable, lang: str, limit: int) -> SeriesDiagnosis:
     verdict = classify(series, table)
+    plotted, dips = curve(verdict)
     vocab = library.vocab
     scores = [ShapeScore(id=s.id, label=s.label.get(lang), score=verdict.scores.get(s.id, 0.0)) for s in table.shapes]
     scores.sort(key=lambda s: -s.score)
@@ -153,7 +184,7 @@ def diagnose_series(library: Library, series: Series, table: ShapeTable, lang: s
         return SeriesDiagnosis(
             shape=None, label=None, description=None, confidence=0.0, cannot_tell=note, evidence=[], likely=None,
             features=_features(verdict), scores=scores, symptoms=[], causes=[], components=[], incidents=[],
-            chart=chart(verdict),
+            chart=chart(verdict), curve=plotted, dips=dips,
         )
     concepts = {"symptoms": shape.symptoms, "causes": shape.causes, "components": shape.components}
     incidents = rank_by_concepts(library, concepts, lang, limit, pinned=shape.incidents) if any(concepts.values()) else []
@@ -166,5 +197,5 @@ def diagnose_series(library: Library, series: Series, table: ShapeTable, lang: s
         cannot_tell=None, evidence=_evidence(shape, verdict, table, lang), likely=shape.likely.get(lang),
         features=_features(verdict), scores=scores, symptoms=refs("symptom", shape.symptoms),
         causes=refs("cause", shape.causes), components=refs("component", shape.components), incidents=incidents,
-        chart=chart(verdict),
+        chart=chart(verdict), curve=plotted, dips=dips,
     )

@@ -170,3 +170,52 @@ def highlight(text: str, terms: list[str]) -> Markup:
         last = match.end()
     out.append(str(escape(text[last:])))
     return Markup("".join(out))
+
+
+PLOT_WIDTH, PLOT_HEIGHT = 960, 300
+PLOT_MARGIN_LEFT, PLOT_MARGIN_BOTTOM, PLOT_MARGIN_TOP = 48, 28, 12
+# The y axis shows at least up to 110 % of expected, so a healthy run sits visibly below the top.
+PLOT_MIN_TOP = 1.1
+
+
+@dataclass(frozen=True)
+class Plot:
+    polyline: str
+    width: int
+    height: int
+    expected_y: float
+    level_y: float | None
+    y_ticks: list[tuple[str, float]]
+    x_ticks: list[tuple[str, float]]
+    dips: list[float]
+    restarts: list[float]
+    bottom: float
+
+
+def series_plot(points: list[tuple[float, float]], dips: list[float], restarts: list[float],
+                level: float | None) -> Plot | None:
+    """An MFU curve (fraction of expected) as SVG coordinates, with the expected level, the median level,
+    the dip buckets and the restarts marked."""
+    if len(points) < 2:
+        return None
+    t0, t1 = points[0][0], points[-1][0]
+    span = (t1 - t0) or 1.0
+    top = max(PLOT_MIN_TOP, max(v for _, v in points) * 1.05)
+    inner_w = PLOT_WIDTH - PLOT_MARGIN_LEFT - 10
+    inner_h = PLOT_HEIGHT - PLOT_MARGIN_BOTTOM - PLOT_MARGIN_TOP
+    bottom = PLOT_MARGIN_TOP + inner_h
+
+    def x_of(t: float) -> float:
+        return round(PLOT_MARGIN_LEFT + (t - t0) / span * inner_w, 1)
+
+    def y_of(v: float) -> float:
+        return round(bottom - max(0.0, v) / top * inner_h, 1)
+
+    unit, scale = ("h", 3600.0) if span >= 7200 else ("min", 60.0) if span >= 120 else ("s", 1.0)
+    x_ticks = [(f"{(span * i / 5) / scale:.0f} {unit}", x_of(t0 + span * i / 5)) for i in range(6)]
+    y_ticks = [(f"{round(f * 100)}%", y_of(f)) for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    return Plot(
+        polyline=" ".join(f"{x_of(t)},{y_of(v)}" for t, v in points), width=PLOT_WIDTH, height=PLOT_HEIGHT,
+        expected_y=y_of(1.0), level_y=y_of(level) if level is not None else None, y_ticks=y_ticks, x_ticks=x_ticks,
+        dips=[x_of(t) for t in dips if t0 <= t <= t1], restarts=[x_of(t) for t in restarts if t0 <= t <= t1], bottom=bottom,
+    )

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from ..errors import IncidentlibError, NotFound
 from ..library import Library
-from ..requests import MAX_ID_CHARS, MAX_QUERY_CHARS, MAX_REF_CHARS, IncidentFilter
+from ..requests import MAX_ID_CHARS, MAX_QUERY_CHARS, MAX_REF_CHARS, MAX_SERIES_BYTES, IncidentFilter
 from . import _figures
 from ._i18n import texts
 
@@ -34,6 +34,8 @@ RESULTS_PER_PAGE = 20
 # Similar incidents and likely causes on "have we seen this?": the CLI's defaults.
 SEEN_SIMILAR, SEEN_CAUSES = 10, 5
 SEVERITIES = ("sev1", "sev2", "sev3", "sev4")
+# A pasted series is shown again in the box when short enough to edit; a long one is not echoed back.
+SERIES_ECHO_CHARS = 20_000
 FILTER_FIELDS = ("org", "component", "cause", "tag", "year", "severity")
 INCIDENT_HREF = "/ui/incidents/{id}"
 TOPIC_HREF = "/ui/topics/{id}"
@@ -232,3 +234,50 @@ def review(request: Request, lang: Lang = None, accept_language: AcceptLanguage 
     page = _library(request).list_incidents(lang=language)
     drafts = [item for item in page.items if item.status == "draft"]
     return _page(request, "review.html", language, texts(language)["review_title"], drafts=drafts)
+
+
+@router.get("/ui/series", response_class=HTMLResponse)
+def series_form(request: Request, lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    language = _lang(lang, accept_language)
+    return _page(request, "series.html", language, texts(language)["series_title"], text="", expected="", result=None,
+                 plot=None)
+
+
+@router.post("/ui/series", response_class=HTMLResponse)
+async def series_result(request: Request, lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    """A pasted or uploaded MFU series (CSV or JSON), classified by shape and plotted.
+
+    A POST because a run's curve is too large for a URL; the result names the incidents by their permanent URLs.
+    """
+    language = _lang(lang, accept_language)
+    declared = int(request.headers.get("content-length") or 0)
+    if declared > MAX_SERIES_BYTES:
+        return _error(request, language, 413, f"series: larger than {MAX_SERIES_BYTES:,} bytes")
+    form = await request.form(max_files=1, max_fields=8, max_part_size=MAX_SERIES_BYTES)
+    text = str(form.get("text") or "")
+    upload = form.get("file")
+    if upload is not None and not isinstance(upload, str):
+        raw = await upload.read(MAX_SERIES_BYTES + 1)
+        if len(raw) > MAX_SERIES_BYTES:
+            return _error(request, language, 413, f"file: larger than {MAX_SERIES_BYTES:,} bytes")
+        if raw.strip():
+            try:
+                text = raw.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                return _error(request, language, 400, "file: not UTF-8 text (expected CSV or JSON)")
+    expected_raw = str(form.get("expected") or "").strip()
+    try:
+        expected = float(expected_raw) if expected_raw else None
+    except ValueError:
+        return _error(request, language, 400, f"expected: not a number: {expected_raw[:40]!r}")
+    if not text.strip():
+        return _error(request, language, 400, "text: paste a series or choose a file (CSV with seconds,mfu or JSON)")
+    try:
+        result = _library(request).diagnose_series(text=text, expected=expected, lang=language)
+    except (IncidentlibError, ValueError, ValidationError) as exc:
+        return _error(request, language, 400, str(exc))
+    plot = _figures.series_plot([(p.t, p.v) for p in result.curve], result.dips, result.features.restarts,
+                                result.features.level)
+    shown = text if len(text) <= SERIES_ECHO_CHARS else ""
+    return _page(request, "series.html", language, f"{result.label or texts(language)['cannot_tell']} · {texts(language)['series_title']}",
+                 text=shown, expected=expected_raw, result=result, plot=plot)
