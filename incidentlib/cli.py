@@ -20,6 +20,15 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
+from .api.guards import (
+    DEFAULT_HEAVY_QUEUE,
+    DEFAULT_HEAVY_WORKERS,
+    DEFAULT_RATE_BURST,
+    DEFAULT_RATE_PER_SECOND,
+    MAX_REQUEST_HEAD_BYTES,
+    GuardSettings,
+)
+from .api.sparql_runner import DEFAULT_MAX_CONCURRENT
 from .errors import DataError, EmbedderUnavailable, IncidentlibError, InvalidRequest, LibraryError
 from .library import (
     CACHE_ENV,
@@ -78,6 +87,7 @@ class _Commands(TyperGroup):
             raise fail(message(exc), exit_code(exc)) from None
 
 
+
 app = typer.Typer(
     cls=_Commands,
     help="incidentlib: a bilingual knowledge graph of infrastructure incidents.",
@@ -134,6 +144,8 @@ def build_with_progress(library: Library, quiet: bool = False) -> None:
             bar.update(task, completed=done, total=total)
 
         report = library.build_index(progress)
+    if report.warning:  # a damaged cache was rebuilt: say so even when quiet (stderr only)
+        err.print(f"[yellow]warning:[/yellow] {escape(report.warning)}")
     if not quiet and report.action != "reused":
         err.print(f"index {report.action}: {report.chunks} chunks, {report.embedded} embedded, "
                   f"{report.reused} reused, {report.index_kind}, {report.seconds:.1f}s")
@@ -394,7 +406,7 @@ def _print_results(response: SearchResponse, show_why: bool = True) -> None:
     if not response.results:
         out.print("no results")
     for rank, result in enumerate(response.results, 1):
-        out.print(f"{rank:>2}. [bold]{result.id}[/bold] {escape(result.title)} [dim]({result.org}, {result.date}, score {result.score:.3f})[/dim]")
+        out.print(f"{rank:>2}. [bold]{result.id}[/bold] {escape(result.title)} [dim]({result.org}, {result.date or 'date unknown'}, score {result.score:.3f})[/dim]")
         out.print(f"    {escape(result.snippet)}")
         if show_why:
             why = result.why
@@ -688,8 +700,21 @@ def serve(
     data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     sparql_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a SPARQL query may run.")] = 10.0,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not mount the MCP endpoint at /mcp.")] = False,
+    allow_host: Annotated[list[str] | None, typer.Option(
+        help="Host name clients may use besides loopback and --host (repeatable; '*' accepts any, e.g. behind a proxy that checks it).")] = None,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        help="Origin (scheme://host[:port]) allowed to call the API from a browser (repeatable). CORS is off without it.")] = None,
+    rate_limit: Annotated[float, typer.Option(min=0.0, help="Requests a second per client on search/similar/sparql/diagnose/rag (0: off).")] = DEFAULT_RATE_PER_SECOND,
+    rate_burst: Annotated[int, typer.Option(min=1, help="Requests a client may send at once before the rate limit applies.")] = DEFAULT_RATE_BURST,
+    workers: Annotated[int, typer.Option(min=1, help="CPU-heavy requests (search, similar, diagnose, maps) running at once.")] = DEFAULT_HEAVY_WORKERS,
+    queue: Annotated[int, typer.Option(min=0, help="CPU-heavy requests waiting for a worker; more get 503 at once.")] = DEFAULT_HEAVY_QUEUE,
+    sparql_concurrency: Annotated[int, typer.Option(min=1, help="SPARQL queries running at once; more get 503 at once.")] = DEFAULT_MAX_CONCURRENT,
 ) -> None:
-    """Serve the HTTP API (and MCP at /mcp). The first start builds the index; later starts reuse it."""
+    """Serve the HTTP API (and MCP at /mcp). The first start builds the index; later starts reuse it.
+
+    Only loopback host names (and --host) are accepted in the Host header, browsers on other
+    sites are refused, and CORS is off; see docs/security.md before exposing the service.
+    """
     import uvicorn
 
     from .api import ServiceSettings, create_app
@@ -698,8 +723,11 @@ def serve(
     build_with_progress(library)
     library.warm()
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
-    application = create_app(library, ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host))
-    uvicorn.run(application, host=host, port=port, log_level="info")
+    guards = GuardSettings(allowed_hosts=tuple(allow_host or ()), cors_origins=tuple(cors_origin or ()),
+                           rate_per_second=rate_limit, rate_burst=rate_burst, heavy_workers=workers, heavy_queue=queue)
+    application = create_app(library, ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host,
+                                                      sparql_max_concurrent=sparql_concurrency, guards=guards))
+    uvicorn.run(application, host=host, port=port, log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
 
 
 @app.command()

@@ -12,7 +12,9 @@
     │   │   ├── SeriesError                 a metric series that cannot be read
     │   │   └── AlertError                  an alert payload that cannot be read
     │   └── SparqlError                     -> HTTP 400
-    │       └── ReadOnlyError
+    │       ├── ReadOnlyError
+    │       ├── RemoteAccessError
+    │       └── SparqlMemoryError
     ├── DataError (also ValueError)         -> a library or an input file cannot be used
     │   ├── LibraryError
     │   ├── ReadError
@@ -20,7 +22,8 @@
     │   ├── ImportFailed
     │   └── TableError                      a data/diagnosis/*.yaml table that does not validate
     ├── EmbedderUnavailable (also RuntimeError)
-    └── SparqlTimeout                       -> HTTP 503
+    ├── SparqlTimeout                       -> HTTP 503
+    └── SparqlBusy                          -> HTTP 503 with Retry-After
 
 The extra built-in bases keep ``except KeyError`` / ``except ValueError`` callers working.
 Every message names the file, field or parameter and the reason.
@@ -84,7 +87,14 @@ class UnknownClusterError(NotFound):
 
 # ---- bad requests ----------------------------------------------------------------------
 class InvalidRequest(IncidentlibError, ValueError):
-    """A parameter that cannot be used; the message names the parameter and the reason."""
+    """A parameter that cannot be used; the message names the parameter and the reason.
+
+    ``parameter``, when known, is the parameter's name (the HTTP API puts it in ``loc``).
+    """
+
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class FilterError(InvalidRequest):
@@ -118,6 +128,12 @@ class SeriesError(InputError):
 
 class AlertError(InputError):
     """An alert payload that cannot be read."""
+class RemoteAccessError(SparqlError):
+    """A query asked for SERVICE or a FROM dataset: the service never fetches anything on a query's behalf."""
+
+
+class SparqlMemoryError(SparqlError):
+    """The query needed more memory than the per-query cap."""
 
 
 # ---- data ------------------------------------------------------------------------------
@@ -165,6 +181,14 @@ class SparqlTimeout(IncidentlibError):
     """The query ran longer than the configured limit and was stopped."""
 
 
+class SparqlBusy(IncidentlibError):
+    """Every SPARQL slot is taken; the caller should retry after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 __all__ = [
     "AlertError",
     "DataError",
@@ -181,8 +205,11 @@ __all__ = [
     "QueryError",
     "ReadError",
     "ReadOnlyError",
+    "RemoteAccessError",
     "SeriesError",
+    "SparqlBusy",
     "SparqlError",
+    "SparqlMemoryError",
     "SparqlTimeout",
     "TableError",
     "UnknownClusterError",

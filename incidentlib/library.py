@@ -191,13 +191,13 @@ class Library:
         for param in CONCEPT_FILTERS:
             assert param.kind is not None and param.incident_field is not None
             value = getattr(filters, param.name)
-            if value is None:
-                continue
+            if value is None or not value.strip():
+                continue  # an empty filter (``org=``) does not narrow anything
             concept = self.vocab.resolve(value, param.kind)
             if concept is None:
                 hint = self.vocab.suggest(value, param.kind)
                 extra = f" (did you mean {', '.join(hint)}?)" if hint else ""
-                raise FilterError(f"{param.name}: unknown {param.kind.value} {value!r}{extra}")
+                raise FilterError(f"{param.name}: unknown {param.kind.value} {value!r}{extra}", parameter=param.name)
             accepted[param.incident_field] = {concept.id, *self._knowledge.descendants(concept.id)}
         return accepted
 

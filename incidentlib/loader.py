@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import LibraryError
+from .journal import recover
 from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
 from .vocab import Vocabulary
 
@@ -53,6 +54,9 @@ class LibraryData:
     content_hash: str
 
 
+NOT_A_FILE = "not a regular file (a directory, or a symbolic link to nothing); remove or rename it"
+
+
 def read_yaml(path: Path) -> object:
     with path.open("rb") as handle:
         return yaml.load(handle, Loader=_YamlLoader)
@@ -70,6 +74,7 @@ def check_library(root: Path | str) -> tuple[LibraryData | None, list[Problem]]:
     """Validate ``root`` and return what loaded together with all problems found."""
     root = Path(root)
     problems: list[Problem] = []
+    recover(root)  # finish or undo an import that was interrupted (see incidentlib.journal)
     if not root.is_dir():
         return None, [Problem(file=str(root), message="library directory does not exist")]
     for sub in (VOCAB_DIR, INCIDENTS_DIR):
@@ -91,6 +96,8 @@ def content_hash(root: Path) -> str:
     """A hash of every data file's name and bytes: changes whenever the library does."""
     digest = hashlib.sha256()
     for path in sorted(_data_files(root)):
+        if not path.is_file():
+            continue  # reported as a problem by the loader
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(b"\0")
         digest.update(path.read_bytes())
@@ -131,10 +138,16 @@ def _load_vocab(root: Path, problems: list[Problem]) -> list[Concept]:
         problems.append(Problem(file=_rel(root, root / VOCAB_DIR), message="no vocabulary files"))
     for path in files:
         file = _rel(root, path)
+        if not path.is_file():
+            problems.append(Problem(file=file, message=NOT_A_FILE))
+            continue
         try:
             doc = read_yaml(path)
         except yaml.YAMLError as exc:
             problems.append(Problem(file=file, message=f"not valid YAML: {exc}"))
+            continue
+        except OSError as exc:
+            problems.append(Problem(file=file, message=f"cannot be read: {exc.strerror or exc}"))
             continue
         if not isinstance(doc, dict):
             problems.append(Problem(file=file, message="expected a mapping with 'kind' and 'concepts'"))
@@ -190,10 +203,16 @@ def _load_incidents(root: Path, problems: list[Problem]) -> dict[str, Incident]:
     folder = root / INCIDENTS_DIR
     for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
         file = _rel(root, path)
+        if not path.is_file():
+            problems.append(Problem(file=file, message=NOT_A_FILE))
+            continue
         try:
             doc = read_yaml(path)
         except yaml.YAMLError as exc:
             problems.append(Problem(file=file, message=f"not valid YAML: {exc}"))
+            continue
+        except OSError as exc:
+            problems.append(Problem(file=file, message=f"cannot be read: {exc.strerror or exc}"))
             continue
         if not isinstance(doc, dict):
             problems.append(Problem(file=file, message="expected a mapping of incident fields"))

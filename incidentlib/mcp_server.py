@@ -101,7 +101,7 @@ def _search_text(response: SearchResponse) -> str:
         return f"No incidents found for: {response.query}"
     lines = [f"{len(response.results)} incident(s) for: {response.query}"]
     for rank, r in enumerate(response.results, 1):
-        lines.append(f"{rank}. {r.id} — {r.title} ({r.org}, {r.date}; score {r.score:.3f})")
+        lines.append(f"{rank}. {r.id} — {r.title} ({r.org}, {r.date or 'date unknown'}; score {r.score:.3f})")
         lines.append(f"   {r.snippet}")
         reasons = []
         if r.why.matched_terms:
@@ -148,7 +148,7 @@ def build_mcp_server(library: Library) -> MCPServer:
         incident_id: Annotated[str, Field(description="Incident id such as IL-0025.")], lang: LangArg = "en",
     ) -> Annotated[CallToolResult, IncidentDetail]:
         d = library.detail(incident_id, lang=lang)
-        lines = [f"{d.id} — {d.title}", f"{d.org.label} · {d.date}" + (f" · {d.severity}" if d.severity else ""), "", d.summary, "", d.body]
+        lines = [f"{d.id} — {d.title}", f"{d.org.label} · {d.date or 'date unknown'}" + (f" · {d.severity}" if d.severity else ""), "", d.summary, "", d.body]
         for name, refs in (("Components", d.components), ("Causes", d.causes), ("Symptoms", d.symptoms)):
             if refs:
                 lines.append(f"{name}: " + ", ".join(r.label for r in refs))
@@ -171,7 +171,7 @@ def build_mcp_server(library: Library) -> MCPServer:
     ) -> Annotated[CallToolResult, IncidentPage]:
         page = library.list_incidents(filters, lang=lang, limit=limit, offset=offset)
         lines = [f"{page.total} incident(s); showing {len(page.items)} from {offset}:"]
-        lines += [f"{i.id} {i.date} {i.org_label}: {i.title}" for i in page.items]
+        lines += [f"{i.id} {i.date or 'date unknown'} {i.org_label}: {i.title}" for i in page.items]
         return _result("\n".join(lines), page)
 
     @tool(description="Incidents that share components or causes with one incident; rarer shared concepts weigh more.")

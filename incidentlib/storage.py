@@ -8,12 +8,35 @@ import tempfile
 from pathlib import Path
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where the platform allows (Linux ``/proc``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: read by setting, then restore at once
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | Path, payload: bytes) -> None:
-    """Replace ``path`` with ``payload`` so readers see the old or the new file, never half of one."""
+    """Replace ``path`` with ``payload`` so readers see the old or the new file, never half of one.
+
+    The new file gets the mode of the file it replaces, or ``0o666 & ~umask`` like any
+    newly created file (``mkstemp`` alone would leave it private, 0600).
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~current_umask()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()

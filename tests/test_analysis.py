@@ -14,6 +14,8 @@ from incidentlib.analysis.clusters import RawCluster, quality
 from incidentlib.api import ServiceSettings, create_app
 from incidentlib.library import FilterError
 
+LOCAL = "http://127.0.0.1:8000"  # the Host allow-list accepts loopback names, not TestClient's "testserver"
+
 WATCHDOG = ("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=408951, OpType=_ALLGATHER_BASE, "
             "Timeout(ms)=600000) ran for 600351 milliseconds before timing out")
 
@@ -129,7 +131,7 @@ def test_images_are_valid(search_library) -> None:
 
 
 def test_analysis_endpoints(search_library) -> None:
-    with TestClient(create_app(search_library, ServiceSettings(mount_mcp=False))) as client:
+    with TestClient(create_app(search_library, ServiceSettings(mount_mcp=False)), base_url=LOCAL) as client:
         body = client.get("/clusters", params={"method": "embedding"}).json()
         assert body["method"] == "embedding" and body["clusters"][0]["id"].startswith("e-")
         first = client.get("/clusters").json()["clusters"][0]

@@ -16,6 +16,7 @@ from incidentlib.evaluation import score_ranking
 from incidentlib.requests import MAX_QUERY_CHARS
 from incidentlib.search.engine import SearchConfig, SearchMode
 from incidentlib.search.fusion import RRF_K, FusionMethod, rrf, weighted
+from incidentlib.search.store import FORMAT_VERSION
 
 SMALL = ["IL-0025", "IL-0126", "IL-0021", "IL-0101", "IL-0076", "IL-0103", "IL-0135", "IL-0055"]
 
@@ -37,7 +38,7 @@ def test_index_is_built_then_reused_and_self_describing(small: Path, tmp_path: P
     first = use_library(small, cache).build_index()
     assert first.action == "built" and first.embedded == first.chunks > 0
     meta = json.loads((Path(first.path) / "meta.json").read_text(encoding="utf-8"))
-    assert meta["format_version"] == 1 and meta["embedder"] == "use-m3" and meta["dim"] == 512
+    assert meta["format_version"] == FORMAT_VERSION and meta["embedder"] == "use-m3" and meta["dim"] == 512
     assert meta["content_hash"] == use_library(small, cache).data.content_hash
     again = use_library(small, cache).build_index()
     assert again.action == "reused" and again.embedded == 0

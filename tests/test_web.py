@@ -14,7 +14,8 @@ from incidentlib.web._figures import highlight, neighbourhood, timeline
 
 @pytest.fixture(scope="module")
 def client(search_library) -> TestClient:
-    return TestClient(create_app(search_library, ServiceSettings(mount_mcp=False)))
+    # the Host allow-list accepts loopback names, not TestClient's default "testserver"
+    return TestClient(create_app(search_library, ServiceSettings(mount_mcp=False)), base_url="http://127.0.0.1:8000")
 
 
 class _Controls(HTMLParser):

@@ -1,5 +1,19 @@
 """HTTP API (FastAPI) over the Library facade; see docs/api.md."""
 
-from .app import ServiceSettings, create_app
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .app import ServiceSettings, create_app
 
 __all__ = ["ServiceSettings", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # imported on first use, so the CLI can read the service limits without loading FastAPI
+    if name in __all__:
+        from . import app
+
+        return getattr(app, name)
+    raise AttributeError(name)

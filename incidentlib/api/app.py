@@ -7,19 +7,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
 from ..library import Library
 from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
 from . import errors
+from .guards import GUARD_RESPONSES, GuardMiddleware, GuardSettings, host_names, mcp_transport_lists
 from .routes_analysis import router as analysis_router
 from .routes_graph import router as graph_router
 from .routes_library import router as library_router
 from .routes_search import router as search_router
 from .routes_signals import router as signals_router
+from .sparql_runner import DEFAULT_MAX_CONCURRENT, SparqlRunner
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class ServiceSettings:
     mount_mcp: bool = True
     host: str = "127.0.0.1"
     web: bool = True
+    sparql_max_concurrent: int = DEFAULT_MAX_CONCURRENT
+    guards: GuardSettings = field(default_factory=GuardSettings)
 
 
 DESCRIPTION = """
@@ -48,29 +53,46 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
 
         mcp_server = build_mcp_server(library)
         # the MCP app is one route; adding it to our router serves it at exactly /mcp (no redirect)
-        mcp_routes = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=settings.host).routes
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        # the SDK checks Host/Origin itself only for loopback --host values; give it our allow-list for any host
+        hosts, origins = mcp_transport_lists(host_names(settings.host, settings.guards), settings.guards.cors_origins)
+        security = TransportSecuritySettings(enable_dns_rebinding_protection="*" not in settings.guards.allowed_hosts,
+                                             allowed_hosts=hosts, allowed_origins=origins)
+        mcp_routes = mcp_server.streamable_http_app(
+            streamable_http_path="/mcp", host=settings.host, transport_security=security,
+            max_request_body_size=settings.guards.max_body_bytes,
+        ).routes
+
+    sparql_runner = SparqlRunner(settings.sparql_max_concurrent)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if mcp_server is None:
-            yield
-            return
-        async with mcp_server.session_manager.run():
-            yield
+        sparql_runner.start(library)  # forks the SPARQL hosts now, before any request thread exists
+        try:
+            if mcp_server is None:
+                yield
+                return
+            async with mcp_server.session_manager.run():
+                yield
+        finally:
+            sparql_runner.stop()
 
     app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION.format(MAX_K=MAX_K, MAX_LIMIT=MAX_LIMIT, MAX_QUERY_CHARS=MAX_QUERY_CHARS), lifespan=lifespan)
     app.state.library = library
     app.state.settings = settings
+    app.state.sparql_runner = sparql_runner
     errors.install(app)
-    app.include_router(library_router)
-    app.include_router(search_router)
-    app.include_router(graph_router)
-    app.include_router(analysis_router)
-    app.include_router(signals_router)
+    for router in (library_router, search_router, graph_router, analysis_router, signals_router):
+        app.include_router(router, responses=GUARD_RESPONSES)
     if settings.web:
         from .. import web
 
         web.install(app)
+    if settings.guards.cors_origins:  # CORS stays off (no headers at all) unless origins are configured
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.guards.cors_origins),
+                           allow_methods=["GET", "POST"], allow_headers=["content-type", "accept-language"])
+    app.add_middleware(GuardMiddleware, listen_host=settings.host, settings=settings.guards)
     if mcp_server is not None:
         app.router.routes.extend(mcp_routes)
     return app

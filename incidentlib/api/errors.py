@@ -1,11 +1,22 @@
-"""The error hierarchy -> JSON error responses with a clear message, in one table."""
+"""The error hierarchy -> JSON error responses with a clear message, in one table.
+
+Every 422 has the documented validation shape, ``{"detail": [{"loc", "msg", "type"}]}``,
+whether pydantic or the library found the problem.  Validation errors never echo
+the input back (it may be large, or not representable in JSON: lone surrogates,
+non-finite numbers), and every message is made JSON-safe before it is written.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+from typing import Any
+
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from ..errors import IncidentlibError, InvalidRequest, NotFound, SparqlError, SparqlTimeout
+from ..errors import IncidentlibError, InvalidRequest, NotFound, SparqlBusy, SparqlError, SparqlTimeout
 
 #: Most specific class first: the first match decides the status.
 STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
@@ -13,9 +24,14 @@ STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
     (SparqlError, 400),
     (InvalidRequest, 422),
     (SparqlTimeout, 503),
+    (SparqlBusy, 503),
 )
 #: Anything else the package raises on purpose is a server-side condition (e.g. no embedder).
 DEFAULT_STATUS = 500
+#: Seconds a client is told to wait after a SPARQL time-out: about one time-limited query.
+TIMEOUT_RETRY_AFTER_SECONDS = 5
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def status_for(exc: IncidentlibError) -> int:
@@ -23,12 +39,47 @@ def status_for(exc: IncidentlibError) -> int:
     return next((status for cls, status in STATUS if isinstance(exc, cls)), DEFAULT_STATUS)
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` with lone surrogates replaced (U+FFFD) and non-finite floats as strings, so it always encodes."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    if isinstance(value, dict):
+        return {str(json_safe(key)): json_safe(item) for key, item in value.items()}
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return json_safe(str(value))
+
+
+def _location(exc: InvalidRequest) -> list[str]:
+    return ["query", exc.parameter] if exc.parameter else ["query"]
+
+
 def install(app: FastAPI) -> None:
-    """Register one handler for the whole hierarchy."""
+    """Register one handler for the whole hierarchy, and a JSON-safe one for validation errors."""
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = [
+            {"loc": list(error.get("loc", ())), "msg": error.get("msg", "invalid value"), "type": error.get("type", "value_error")}
+            for error in exc.errors()
+        ]
+        return JSONResponse(status_code=422, content={"detail": json_safe(detail)})
 
     @app.exception_handler(IncidentlibError)
     async def _handle(_: Request, exc: IncidentlibError) -> JSONResponse:
-        content: dict[str, str] = {"detail": str(exc)}
+        status = status_for(exc)
+        content: dict[str, Any] = {"detail": str(exc)}
+        headers: dict[str, str] = {}
         if isinstance(exc, NotFound):
             content["id"] = exc.key
-        return JSONResponse(status_code=status_for(exc), content=content)
+        elif status == 422 and isinstance(exc, InvalidRequest):  # the documented validation array
+            content["detail"] = [{"loc": _location(exc), "msg": str(exc), "type": "value_error"}]
+        if isinstance(exc, SparqlBusy):
+            headers["Retry-After"] = str(exc.retry_after)
+        elif isinstance(exc, SparqlTimeout):
+            headers["Retry-After"] = str(TIMEOUT_RETRY_AFTER_SECONDS)
+        return JSONResponse(status_code=status, content=json_safe(content), headers=headers)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..requests import MAX_DIAGNOSE_LIMIT, MAX_ID_CHARS, MAX_QUERY_CHARS, MAX_SYMPTOMS, ClusterMethodName, Lang
 from ..views import ClusterSet, ClusterView, Diagnosis, SignalExplanation
 from .deps import LangDep, LibraryDep
-from .schemas import ErrorBody
+from .schemas import BODY_ERRORS, ErrorBody
 
 router = APIRouter(tags=["analysis"])
 PNG: dict[int | str, dict[str, Any]] = {200: {"content": {"image/png": {}}}}
@@ -46,7 +46,7 @@ class DiagnoseRequest(BaseModel):
         return self
 
 
-@router.post("/diagnose", response_model=Diagnosis, responses={422: {"model": ErrorBody}})
+@router.post("/diagnose", response_model=Diagnosis, responses=BODY_ERRORS)
 def diagnose(body: DiagnoseRequest, library: LibraryDep, lang: LangDep) -> Diagnosis:
     """Likely causes and components, with the incidents behind each and a plain statement of confidence."""
     return library.diagnose(symptoms=body.symptoms, text=body.text, lang=body.lang or lang, limit=body.limit)

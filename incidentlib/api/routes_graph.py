@@ -14,7 +14,7 @@ from ..requests import MAX_DEPTH, MAX_REF_CHARS, MAX_SPARQL_CHARS
 from ..views import GraphPath, NodeLinkGraph
 from .deps import LangDep, LibraryDep
 from .schemas import ErrorBody
-from .sparql_runner import run_with_time_limit
+from .sparql_runner import SparqlRunner
 
 router = APIRouter()
 NodeRef = Annotated[str, Path(max_length=MAX_REF_CHARS, description="IL-0025, nccl, component:nccl or a label such as InfiniBand.")]
@@ -45,7 +45,21 @@ EXPORT_CHUNK_BYTES = 64 * 1024
 READ_ONLY = "SPARQL UPDATE is not allowed: the library graph is read-only"
 
 
-SPARQL_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {SPARQL_JSON: {}, "text/turtle": {}}}, 400: {"model": ErrorBody}, 503: {"model": ErrorBody}}
+SPARQL_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {SPARQL_JSON: {}, "text/turtle": {}}},
+    400: {"model": ErrorBody, "description": "Missing query, syntax error, UPDATE, SERVICE or FROM"},
+    413: {"model": ErrorBody, "description": f"Query longer than {MAX_SPARQL_CHARS:,} characters"},
+    503: {"model": ErrorBody, "description": "Time limit exceeded, or too many queries running; see Retry-After"},
+}
+SPARQL_POST_RESPONSES: dict[int | str, dict[str, Any]] = {**SPARQL_RESPONSES, 415: {"model": ErrorBody, "description": "Unsupported Content-Type"}}
+SPARQL_METHODS = "GET, POST, OPTIONS"
+# The body is read by hand (two media types), so it is described here for the OpenAPI document.
+SPARQL_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
+    "application/sparql-query": {"schema": {"type": "string", "minLength": 1, "maxLength": MAX_SPARQL_CHARS},
+                                 "example": "SELECT ?s WHERE { ?s a il:Incident } LIMIT 5"},
+    "application/x-www-form-urlencoded": {"schema": {"type": "object", "required": ["query"], "properties": {
+        "query": {"type": "string", "minLength": 1, "maxLength": MAX_SPARQL_CHARS}}}},
+}}}
 
 
 @router.get("/sparql", tags=["graph"], response_class=JSONResponse, responses=SPARQL_RESPONSES)
@@ -54,7 +68,13 @@ async def sparql_get(request: Request, library: LibraryDep, query: Annotated[str
     return await _answer(request, library, query)
 
 
-@router.post("/sparql", tags=["graph"], response_class=JSONResponse, responses=SPARQL_RESPONSES)
+@router.options("/sparql", include_in_schema=False)
+async def sparql_options() -> Response:
+    """The SPARQL endpoint answers GET and POST (one route each, so the router alone would list only GET)."""
+    return Response(status_code=204, headers={"Allow": SPARQL_METHODS})
+
+
+@router.post("/sparql", tags=["graph"], response_class=JSONResponse, responses=SPARQL_POST_RESPONSES, openapi_extra=SPARQL_BODY)
 async def sparql_post(request: Request, library: LibraryDep) -> Response:
     """SPARQL 1.1 protocol, read-only: an ``application/sparql-query`` body, or a form with a ``query`` field.
 
@@ -83,7 +103,8 @@ async def _answer(request: Request, library: Library, query: str | None) -> Resp
         raise HTTPException(status_code=400, detail="missing SPARQL query")
     if len(query) > MAX_SPARQL_CHARS:
         raise HTTPException(status_code=413, detail=f"SPARQL query longer than {MAX_SPARQL_CHARS:,} characters")
-    result = await run_with_time_limit(library, query, request.app.state.settings.sparql_timeout)
+    runner: SparqlRunner = request.app.state.sparql_runner
+    result = await runner.run(library, query, request.app.state.settings.sparql_timeout)
     if result.json_results is not None:
         return JSONResponse(result.json_results, media_type=SPARQL_JSON)
     return Response(result.turtle or "", media_type="text/turtle")

@@ -11,7 +11,7 @@ from ..library import SearchMode
 from ..requests import MAX_ID_CHARS, MAX_K, MAX_QUERY_CHARS, MAX_RAG_K, IncidentFilter, Lang
 from ..views import SearchResponse
 from .deps import FiltersDep, LangDep, LibraryDep
-from .schemas import ErrorBody, RagContext
+from .schemas import BODY_ERRORS, ErrorBody, RagContext
 
 router = APIRouter(tags=["search"])
 QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="Korean or English text, or a pasted error line.")]
@@ -49,7 +49,7 @@ class SimilarRequest(BaseModel):
         return self
 
 
-@router.post("/similar", response_model=SearchResponse, responses={404: {"model": ErrorBody}})
+@router.post("/similar", response_model=SearchResponse, responses={404: {"model": ErrorBody}, **BODY_ERRORS})
 def similar(body: SimilarRequest, library: LibraryDep, lang: LangDep) -> SearchResponse:
     """"Have we seen this before?": text similarity plus shared components, causes and symptoms."""
     return library.similar(incident_id=body.incident_id, text=body.text, k=body.k, filters=body.filters,

@@ -34,3 +34,7 @@ class RagContext(BaseModel):
 class ErrorBody(BaseModel):
     detail: str
     id: str | None = None
+
+
+# FastAPI answers 400 for a body it cannot read (invalid UTF-8, a broken multipart).
+BODY_ERRORS: dict[int | str, dict[str, object]] = {400: {"model": ErrorBody, "description": "Body could not be read"}}

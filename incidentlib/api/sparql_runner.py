@@ -1,63 +1,276 @@
-"""Run SPARQL with a hard time limit.
+"""Run SPARQL with a hard time limit, a memory cap and a concurrency cap.
 
 rdflib cannot interrupt a running query, and a thread cannot be killed, so each
-query runs in a forked child process that shares the already-built graph
-(copy-on-write) and is terminated when the limit passes.  Where ``fork`` is not
-available the query runs in a worker thread and only the wait is bounded.
+query runs in a child process that is killed when its time is up.
+
+Forking the server itself per query is not safe: ``fork()`` in a process whose
+other threads are inside NumPy/BLAS (a search running at the same moment) can
+deadlock in the libraries' at-fork handlers, hanging the whole server.  So at
+start-up, before any request thread exists, the server forks ``max_concurrent``
+single-threaded *hosts* that hold the already-built graph (copy-on-write).  A
+query goes to an idle host, which forks one *worker* for it (safe: the host has
+no other threads).  The worker:
+
+* restores the default SIGTERM/SIGINT handlers (it would otherwise inherit the
+  server's, which swallow ``terminate()``),
+* caps its address space (``RLIMIT_AS``) at what it inherited plus
+  :data:`MEMORY_BUDGET_BYTES`, so a query that builds a huge result fails with
+  ``MemoryError`` instead of growing the machine's memory,
+* caps its CPU time (``RLIMIT_CPU``) a little above the wall-clock limit, so the
+  kernel ends it even if nobody else can,
+* refuses any network connection (an audit hook), whatever rdflib would try.
+
+The host waits up to the limit, then ends the worker for certain: SIGTERM, up to
+:data:`KILL_GRACE_SECONDS`, SIGKILL, and reaps it, before it answers.  When no
+host is idle the query is refused at once with :class:`SparqlBusy` (HTTP 503 with
+``Retry-After``) rather than queued.  A host exits when the server closes its
+pipe (or dies).  Where ``fork`` is not available the query runs in a worker
+thread and only the wait is bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import pickle
+import signal
+import sys
+import threading
+import time
 from multiprocessing.connection import Connection
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import ReadOnlyError, SparqlError, SparqlTimeout
+from ..errors import ReadOnlyError, RemoteAccessError, SparqlBusy, SparqlError, SparqlMemoryError, SparqlTimeout
 from ..library import Library, SparqlResult
 
+# A SELECT over the whole graph serialises to a few MB; 512 MiB above the inherited
+# address space leaves room for that and for rdflib's intermediate solution sets,
+# while one runaway cross product cannot take the machine's memory.
+MEMORY_BUDGET_BYTES = 512 * 1024 * 1024
+# After SIGTERM a child with default handlers exits within milliseconds; one second
+# covers a loaded machine before SIGKILL, which cannot be ignored.
+KILL_GRACE_SECONDS = 1.0
+# CPU seconds beyond the wall-clock limit before the kernel sends SIGXCPU/SIGKILL:
+# a backstop for a child whose parent can no longer stop it.
+CPU_SLACK_SECONDS = 2
+# Each query is one CPU-bound process; more than two at once on a small server
+# only makes every one of them slower.
+DEFAULT_MAX_CONCURRENT = 2
+# Seconds a refused client is told to wait: about one time-limited query.
+RETRY_AFTER_SECONDS = 5
+# Extra seconds the server waits for a host beyond the query's limit and the kill grace period.
+HOST_SLACK_SECONDS = 5.0
 
-def _child(library: Library, query: str, conn: Connection) -> None:
+
+def _address_space_bytes() -> int | None:
     try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _deny_network(event: str, _args: tuple[Any, ...]) -> None:
+    if event in ("socket.connect", "socket.getaddrinfo", "urllib.Request"):
+        raise PermissionError("the SPARQL worker may not open network connections")
+
+
+def _confine(timeout: float) -> None:
+    """Make this child killable, bounded in memory and CPU, and unable to reach the network."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        import resource
+
+        current = _address_space_bytes()
+        if current is not None:
+            cap = current + MEMORY_BUDGET_BYTES
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        cpu = int(timeout) + CPU_SLACK_SECONDS
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    except (ImportError, ValueError, OSError):
+        pass  # not POSIX, or limits already lower: the wall-clock kill still holds
+    sys.addaudithook(_deny_network)
+
+
+def _child(library: Library, query: str, conn: Connection, timeout: float) -> None:
+    try:
+        _confine(timeout)
         conn.send(("ok", library.sparql(query).model_dump()))
     except SparqlError as exc:
         conn.send(("error", (type(exc).__name__, str(exc))))
+    except MemoryError:
+        message = (f"SPARQL query needed more than the {MEMORY_BUDGET_BYTES >> 20} MiB memory cap and was stopped; "
+                   "add LIMIT or narrow the patterns")
+        conn.send(("error", ("SparqlMemoryError", message)))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send(("error", ("SparqlError", f"query failed: {exc}")))
     finally:
         conn.close()
 
 
-def _run_forked(library: Library, query: str, timeout: float) -> SparqlResult:
-    context = multiprocessing.get_context("fork")
-    parent, child = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(library, query, child), daemon=True)
-    process.start()
-    child.close()
+def _stop_pid(pid: int) -> None:
+    """End process ``pid`` (a child of this process) for certain: SIGTERM, a grace period, SIGKILL; reap it."""
+    if os.waitpid(pid, os.WNOHANG) != (0, 0):
+        return  # already exited and now reaped
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):
+            return
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
+def _run_in_worker(library: Library, query: str, timeout: float) -> tuple[str, Any]:
+    """In a host: fork a confined worker for ``query``, wait up to ``timeout``, end it, return its answer."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker
+        os.close(read_fd)
+        code = 0
+        try:
+            _child(library, query, Connection(write_fd, readable=False), timeout)
+        except BaseException:  # noqa: BLE001 - the host reports a missing answer
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    answer = Connection(read_fd, writable=False)
     try:
-        if not parent.poll(timeout):
-            raise SparqlTimeout(f"SPARQL query exceeded the {timeout:g} s time limit and was stopped")
-        status, payload = parent.recv()
-    except (EOFError, pickle.PickleError):
-        raise SparqlError("SPARQL worker ended without an answer") from None
+        if not answer.poll(timeout):
+            return "timeout", f"SPARQL query exceeded the {timeout:g} s time limit and was stopped"
+        return answer.recv()  # type: ignore[no-any-return]
+    except (EOFError, OSError, pickle.PickleError):
+        return "error", ("SparqlError", "SPARQL worker ended without an answer")
     finally:
-        if process.is_alive():
-            process.terminate()
-        process.join(1)
-        parent.close()
+        answer.close()
+        _stop_pid(pid)
+
+
+def _host_main(library: Library, conn: Connection) -> None:
+    """A host's loop: one query at a time, each in its own worker, until the server closes the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the server closes the pipe instead
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    while True:
+        try:
+            query, timeout = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        try:
+            conn.send(_run_in_worker(library, query, timeout))
+        except (BrokenPipeError, OSError):
+            os._exit(0)
+
+
+class _HostFailed(Exception):
+    """A host died or stopped answering; it is replaced by none and not reused."""
+
+
+class _Host:
+    def __init__(self, library: Library) -> None:
+        context = multiprocessing.get_context("fork")
+        self.conn, child = context.Pipe(duplex=True)
+        self.process = context.Process(target=_host_main, args=(library, child), name="incidentlib-sparql-host")
+        self.process.start()
+        child.close()
+
+    def ask(self, query: str, timeout: float) -> tuple[str, Any]:
+        self.conn.send((query, timeout))
+        if not self.conn.poll(timeout + KILL_GRACE_SECONDS + HOST_SLACK_SECONDS):
+            raise _HostFailed("SPARQL host did not answer")
+        return self.conn.recv()  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self.conn.close()  # the host sees EOF and exits
+        self.process.join(KILL_GRACE_SECONDS)
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+
+
+def _raise_for(status: str, payload: Any) -> SparqlResult:
     if status == "ok":
         return SparqlResult.model_validate(payload)
+    if status == "timeout":
+        raise SparqlTimeout(payload)
     name, message = payload
-    raise {cls.__name__: cls for cls in (SparqlError, ReadOnlyError)}.get(name, SparqlError)(message)
+    if name == "SparqlMemoryError":
+        raise SparqlMemoryError(message)
+    known = {cls.__name__: cls for cls in (SparqlError, ReadOnlyError, RemoteAccessError)}
+    raise known.get(name, SparqlError)(message)
 
 
-async def run_with_time_limit(library: Library, query: str, timeout: float) -> SparqlResult:
-    library.warm()  # build the graph in the parent once, so children inherit it
-    if "fork" in multiprocessing.get_all_start_methods():
-        return await run_in_threadpool(_run_forked, library, query, timeout)
-    try:
-        return await asyncio.wait_for(run_in_threadpool(library.sparql, query), timeout)
-    except TimeoutError:
-        raise SparqlTimeout(f"SPARQL query exceeded the {timeout:g} s time limit") from None
+class SparqlRunner:
+    """Admits at most ``max_concurrent`` queries at once, each run by an idle host (see the module docstring).
+
+    :meth:`start` forks the hosts and must run before the server starts request threads
+    (the app's lifespan does it); :meth:`stop` ends them.
+    """
+
+    def __init__(self, max_concurrent: int = DEFAULT_MAX_CONCURRENT) -> None:
+        self.max_concurrent = max_concurrent
+        self._lock = threading.Lock()
+        self._idle: list[_Host] = []
+        self._hosts: list[_Host] = []
+        self._threads = threading.BoundedSemaphore(max_concurrent)  # fallback without fork
+
+    @property
+    def forking(self) -> bool:
+        return "fork" in multiprocessing.get_all_start_methods()
+
+    def start(self, library: Library) -> None:
+        if not self.forking or self._hosts:
+            return
+        library.warm()  # build the graph once, so every host and worker inherits it
+        self._hosts = [_Host(library) for _ in range(self.max_concurrent)]
+        self._idle = list(self._hosts)
+
+    def stop(self) -> None:
+        with self._lock:
+            hosts, self._hosts, self._idle = self._hosts, [], []
+        for host in hosts:
+            host.close()
+
+    def _take(self) -> _Host | None:
+        with self._lock:
+            return self._idle.pop() if self._idle else None
+
+    def _give_back(self, host: _Host) -> None:
+        with self._lock:
+            if host in self._hosts:
+                self._idle.append(host)
+
+    def _drop(self, host: _Host) -> None:
+        with self._lock:
+            if host in self._hosts:
+                self._hosts.remove(host)
+        host.close()
+
+    async def run(self, library: Library, query: str, timeout: float) -> SparqlResult:
+        if not self._hosts:
+            return await self._run_in_thread(library, query, timeout)
+        host = self._take()
+        if host is None:
+            raise SparqlBusy(f"{self.max_concurrent} SPARQL queries are already running; retry later", RETRY_AFTER_SECONDS)
+        try:
+            status, payload = await run_in_threadpool(host.ask, query, timeout)
+        except (EOFError, OSError, _HostFailed):
+            self._drop(host)  # a host that died or hung is not reused (forking a new one here would not be safe)
+            raise SparqlTimeout("the SPARQL worker failed and was stopped; the query was not answered") from None
+        self._give_back(host)
+        return _raise_for(status, payload)
+
+    async def _run_in_thread(self, library: Library, query: str, timeout: float) -> SparqlResult:
+        if not self._threads.acquire(blocking=False):
+            raise SparqlBusy(f"{self.max_concurrent} SPARQL queries are already running; retry later", RETRY_AFTER_SECONDS)
+        try:
+            return await asyncio.wait_for(run_in_threadpool(library.sparql, query), timeout)
+        except TimeoutError:
+            raise SparqlTimeout(f"SPARQL query exceeded the {timeout:g} s time limit") from None
+        finally:
+            self._threads.release()

@@ -1,19 +1,75 @@
-"""Read-only SPARQL over the library graph."""
+"""Read-only SPARQL over the library graph.
+
+Nothing a query says can make this process dereference a URL: ``SERVICE``
+(federation) and ``FROM``/``FROM NAMED`` (remote datasets) are refused in the
+parsed algebra before evaluation, with one message whatever the target, and
+rdflib's own SERVICE evaluation and graph loading are switched off as a second
+line, so even a query that slipped past the check could not reach the network.
+``LOAD`` is an update and is refused with every other update.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 from typing import Literal as TypingLiteral
 
+import rdflib.plugins.sparql as rdflib_sparql
+import rdflib.plugins.sparql.evaluate as rdflib_evaluate
 from pydantic import BaseModel
 from pyparsing import ParseException
 from rdflib import Graph
 from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.parser import parseUpdate
+from rdflib.plugins.sparql.parserutils import CompValue
 
-from ..errors import ReadOnlyError, SparqlError
+from ..errors import ReadOnlyError, RemoteAccessError, SparqlError
 from .ontology import PREFIXES
+
+REMOTE_REFUSED = (
+    "SERVICE and FROM/FROM NAMED are disabled: queries run only over the library graph "
+    "and never fetch remote data"
+)
+
+# Second line of defence: rdflib must not load FROM graphs from the web, nor evaluate SERVICE.
+rdflib_sparql.SPARQL_LOAD_GRAPHS = False
+
+
+def _refuse_service(ctx: Any, part: CompValue) -> Any:
+    """rdflib custom-eval hook: every SERVICE pattern fails before rdflib's HTTP client is reached."""
+    if part.name == "ServiceGraphPattern":
+        raise RemoteAccessError(REMOTE_REFUSED)
+    raise NotImplementedError  # any other part: rdflib's normal evaluation
+
+
+def _no_service_query(ctx: Any, part: CompValue) -> Any:
+    raise RemoteAccessError(REMOTE_REFUSED)
+
+
+rdflib_sparql.CUSTOM_EVALS["incidentlib-no-service"] = _refuse_service
+rdflib_evaluate.evalServiceQuery = _no_service_query
+
+
+def _walk(node: Any) -> Iterator[CompValue]:
+    if isinstance(node, CompValue):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list | tuple):
+        for item in node:
+            yield from _walk(item)
+
+
+def remote_parts(algebra: CompValue) -> list[str]:
+    """Names of the parts of a parsed query that would fetch remote data (SERVICE, FROM, FROM NAMED)."""
+    found: list[str] = []
+    for part in _walk(algebra):
+        if part.name == "ServiceGraphPattern":
+            found.append("SERVICE")
+        if dict.get(part, "datasetClause"):  # CompValue.get returns the key itself when absent
+            found.append("FROM")
+    return found
 
 
 class SparqlResult(BaseModel):
@@ -45,6 +101,8 @@ def run_sparql(graph: Graph, query: str) -> SparqlResult:
         raise SparqlError(f"SPARQL syntax error at line {exc.lineno}, column {exc.col}: {exc.msg}") from None
     except Exception as exc:  # noqa: BLE001 - rdflib raises plain Exception for unknown prefixes and the like
         raise SparqlError(f"cannot prepare query: {exc}") from None
+    if remote_parts(prepared.algebra):
+        raise RemoteAccessError(REMOTE_REFUSED)
 
     result = graph.query(prepared)
     if result.type == "SELECT":

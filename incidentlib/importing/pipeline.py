@@ -7,14 +7,17 @@ never asserted as components, causes or symptoms.  New organizations and tags ar
 added to ``vocab/imported-organization.yaml`` and ``vocab/imported-tag.yaml``.
 
 Nothing is written until every accepted record has been built and the resulting
-library passes validation in a scratch copy; the files are then moved into place.
+library passes validation in a scratch copy.  The files then land all or nothing
+(see :mod:`incidentlib.journal`): into an existing library through a journal whose
+manifest is the commit point, and a new library is built in a sibling directory
+that is renamed into place.  A killed import leaves the library as it was before
+or, once the next command has run, as it would be after.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
@@ -24,11 +27,11 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from ..errors import ImportFailed
-from ..loader import INCIDENTS_DIR, VOCAB_DIR, check_library
+from ..journal import JOURNAL_DIR, JournalBusy, commit_files, new_directory
+from ..loader import INCIDENTS_DIR, VOCAB_DIR, Problem, check_library
 from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident
 from ..paths import bundled_data_dir
 from ..search.concepts import ConceptRecognizer
-from ..storage import atomic_write_text
 from ..vocab import Vocabulary
 from .duplicates import DuplicateIndex
 from .mapping import FieldMap, extract
@@ -175,7 +178,19 @@ class Importer:
 
     # ---- one record ------------------------------------------------------------
     def build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
-        """One record -> a validated draft incident and its report row, or a rejection with every reason."""
+        """One record -> a validated draft incident and its report row, or a rejection with every reason.
+
+        Organizations and tags the record would add are kept only when it is accepted.
+        """
+        pending_before = {kind: set(concepts) for kind, concepts in self.new_concepts.items()}
+        incident, outcome = self._build(raw)
+        if incident is None:
+            for kind, concepts in self.new_concepts.items():
+                for slug in set(concepts) - pending_before[kind]:
+                    del concepts[slug]
+        return incident, outcome
+
+    def _build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
         values, unmatched = extract(raw.data, self.maps)
         reasons: list[str] = []
         warnings: list[str] = list(unmatched)  # required fields that stay missing are rejected below
@@ -336,36 +351,35 @@ def _dump(document: dict[str, Any]) -> str:
     return str(yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100))
 
 
-def ensure_library(target: Path) -> None:
-    """A new target directory starts with the bundled vocabulary and no incidents."""
-    if (target / VOCAB_DIR).is_dir():
-        return
-    if target.exists() and any(target.iterdir()):
-        raise ImportFailed(f"{target} exists but is not a library directory (no {VOCAB_DIR}/ folder)")
-    (target / INCIDENTS_DIR).mkdir(parents=True, exist_ok=True)
-    shutil.copytree(bundled_data_dir() / VOCAB_DIR, target / VOCAB_DIR)
+def _seed_library(folder: Path) -> None:
+    """A new library starts with the bundled vocabulary and no incidents."""
+    (folder / INCIDENTS_DIR).mkdir(parents=True, exist_ok=True)
+    shutil.copytree(bundled_data_dir() / VOCAB_DIR, folder / VOCAB_DIR)
 
 
 def run_import(source: Path, target: Path, options: ImportOptions, progress: ProgressFn | None = None) -> ImportReport:
+    """Import ``source`` into ``target`` (created when missing), all or nothing; see the module docstring."""
     try:
         records = read_records(source, options.format)
     except ValueError as exc:
         raise ImportFailed(str(exc)) from None
-    created_target = not target.exists()
-    if options.dry_run and not (target / VOCAB_DIR).is_dir():
-        raise ImportFailed(f"{target} is not a library directory; run without --dry-run to create one")
-    try:
-        if not options.dry_run:
-            ensure_library(target)
-        return _import_records(records, source, target, options, progress)
-    except BaseException:
-        if created_target:  # leave no half-made library behind
-            shutil.rmtree(target, ignore_errors=True)
-        raise
+    if (target / VOCAB_DIR).is_dir():
+        return _import_records(records, source, target, options, progress, fresh=False)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ImportFailed(f"{target} exists but is not a library directory (no {VOCAB_DIR}/ folder)")
+    if target.exists():
+        target.rmdir()  # an empty folder: the complete library is renamed into its place
+    # a new library is built whole in a sibling folder, then renamed into place in one step
+    with new_directory(target) as fresh:
+        _seed_library(fresh.path)
+        report = _import_records(records, source, fresh.path, options, progress, fresh=True)
+        report.into = str(target)
+        fresh.keep = report.written
+    return report
 
 
 def _import_records(records: list[RawRecord], source: Path, target: Path, options: ImportOptions,
-                    progress: ProgressFn | None) -> ImportReport:
+                    progress: ProgressFn | None, fresh: bool) -> ImportReport:
     importer = Importer(target, options)
     report = ImportReport(source=str(source), into=str(target),
                           format=options.format.value, dry_run=options.dry_run, written=False)
@@ -383,40 +397,57 @@ def _import_records(records: list[RawRecord], source: Path, target: Path, option
     report.new_tags = sorted(importer.new_concepts[ConceptKind.tag])
     if options.dry_run or not built:
         return report
-    _write_all(target, built, importer.new_concepts)
+    _write_all(target, built, importer.new_concepts, fresh)
     report.written = True
     return report
 
 
-def _vocab_additions(target: Path, new_concepts: dict[ConceptKind, dict[str, Concept]]) -> dict[Path, str]:
-    files: dict[Path, str] = {}
+def _vocab_additions(target: Path, new_concepts: dict[ConceptKind, dict[str, Concept]]) -> dict[str, str]:
+    files: dict[str, str] = {}
     for kind, concepts in new_concepts.items():
         if not concepts:
             continue
-        path = target / VOCAB_DIR / f"imported-{kind.value}.yaml"
+        rel = f"{VOCAB_DIR}/imported-{kind.value}.yaml"
+        path = target / rel
         existing = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {"kind": kind.value, "concepts": []}
         existing["concepts"].extend(c.model_dump(mode="json", exclude_none=True, exclude={"kind", "alt"}) for c in concepts.values())
-        files[path] = "# Added by `incidentlib import`; review labels (ko/en) and definitions.\n" + _dump(existing)
+        files[rel] = "# Added by `incidentlib import`; review labels (ko/en) and definitions.\n" + _dump(existing)
     return files
 
 
-def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[ConceptKind, dict[str, Concept]]) -> None:
+def _problems_text(problems: list[Problem]) -> str:
+    return "the import would break the library; nothing was written:\n" + "\n".join(f"  - {p}" for p in problems[:20])
+
+
+def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[ConceptKind, dict[str, Concept]], fresh: bool) -> None:
     files = _vocab_additions(target, new_concepts)
     for incident in incidents:
-        path = target / INCIDENTS_DIR / f"{incident.id}.yaml"
-        if path.exists():
-            raise ImportFailed(f"{path} already exists; nothing was written")
-        files[path] = _dump(incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-                            | {"id": incident.id, "status": incident.status.value, "org": incident.org})
-    # rehearse in a scratch copy: the library must validate with the new files in it
-    with tempfile.TemporaryDirectory(prefix="incidentlib-import-") as scratch:
-        rehearsal = Path(scratch) / "lib"
-        shutil.copytree(target, rehearsal)
-        for path, text in files.items():
-            (rehearsal / path.relative_to(target)).write_text(text, encoding="utf-8")
-        _, problems = check_library(rehearsal)
+        rel = f"{INCIDENTS_DIR}/{incident.id}.yaml"
+        if (target / rel).exists():
+            raise ImportFailed(f"{target / rel} already exists; nothing was written")
+        files[rel] = _dump(incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+                           | {"id": incident.id, "status": incident.status.value, "org": incident.org})
+    if fresh:  # a private scratch folder that becomes the library only if it validates
+        for rel, text in files.items():
+            (target / rel).write_text(text, encoding="utf-8")
+        _, problems = check_library(target)
         if problems:
-            raise ImportFailed("the import would break the library; nothing was written:\n" +
-                               "\n".join(f"  - {p}" for p in problems[:20]))
-    for path, text in files.items():
-        atomic_write_text(path, text)
+            raise ImportFailed(_problems_text(problems))
+        return
+
+    def rehearse(staged: Path) -> None:
+        # the library must validate with the new files in it; the copy lives in the journal, so a
+        # killed rehearsal is removed by the next command like any uncommitted change
+        rehearsal = staged.parent / "incidentlib-import-rehearsal"
+        shutil.copytree(target, rehearsal, ignore=shutil.ignore_patterns(JOURNAL_DIR))
+        for rel in files:
+            shutil.copyfile(staged / rel, rehearsal / rel)
+        _, problems = check_library(rehearsal)
+        shutil.rmtree(rehearsal, ignore_errors=True)
+        if problems:
+            raise ImportFailed(_problems_text(problems))
+
+    try:
+        commit_files(target, files, before_commit=rehearse)
+    except JournalBusy as exc:
+        raise ImportFailed(str(exc)) from None

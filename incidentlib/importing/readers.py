@@ -90,6 +90,8 @@ def _find_list(value: object) -> list[Any] | None:
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _ENTRY = re.compile(r"^\s*(?:[-*+]\s+)?\[(?P<org>[^\]]+)\]\((?P<url>[^)\s]+)\)\.?\s*(?P<blurb>.*)$")
+# An entry that lost its link: "[Org]. blurb" or a list item "- Org. blurb" / "- Org: blurb".
+_LINKLESS = re.compile(r"^\s*(?:\[(?P<org>[^\]]+)\](?!\()|[-*+]\s+(?!\[)(?P<item>[^.:]{1,80})[.:](?=\s|$))\.?\s*(?P<blurb>.*)$")
 
 
 def read_markdown_list(text: str, name: str) -> list[RawRecord]:
@@ -119,6 +121,12 @@ def read_markdown_list(text: str, name: str) -> list[RawRecord]:
                  "summary": entry.group("blurb").strip()},
                 heading or None,
             )
+            records.append(current)
+        elif current is None and (linkless := _LINKLESS.match(line)):
+            # kept as a record without a URL, so the import reports it as rejected instead of dropping it
+            org = (linkless.group("org") or linkless.group("item") or "").strip()
+            current = RawRecord(f"{name}:{number}", {"org": org, "summary": linkless.group("blurb").strip()},
+                                heading or None)
             records.append(current)
         elif current is not None:
             current.data["summary"] = f"{current.data['summary']} {stripped}".strip()

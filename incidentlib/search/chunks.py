@@ -57,6 +57,20 @@ def _split_long(text: str) -> list[str]:
     return parts
 
 
+_SENTENCE_END = (".", "!", "?", "…", "。")
+
+
+def title_passage(title: str, summary: str) -> str:
+    """``"title. summary"``: one period between them (none added after a title that ends a sentence),
+    and the summary left out when it repeats the title (imported drafts derive one from the other)."""
+    title, summary = title.strip(), summary.strip()
+    if not title or summary == title or summary.startswith(title):
+        return summary or title
+    if not summary:
+        return title
+    return f"{title}{' ' if title.endswith(_SENTENCE_END) else '. '}{summary}"
+
+
 def incident_chunks(incident: Incident, vocab: Vocabulary) -> list[Chunk]:
     chunks: list[Chunk] = []
 
@@ -67,7 +81,8 @@ def incident_chunks(incident: Incident, vocab: Vocabulary) -> list[Chunk]:
             chunks.append(Chunk(id=f"{incident.id}/{kind}/{lang}/{suffix}", incident_id=incident.id, kind=kind, lang=lang, text=piece))
 
     for lang in LANGS:
-        add("title", lang, f"{incident.title.get(lang)}. {incident.summary.get(lang)}")
+        # only the languages the incident is written in: an English-only draft has no ko title passage
+        add("title", lang, title_passage(incident.title.get(lang, fallback=False), incident.summary.get(lang, fallback=False)))
         body = getattr(incident.body, lang)
         if body:
             for index, paragraph in enumerate(p for p in _PARAGRAPH.split(body) if p.strip()):

@@ -13,6 +13,12 @@ A build is written into a temporary directory that is renamed into place, and
 ``meta.json`` is replaced atomically afterwards, so a crash leaves the previous
 build in service.  Each embedder has its own folder, so indexes never mix.
 
+A cache is verified before use: format version, the SHA-256 of each build file
+(recorded in ``meta.json``), one well-formed row per vector, a 2-D float matrix of
+the embedder's width with only finite values, and a FAISS index of the same size.
+A cache that fails any check is rebuilt from scratch with a warning naming the
+reason (``BuildReport.warning``); a damaged cache never stops a command.
+
 When the library changes, vectors of unchanged chunks (same id and text digest)
 are reused and only new or edited chunks are embedded.  When nothing was edited
 or removed, the old FAISS index is extended in place with the new rows
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import shutil
 import tempfile
@@ -40,10 +47,14 @@ from ..storage import atomic_write_text
 from .chunks import Chunk
 from .dense import DEFAULT_HNSW_THRESHOLD, FaissIndex
 
-#: On-disk layout version; a different number means "rebuild".
-FORMAT_VERSION = 1
+#: On-disk layout version; a different number means "rebuild" (2: meta.json holds a checksum per build file).
+FORMAT_VERSION = 2
 #: Texts per embedder call while building: amortises the call overhead and keeps progress updates frequent.
 EMBED_BATCH = 64
+BUILD_FILES = ("chunks.jsonl", "vectors.npy", "index.faiss")
+_BUILD_NAME = re.compile(r"^build-[0-9a-f]{1,64}-\d+$")
+
+log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
 
@@ -79,6 +90,11 @@ class IndexMeta(BaseModel):
     built_at: float
     embedded_now: int = 0
     reused: int = 0
+    checksums: dict[str, str] = {}
+
+
+class CacheDamaged(Exception):
+    """A persisted index failed verification; the message says which check."""
 
 
 class BuildReport(BaseModel):
@@ -92,6 +108,7 @@ class BuildReport(BaseModel):
     index_kind: str
     path: str
     seconds: float
+    warning: str | None = None
 
 
 def _slug(text: str) -> str:
@@ -117,20 +134,51 @@ class LoadedIndex:
 def _read_meta(folder: Path) -> IndexMeta | None:
     try:
         return IndexMeta.model_validate_json((folder / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
+    except (OSError, ValueError) as exc:
+        raise CacheDamaged(f"meta.json is unreadable ({type(exc).__name__})") from None
 
 
-def _read_build(folder: Path, meta: IndexMeta) -> tuple[list[IndexRow], np.ndarray] | None:
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_build(folder: Path, meta: IndexMeta) -> tuple[list[IndexRow], np.ndarray]:
+    """The verified rows and vectors of ``meta``'s build; :class:`CacheDamaged` names the failed check."""
+    if not _BUILD_NAME.match(meta.build):
+        raise CacheDamaged(f"meta.json names an invalid build folder {meta.build[:40]!r}")
     build = folder / meta.build
+    for name in BUILD_FILES:
+        expected = meta.checksums.get(name)
+        try:
+            actual = _sha256(build / name)
+        except OSError:
+            raise CacheDamaged(f"{meta.build}/{name} is missing or unreadable") from None
+        if expected != actual:
+            raise CacheDamaged(f"{meta.build}/{name} does not match its checksum")
     try:
-        rows = [_parse_row(line) for line in (build / "chunks.jsonl").read_text(encoding="utf-8").splitlines() if line]
-        vectors = np.load(build / "vectors.npy")
-    except (OSError, ValueError):
-        return None
-    if len(rows) != len(vectors) or (len(vectors) and vectors.shape[1] != meta.dim):
-        return None
-    return rows, vectors
+        lines = (build / "chunks.jsonl").read_text(encoding="utf-8").splitlines()
+        vectors = np.load(build / "vectors.npy", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise CacheDamaged(f"{meta.build} cannot be read ({type(exc).__name__})") from None
+    rows: list[IndexRow] = []
+    for number, line in enumerate(lines, 1):
+        try:
+            rows.append(_parse_row(line))
+        except ValueError:
+            raise CacheDamaged(f"chunks.jsonl line {number} is not a row with string id, digest and incident") from None
+    if vectors.ndim != 2 or vectors.dtype.kind != "f" or vectors.shape != (len(rows), meta.dim):
+        raise CacheDamaged(f"vectors.npy has shape {vectors.shape} {vectors.dtype}, expected ({len(rows)}, {meta.dim}) floats")
+    if not np.isfinite(vectors).all():
+        raise CacheDamaged("vectors.npy holds NaN or infinite values")
+    if len(rows) != meta.chunks:
+        raise CacheDamaged(f"{len(rows)} rows where meta.json says {meta.chunks}")
+    return rows, vectors.astype(np.float32, copy=False)
 
 
 def ensure_index(
@@ -149,7 +197,15 @@ def ensure_index(
     incidents sort.
     """
     started = time.perf_counter()
-    meta = _read_meta(folder)
+    warning: str | None = None
+    try:
+        meta = _read_meta(folder)
+        if meta is not None and meta.format_version == FORMAT_VERSION:
+            _read_build(folder, meta)  # verify before anything is reused
+    except CacheDamaged as exc:
+        warning = f"index cache {folder} was damaged ({exc}); rebuilt it"
+        log.warning(warning)
+        meta = None
     compatible = (
         meta is not None and meta.format_version == FORMAT_VERSION and meta.embedder == embedder.name and meta.dim == embedder.dim
     )
@@ -162,9 +218,7 @@ def ensure_index(
     old_rows: list[IndexRow] = []
     old_vectors = np.zeros((0, embedder.dim), dtype=np.float32)
     if compatible and meta is not None:
-        read = _read_build(folder, meta)
-        if read is not None:
-            old_rows, old_vectors = read
+        old_rows, old_vectors = _read_build(folder, meta)  # verified above
     previous = {(row["id"], row["digest"]): i for i, row in enumerate(old_rows)}
     current = {(c.id, c.digest) for c in chunks}
     missing = [c for c in chunks if (c.id, c.digest) not in previous]
@@ -179,7 +233,7 @@ def ensure_index(
             order = [*old_rows, *(index_row(c) for c in missing)]
             vectors = np.vstack([old_vectors, fresh]) if len(fresh) else old_vectors
             action = "extended" if missing else "refreshed"
-            return _finish(action, existing.index, order, vectors, content_hash, embedder, folder, len(missing), started)
+            return _finish(action, existing.index, order, vectors, content_hash, embedder, folder, len(missing), started, warning)
 
     order = [index_row(c) for c in chunks]
     vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
@@ -190,11 +244,12 @@ def ensure_index(
     index = FaissIndex.create(embedder.dim, len(chunks), hnsw_threshold)
     index.add(vectors)
     action = "updated" if len(missing) < len(chunks) else "built"
-    return _finish(action, index, order, vectors, content_hash, embedder, folder, len(missing), started)
+    return _finish(action, index, order, vectors, content_hash, embedder, folder, len(missing), started, warning)
 
 
-def _finish(action: str, index: FaissIndex, order: list[IndexRow], vectors: np.ndarray, content_hash: str, embedder: Embedder,
-            folder: Path, embedded: int, started: float) -> tuple[LoadedIndex, BuildReport]:
+def _finish(action: str, index: FaissIndex, order: list[IndexRow], vectors: np.ndarray, content_hash: str,
+            embedder: Embedder, folder: Path, embedded: int, started: float,
+            warning: str | None = None) -> tuple[LoadedIndex, BuildReport]:
     meta = IndexMeta(
         format_version=FORMAT_VERSION,
         embedder=embedder.name,
@@ -207,9 +262,9 @@ def _finish(action: str, index: FaissIndex, order: list[IndexRow], vectors: np.n
         embedded_now=embedded,
         reused=len(order) - embedded,
     )
-    _write_build(folder, meta, order, vectors, index)
+    meta = _write_build(folder, meta, order, vectors, index)
     loaded = LoadedIndex(index, [row["id"] for row in order], vectors, meta)
-    return loaded, _report(action, meta, embedded, len(order) - embedded, folder, started)
+    return loaded, _report(action, meta, embedded, len(order) - embedded, folder, started, warning)
 
 
 def _embed(texts: list[str], embedder: Embedder, batch_size: int, progress: ProgressFn | None) -> np.ndarray:
@@ -227,20 +282,17 @@ def _embed(texts: list[str], embedder: Embedder, batch_size: int, progress: Prog
 
 
 def _load(folder: Path, meta: IndexMeta) -> LoadedIndex | None:
-    read = _read_build(folder, meta)
-    if read is None:
-        return None
-    rows, vectors = read
     try:
+        rows, vectors = _read_build(folder, meta)
         index = FaissIndex.load(folder / meta.build / "index.faiss")
-    except RuntimeError:
+    except (CacheDamaged, RuntimeError, OSError, ValueError):
         return None
     if len(index) != len(rows):
         return None
     return LoadedIndex(index, [row["id"] for row in rows], vectors, meta)
 
 
-def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], vectors: np.ndarray, index: FaissIndex) -> None:
+def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], vectors: np.ndarray, index: FaissIndex) -> IndexMeta:
     folder.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
     try:
@@ -249,6 +301,7 @@ def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], vectors: 
                 handle.write(json.dumps(row) + "\n")
         np.save(staging / "vectors.npy", vectors)
         index.save(staging / "index.faiss")
+        meta = meta.model_copy(update={"checksums": {name: _sha256(staging / name) for name in BUILD_FILES}})
         staging.rename(folder / meta.build)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -257,9 +310,11 @@ def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], vectors: 
     for old in folder.glob("build-*"):
         if old.name != meta.build:
             shutil.rmtree(old, ignore_errors=True)
+    return meta
 
 
-def _report(action: str, meta: IndexMeta, embedded: int, reused: int, folder: Path, started: float) -> BuildReport:
+def _report(action: str, meta: IndexMeta, embedded: int, reused: int, folder: Path, started: float,
+            warning: str | None = None) -> BuildReport:
     return BuildReport(
         action=action,
         embedder=meta.embedder,
@@ -269,4 +324,5 @@ def _report(action: str, meta: IndexMeta, embedded: int, reused: int, folder: Pa
         index_kind=meta.index_kind,
         path=str(folder),
         seconds=round(time.perf_counter() - started, 3),
+        warning=warning,
     )

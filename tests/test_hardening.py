@@ -1,0 +1,419 @@
+"""Regression tests for the hardening issue: guards, SPARQL confinement, strict bodies, caches, loader, import edges."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+from conftest import small_library
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from incidentlib import Library
+from incidentlib.api import ServiceSettings, create_app
+from incidentlib.api.errors import json_safe
+from incidentlib.api.guards import GuardMiddleware, GuardSettings, RateLimiter, StrictJSONError, check_strict_json
+from incidentlib.cli import app as cli_app
+from incidentlib.errors import RemoteAccessError
+from incidentlib.graph.sparql import REMOTE_REFUSED
+from incidentlib.importing import ImportFormat, ImportOptions, run_import
+from incidentlib.search.chunks import incident_chunks, title_passage
+from incidentlib.search.engine import SearchConfig
+
+LOCAL = "http://127.0.0.1:8000"
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def client(search_library):
+    settings = ServiceSettings(sparql_timeout=20, guards=GuardSettings(rate_per_second=0))
+    with TestClient(create_app(search_library, settings), base_url=LOCAL) as test_client:
+        yield test_client
+
+
+# ---- SSRF: SERVICE / FROM ----------------------------------------------------------
+
+@pytest.fixture()
+def listener():
+    """A real TCP listener that records whether anything connected to it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.5)
+    connected: list[bool] = []
+    yield server.getsockname()[1], server, connected
+    server.close()
+
+
+def _accepted(server: socket.socket) -> bool:
+    try:
+        conn, _ = server.accept()
+    except TimeoutError:
+        return False
+    conn.close()
+    return True
+
+
+def test_service_and_from_are_refused_before_any_connection(library, listener) -> None:
+    port, server, _ = listener
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()  # nothing listens here now
+    messages = set()
+    for query in (
+        f"SELECT * WHERE {{ SERVICE <http://127.0.0.1:{port}/sparql> {{ ?s ?p ?o }} }}",
+        f"SELECT * WHERE {{ SERVICE SILENT <http://127.0.0.1:{port}/sparql> {{ ?s ?p ?o }} }}",
+        f"SELECT * WHERE {{ SERVICE <http://127.0.0.1:{closed_port}/sparql> {{ ?s ?p ?o }} }}",
+        f"SELECT * WHERE {{ ?x ?y ?z OPTIONAL {{ SERVICE SILENT <http://127.0.0.1:{port}/x> {{ ?s ?p ?o }} }} }} LIMIT 1",
+        f"SELECT * FROM <http://127.0.0.1:{port}/data.ttl> WHERE {{ ?s ?p ?o }}",
+        f"SELECT * FROM NAMED <http://127.0.0.1:{port}/data.ttl> WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}",
+    ):
+        with pytest.raises(RemoteAccessError) as caught:
+            library.sparql(query)
+        messages.add(str(caught.value))
+    assert messages == {REMOTE_REFUSED}  # one text whatever the target: no port scanner
+    assert not _accepted(server)
+
+
+def test_rdflib_service_evaluation_is_unreachable(library, listener) -> None:
+    """Even bypassing our algebra check, rdflib's SERVICE evaluation refuses before connecting."""
+    from rdflib.plugins.sparql import prepareQuery
+
+    port, server, _ = listener
+    prepared = prepareQuery(f"SELECT * WHERE {{ SERVICE <http://127.0.0.1:{port}/x> {{ ?s ?p ?o }} }}")
+    with pytest.raises(RemoteAccessError):
+        list(library._rdf.query(prepared))
+    assert not _accepted(server)
+
+
+def test_service_over_http_is_400_with_the_same_text(client, listener) -> None:
+    port, server, _ = listener
+    for query in (f"SELECT * WHERE {{ SERVICE SILENT <http://127.0.0.1:{port}/x> {{ ?s ?p ?o }} }}",
+                  "SELECT * WHERE { SERVICE <http://10.255.255.1:1/x> { ?s ?p ?o } }"):
+        response = client.get("/sparql", params={"query": query})
+        assert response.status_code == 400 and response.json()["detail"] == REMOTE_REFUSED
+    assert not _accepted(server)
+
+
+# ---- Host / Origin / CORS / cross-site forms -----------------------------------------
+
+def test_host_and_origin_allow_list(client) -> None:
+    assert client.get("/health").status_code == 200
+    for host in ("localhost:8000", "[::1]:8000", "127.0.0.1"):
+        assert client.get("/health", headers={"host": host}).status_code == 200
+    rebinding = client.get("/health", headers={"host": "attacker.example:8000"})
+    assert rebinding.status_code == 421 and "attacker" not in rebinding.text
+    assert client.get("/health", headers={"origin": "http://attacker.example"}).status_code == 403
+    assert client.get("/health", headers={"origin": "null"}).status_code == 403
+    assert client.get("/health", headers={"origin": LOCAL}).status_code == 200  # same origin (the /docs page)
+    assert "access-control-allow-origin" not in client.get("/health", headers={"origin": LOCAL}).headers  # CORS off
+
+
+def test_cross_site_form_post_is_refused(client) -> None:
+    form = {"query": "ASK { ?s ?p ?o }"}
+    assert client.post("/sparql", data=form, headers={"origin": "https://attacker.example"}).status_code == 403
+    assert client.post("/sparql", data=form, headers={"sec-fetch-site": "cross-site"}).status_code == 403
+    assert client.post("/sparql", data=form, headers={"origin": LOCAL}).status_code == 200
+
+
+def test_configured_hosts_and_cors(search_library) -> None:
+    guards = GuardSettings(allowed_hosts=("incidents.internal",), cors_origins=("https://dash.internal",), rate_per_second=0)
+    with TestClient(create_app(search_library, ServiceSettings(mount_mcp=False, host="0.0.0.0", guards=guards)),
+                    base_url="http://incidents.internal") as configured:
+        ok = configured.get("/health", headers={"origin": "https://dash.internal"})
+        assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == "https://dash.internal"
+        # 0.0.0.0 is not a name: it does not widen the allow-list
+        assert configured.get("/health", headers={"host": "0.0.0.0:8000"}).status_code == 421
+        assert configured.get("/health", headers={"host": "192.168.1.5:8000"}).status_code == 421
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "0.0.0.0"])
+def test_mcp_rebinding_protection_for_any_listen_host(search_library, host: str) -> None:
+    with TestClient(create_app(search_library, ServiceSettings(host=host)), base_url=LOCAL) as mcp_client:
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        accept = {"accept": "application/json, text/event-stream"}
+        assert mcp_client.post("/mcp", json=hello, headers={**accept, "origin": "http://attacker.example"}).status_code == 403
+        assert mcp_client.post("/mcp", json=hello, headers={**accept, "host": "attacker.example"}).status_code == 421
+        assert mcp_client.post("/mcp", json=hello, headers=accept).status_code == 200
+
+
+# ---- bodies: size limit, strict JSON, safe 422 ------------------------------------
+
+def test_body_limit_is_short_and_never_echoes(client) -> None:
+    marker = "ZZQQ" * 20
+    big = json.dumps({"text": marker + "x" * 600_000})
+    response = client.post("/similar", content=big, headers=JSON)
+    assert response.status_code == 413 and len(response.content) < 200 and marker not in response.text
+
+    def chunks():
+        yield b'{"text": "' + marker.encode()
+        for _ in range(100):
+            yield b"y" * 10_000
+        yield b'"}'
+
+    streamed = client.post("/diagnose", content=chunks(), headers=JSON)  # no Content-Length: counted as it arrives
+    assert streamed.status_code == 413 and marker not in streamed.text
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/similar", b'{"text": "\\ud800 gpu"}'),
+    ("/similar", b'{"text": "gpu", "k": 1e400}'),
+    ("/similar", b'{"text": "gpu", "k": NaN}'),
+    ("/similar", b'{"text": "gpu", "k": -Infinity}'),
+    ("/diagnose", b'{"text": "gpu", "limit": 1e400}'),
+    ("/diagnose", b'{"text": "\\udfff"}'),
+    ("/diagnose", b'{"symptoms": ["\\ud83d"]}'),
+    ("/diagnose", b'{"limit": ' + b"9" * 5000 + b'}'),
+])
+def test_non_interoperable_json_is_422_not_500(client, path: str, body: bytes) -> None:
+    response = client.post(path, content=body, headers=JSON)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and detail[0]["loc"] == ["body"] and "invalid JSON" in detail[0]["msg"]
+
+
+def test_validation_errors_never_echo_input_and_always_encode(client) -> None:
+    response = client.post("/diagnose", content=json.dumps({"text": "x" * 2500}), headers=JSON)
+    assert response.status_code == 422 and "xxxx" not in response.text
+    assert json_safe({"a": ["\ud800", float("inf"), float("nan")]}) == {"a": ["\ufffd", "inf", "nan"]}
+    json.dumps(json_safe(["\udfff", {"\ud800": -float("inf")}]), allow_nan=False).encode("utf-8")
+    check_strict_json(b'{"text": "\\ud83d\\ude00 ok", "k": 1.5e300}')  # a paired surrogate is fine
+    with pytest.raises(StrictJSONError):
+        check_strict_json(b'[Infinity]')
+
+
+# ---- OpenAPI contract ----------------------------------------------------------
+
+def test_contract_fixes(client) -> None:
+    bad_filter = client.get("/incidents", params={"org": "no-such-org"})
+    assert bad_filter.status_code == 422 and bad_filter.json()["detail"][0]["loc"] == ["query", "org"]
+    assert client.post("/diagnose", json={}).json()["detail"][0]["type"]  # the array shape, as documented
+    everything = client.get("/incidents", params={"limit": 500}).json()["total"]
+    for name in ("org", "component", "cause", "symptom", "tag"):
+        empty = client.get("/incidents", params={name: "", "limit": 500})
+        assert empty.status_code == 200 and empty.json()["total"] == everything
+    options = client.options("/sparql")
+    assert options.status_code == 204 and {"GET", "POST"} <= {m.strip() for m in options.headers["allow"].split(",")}
+    schema = client.get("/openapi.json").json()
+    assert {"400", "413", "415", "503"} <= schema["paths"]["/sparql"]["post"]["responses"].keys()
+    assert {"400", "413", "429"} <= schema["paths"]["/diagnose"]["post"]["responses"].keys()
+    documented_422 = schema["paths"]["/diagnose"]["post"]["responses"]["422"]["content"]["application/json"]["schema"]
+    assert documented_422["$ref"].endswith("/HTTPValidationError")
+
+
+# ---- rate limits and bounded workers ------------------------------------------------
+
+def test_rate_limit_per_client(search_library) -> None:
+    guards = GuardSettings(rate_per_second=0.01, rate_burst=3)
+    with TestClient(create_app(search_library, ServiceSettings(mount_mcp=False, guards=guards)), base_url=LOCAL) as limited:
+        codes = [limited.get("/search", params={"q": "nccl", "k": 1}).status_code for _ in range(5)]
+        assert codes[:3] == [200, 200, 200] and codes[3:] == [429, 429]
+        refused = limited.get("/search", params={"q": "nccl"})
+        assert int(refused.headers["retry-after"]) >= 1
+        assert limited.get("/health").status_code == 200  # cheap routes are not limited
+
+    clock = [0.0]
+    limiter = RateLimiter(rate=2.0, burst=2, clock=lambda: clock[0])
+    assert [limiter.take("a"), limiter.take("a"), limiter.take("a")] == [None, None, 1]
+    assert limiter.take("b") is None  # per client
+    clock[0] += 0.5
+    assert limiter.take("a") is None
+
+
+def test_heavy_routes_beyond_the_queue_get_503_at_once() -> None:
+    release = anyio.Event()
+    started = []
+
+    async def slow_app(scope, receive, send):
+        started.append(scope["path"])
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    guard = GuardMiddleware(slow_app, "127.0.0.1", GuardSettings(heavy_workers=1, heavy_queue=1, rate_per_second=0))
+    statuses: list[int] = []
+    headers: list[dict[bytes, bytes]] = []
+
+    async def call() -> None:
+        scope = {"type": "http", "method": "GET", "path": "/search", "headers": [(b"host", b"127.0.0.1:8000")],
+                 "client": ("127.0.0.1", 1)}
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+                headers.append(dict(message["headers"]))
+
+        await guard(scope, receive, send)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for _ in range(4):
+                group.start_soon(call)
+            while len(statuses) < 2:  # one runs, one waits, two are refused at once
+                await anyio.sleep(0.01)
+            assert statuses == [503, 503] and len(started) == 1
+            release.set()
+
+    anyio.run(main)
+    assert sorted(statuses) == [200, 200, 503, 503]
+    assert all(h[b"retry-after"] == b"1" for h, s in zip(headers, statuses, strict=True) if s == 503)
+
+
+# ---- index cache verification ------------------------------------------------------
+
+@pytest.fixture()
+def tiny(tmp_path: Path, data_dir: Path) -> Path:
+    return small_library(tmp_path / "lib", data_dir, ["IL-0025", "IL-0076"])
+
+
+def _build(root: Path, cache: Path):
+    lib = Library.open(root, SearchConfig(cache_dir=cache))
+    return lib, lib.build_index()
+
+
+def _build_dir(cache: Path) -> Path:
+    return next(cache.rglob("build-*"))
+
+
+@pytest.mark.parametrize("damage", ["empty-rows", "nan-vectors", "bad-meta", "missing-file", "wrong-shape"])
+def test_damaged_cache_is_rebuilt_with_a_warning(tiny: Path, tmp_path: Path, damage: str) -> None:
+    cache = tmp_path / "cache"
+    _, first = _build(tiny, cache)
+    assert first.action == "built" and first.warning is None
+    build = _build_dir(cache)
+    meta_path = build.parent / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    if damage == "empty-rows":
+        lines = (build / "chunks.jsonl").read_text().splitlines()
+        (build / "chunks.jsonl").write_text("{}\n" * len(lines))
+    elif damage == "nan-vectors":  # right shape, NaN values, and a checksum that matches them
+        vectors = np.load(build / "vectors.npy")
+        np.save(build / "vectors.npy", np.full_like(vectors, np.nan))
+    elif damage == "bad-meta":
+        meta_path.write_text("{not json")
+    elif damage == "missing-file":
+        (build / "index.faiss").unlink()
+    elif damage == "wrong-shape":
+        np.save(build / "vectors.npy", np.zeros((3, 7), dtype=np.float32))
+    if damage in ("empty-rows", "nan-vectors", "wrong-shape"):  # defeat the checksum: the content checks must catch it
+        from incidentlib.search.store import _sha256
+
+        meta["checksums"] = {name: _sha256(build / name) for name in meta["checksums"]}
+        meta_path.write_text(json.dumps(meta))
+    lib, report = _build(tiny, cache)
+    assert report.action == "built" and report.warning and "damaged" in report.warning
+    assert np.isfinite(np.load(_build_dir(cache) / "vectors.npy")).all()
+    assert lib.search("nccl timeout", k=1).results
+    assert _build(tiny, cache)[1].action == "reused"  # the rebuilt cache is sound
+
+
+# ---- loader: directories and dangling symlinks named *.yaml ---------------------------
+
+def test_directory_and_dangling_symlink_named_yaml(tiny: Path) -> None:
+    (tiny / "incidents" / "folder.yaml").mkdir()
+    (tiny / "incidents" / "IL-0999.yaml").symlink_to(tiny / "nowhere.yaml")
+    (tiny / "vocab" / "gone.yml").symlink_to(tiny / "nowhere.yml")
+    runner = CliRunner()
+    result = runner.invoke(cli_app, ["validate", "--data", str(tiny)])
+    assert result.exit_code == 1 and (result.exception is None or isinstance(result.exception, SystemExit))
+    for name in ("incidents/folder.yaml", "incidents/IL-0999.yaml", "vocab/gone.yml"):
+        assert f"{name}: not a regular file" in result.output
+    assert "Traceback" not in result.output
+    served = runner.invoke(cli_app, ["serve", "--data", str(tiny), "--port", "0"])
+    assert served.exit_code != 0 and isinstance(served.exception, SystemExit) and "not a regular file" in served.output
+
+
+# ---- files written by export/map follow the umask --------------------------------------
+
+def test_written_files_follow_the_umask(tmp_path: Path, tiny: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "lib.ttl"
+        result = CliRunner().invoke(cli_app, ["export", "--data", str(tiny), "--format", "ttl", "--output", str(out)])
+        assert result.exit_code == 0, result.output
+        assert stat.S_IMODE(out.stat().st_mode) == 0o644
+        os.umask(0o027)
+        out.unlink()
+        CliRunner().invoke(cli_app, ["export", "--data", str(tiny), "--format", "ttl", "--output", str(out)])
+        assert stat.S_IMODE(out.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
+
+
+# ---- import: new folder dry run, linkless Markdown, drafts ------------------------------
+
+MARKDOWN = """# Postmortems
+
+A list of public write-ups.
+
+## Config
+
+[Allegro](https://allegro.tech/2018/08/postmortem-why-allegro-went-down.html). The Allegro platform suffered a failure.
+
+[Acme]. Acme lost a region for an hour.
+
+- Foo Corp. A deploy broke every front end.
+"""
+
+
+def test_dry_run_into_a_new_directory(tmp_path: Path) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    fresh = tmp_path / "new-lib"
+    result = CliRunner().invoke(cli_app, ["import", str(source), "--format", "markdown", "--into", str(fresh), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "would add 1" in result.output
+    assert not fresh.exists() and [p.name for p in tmp_path.iterdir()] == ["list.md"]
+
+
+def test_linkless_markdown_entries_are_reported_rejected(tmp_path: Path) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    report = run_import(source, tmp_path / "lib", ImportOptions(format=ImportFormat.markdown))
+    assert [a.location for a in report.accepted] == ["list.md:7"]
+    assert {r.location: r.reasons for r in report.rejected} == {
+        "list.md:9": ["no source URL (map one with --map source_url=…)"],
+        "list.md:11": ["no source URL (map one with --map source_url=…)"],
+    }
+    assert report.new_organizations == ["allegro"]  # rejected records add no vocabulary
+
+
+def test_english_only_draft_passages_and_output(tmp_path: Path) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    target = tmp_path / "lib"
+    run_import(source, target, ImportOptions(format=ImportFormat.markdown))
+    lib = Library.open(target)
+    draft = lib.get("IL-0001")
+    chunks = incident_chunks(draft, lib.vocab)
+    assert {c.lang for c in chunks if c.kind == "title"} == {"en"}
+    assert all(".." not in c.text for c in chunks)
+    assert title_passage("Disk full.", "The disk filled up.") == "Disk full. The disk filled up."
+    assert title_passage("Disk full", "The disk filled up.") == "Disk full. The disk filled up."
+    assert title_passage("Same.", "Same.") == "Same."
+    result = CliRunner().invoke(cli_app, ["search", "Allegro platform failure", "--data", str(target), "--mode", "lexical",
+                                          "--lang", "ko", "--cache", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    assert "None" not in result.output and "date unknown" in result.output and "title/ko" not in result.output
+
+
+def test_import_cleans_up_after_a_failed_rehearsal(tmp_path: Path, tiny: Path) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    before = sorted(p.relative_to(tiny).as_posix() for p in tiny.rglob("*"))
+    (tiny / "vocab" / "imported-organization.yaml").write_text("kind: organization\nconcepts: [{id: allegro}]\n")
+    with pytest.raises(Exception, match=r"nothing was written|problems"):
+        run_import(source, tiny, ImportOptions(format=ImportFormat.markdown))
+    after = sorted(p.relative_to(tiny).as_posix() for p in tiny.rglob("*"))
+    assert after == sorted([*before, "vocab/imported-organization.yaml"])  # no journal, no rehearsal copy left
