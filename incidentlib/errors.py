@@ -121,6 +121,14 @@ class AlertError(InputError):
 
 
 # ---- data ------------------------------------------------------------------------------
+class LabelError(InvalidRequest):
+    """A ``--labels`` value that is neither a known record field nor a readable labels file."""
+
+
+class ReviewError(InvalidRequest):
+    """A review that names an inferred link the record does not propose, or accepts and rejects one."""
+
+
 class DataError(IncidentlibError, ValueError):
     """A library directory or an input file that cannot be used."""
 
@@ -175,12 +183,14 @@ __all__ = [
     "IncidentlibError",
     "InputError",
     "InvalidRequest",
+    "LabelError",
     "LibraryError",
     "MappingError",
     "NotFound",
     "QueryError",
     "ReadError",
     "ReadOnlyError",
+    "ReviewError",
     "SeriesError",
     "SparqlError",
     "SparqlTimeout",
