@@ -2,8 +2,8 @@
 
 Imported incidents are written as drafts (``status: draft``) unless the record says
 otherwise and passes every rule for published incidents.  Concepts recognised in
-the text are stored as ``suggestions`` with the words that suggested them; they are
-never asserted as components, causes or symptoms.  New organizations and tags are
+the text are stored as ``inferred`` links (evidence, method, confidence; see
+:mod:`incidentlib.tagging`); they are never asserted as components, causes or symptoms.  New organizations and tags are
 added to ``vocab/imported-organization.yaml`` and ``vocab/imported-tag.yaml``.
 
 Nothing is written until every accepted record has been built and the resulting
