@@ -51,7 +51,7 @@ from .requests import (
     IncidentFilter,
     with_filter_params,
 )
-from .views import ClusterSet, ClusterView, RelatedItem, SearchResponse
+from .views import ClusterSet, ClusterView, ConceptRef, RelatedItem, SearchResponse
 
 out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -234,6 +234,11 @@ def show(
     for name, refs in (("components", detail.components), ("causes", detail.causes), ("symptoms", detail.symptoms)):
         if refs:
             out.print(f"[dim]{name}:[/dim] " + ", ".join(escape(r.label) for r in refs))
+    if detail.inferred:
+        out.print("[dim]inferred (not curated; incidentlib review accepts or rejects):[/dim]")
+        for view in detail.inferred:
+            out.print(f"  {view.concept.kind} {escape(view.concept.label)} ({view.concept.id}) "
+                      f"[dim]{view.method} {view.confidence:.2f} — {escape(view.evidence)}[/dim]")
     if detail.signals:
         out.print("[dim]signals:[/dim]")
         for signal in detail.signals:
@@ -255,8 +260,8 @@ def _print_related(items: list[RelatedItem], lang: str) -> None:
     cause_word, shared_word = ("같은 원인", "공통") if lang == "ko" else ("same cause", "shared")
     out.print(f"[dim]related ({cause_word} · {shared_word} …):[/dim]")
     for item in items:
-        components = [c.label for c in item.shared_concepts if c.kind == "component"]
-        causes = [c.label for c in item.shared_concepts if c.kind == "cause"]
+        components = [_concept_label(c) for c in item.shared_concepts if c.kind == "component"]
+        causes = [_concept_label(c) for c in item.shared_concepts if c.kind == "cause"]
         parts = []
         if causes:
             parts.append(f"{cause_word} {', '.join(causes)}")
@@ -402,6 +407,11 @@ def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache:
         out.print(f"✓ {report.embedder}: {report.chunks} chunks ({report.action}, {report.index_kind}) in {report.path}")
 
 
+def _concept_label(ref: ConceptRef) -> str:
+    """A concept's label, with ``(inferred)`` when no curator asserted the link."""
+    return f"{ref.label} (inferred)" if ref.inferred else ref.label
+
+
 def _print_results(response: SearchResponse, show_why: bool = True) -> None:
     if not response.results:
         out.print("no results")
@@ -414,7 +424,7 @@ def _print_results(response: SearchResponse, show_why: bool = True) -> None:
             if why.matched_terms:
                 parts.append("terms: " + ", ".join(why.matched_terms[:8]))
             if why.shared_concepts:
-                parts.append("concepts: " + ", ".join(c.label for c in why.shared_concepts))
+                parts.append("concepts: " + ", ".join(_concept_label(c) for c in why.shared_concepts))
             parts.append(f"passage: {why.chunk.kind}/{why.chunk.lang}")
             out.print(f"    [dim]{escape(' · '.join(parts))}[/dim]")
 
@@ -467,15 +477,22 @@ def similar(
         _print_results(response)
 
 
-@app.command("eval")
+eval_app = typer.Typer(cls=_Commands, help="Measure retrieval and similarity quality.", invoke_without_command=True)
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.callback()
 def eval_cmd(
+    ctx: typer.Context,
     queries: Annotated[Optional[Path], typer.Option(help="Query file (default: eval/queries.jsonl of the library).")] = None,
     embedders: Annotated[str, typer.Option(help="Comma-separated embedders to compare.")] = "e5-small,use-m3",
     data: DataOpt = None, cache: CacheOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write the Markdown report here.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Retrieval quality per mode and query language: recall@1/5/10, MRR, nDCG@10."""
+    """Retrieval quality per mode and query language: recall@1/5/10, MRR, nDCG@10 (`eval similar`: label agreement)."""
+    if ctx.invoked_subcommand is not None:
+        return
     library = open_library(data, DEFAULT_EMBEDDER, cache)
     items = library.eval_queries(queries)
     names = [name.strip() for name in embedders.split(",") if name.strip()]
@@ -489,6 +506,75 @@ def eval_cmd(
     sys.stdout.write(markdown)
     if output is not None:
         atomic_write_text(output, markdown)
+
+
+@eval_app.command("similar")
+def eval_similar_cmd(
+    labels: Annotated[Optional[str], typer.Option(help="A record field (causes, components, symptoms, tags, org) or a labels file (JSONL id+labels, or CSV id,label).")] = None,
+    leave_concepts_out: Annotated[bool, typer.Option("--leave-concepts-out", help="Strip concepts, re-infer them (5-fold), judge by the held-out causes.")] = False,
+    k: Annotated[int, typer.Option(help="Neighbours judged per query (P@k).")] = 5,
+    data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write the Markdown report here.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Label agreement (P@k, MAP) of `similar` by incident and by text, next to random, BM25 and dense baselines."""
+    library = open_library(data, embedder, cache)
+    build_with_progress(library, quiet=as_json)
+    if (labels is None) == (not leave_concepts_out):
+        raise fail("give --labels or --leave-concepts-out (one of them)", 2)
+    report = library.evaluate_leave_concepts_out(k=k) if leave_concepts_out else library.evaluate_similar(labels or "", k=k)
+    if as_json:
+        emit_json(report)
+        return
+    markdown = report.to_markdown()
+    sys.stdout.write(markdown)
+    if output is not None:
+        atomic_write_text(output, markdown)
+
+
+@app.command()
+def tag(
+    ids: Annotated[Optional[list[str]], typer.Argument(help="Records to tag (default: every draft).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be stored; write nothing.")] = False,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Infer components, causes and symptoms for untagged records; store them as inferred links (never curated)."""
+    library = open_library(data, embedder, cache)
+    results = library.tag(ids or None, write=not dry_run, lang=lang.value)
+    if as_json:
+        emit_json(results)
+        return
+    for result in results:
+        labels = ", ".join(f"{v.concept.kind} {v.concept.label} {v.confidence:.2f} ({v.method})" for v in result.inferred)
+        out.print(f"[bold]{result.id}[/bold] {escape(labels) or '—'}")
+    out.print(f"{'would store' if dry_run else 'stored'} inferred links for {len(results)} record(s)")
+
+
+@app.command()
+def review(
+    incident_id: Annotated[str, typer.Argument(help="The record whose inferred links to review.")],
+    accept: Annotated[Optional[list[str]], typer.Option("--accept", "-a", help="Concept id to accept (becomes curated).")] = None,
+    reject: Annotated[Optional[list[str]], typer.Option("--reject", "-r", help="Concept id to reject (not proposed again).")] = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, as_json: JsonOpt = False,
+) -> None:
+    """List a record's inferred links, or accept / reject them."""
+    library = open_library(data, DEFAULT_EMBEDDER, None)
+    if accept or reject:
+        result = library.review(incident_id, accept=accept, reject=reject, lang=lang.value)
+        remaining = result.remaining
+    else:
+        remaining = library.detail(incident_id, lang=lang.value).inferred
+        result = None
+    if as_json:
+        emit_json(result if result is not None else {"id": incident_id, "remaining": [v.model_dump() for v in remaining]})
+        return
+    if result is not None:
+        out.print(f"accepted: {', '.join(result.accepted) or '—'}; rejected: {', '.join(result.rejected) or '—'}")
+    for view in remaining:
+        out.print(f"  {view.concept.kind} {view.concept.id} {view.confidence:.2f} ({view.method}) [dim]{escape(view.evidence)}[/dim]")
+    if not remaining:
+        out.print("no proposed inferred links")
 
 
 @app.command("import")

@@ -137,6 +137,14 @@ class SparqlMemoryError(SparqlError):
 
 
 # ---- data ------------------------------------------------------------------------------
+class LabelError(InvalidRequest):
+    """A ``--labels`` value that is neither a known record field nor a readable labels file."""
+
+
+class ReviewError(InvalidRequest):
+    """A review that names an inferred link the record does not propose, or accepts and rejects one."""
+
+
 class DataError(IncidentlibError, ValueError):
     """A library directory or an input file that cannot be used."""
 
@@ -199,6 +207,7 @@ __all__ = [
     "IncidentlibError",
     "InputError",
     "InvalidRequest",
+    "LabelError",
     "LibraryError",
     "MappingError",
     "NotFound",
@@ -206,6 +215,7 @@ __all__ = [
     "ReadError",
     "ReadOnlyError",
     "RemoteAccessError",
+    "ReviewError",
     "SeriesError",
     "SparqlBusy",
     "SparqlError",

@@ -26,7 +26,7 @@ from .graph.knowledge import KnowledgeGraph
 from .graph.rdf import build_graph
 from .graph.sparql import SparqlResult, run_sparql
 from .loader import LibraryData, Problem, check_library, load_library
-from .models import LANGS, Concept, ConceptKind, Incident
+from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
 from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
 from .search.engine import SearchConfig, SearchEngine, SearchMode
@@ -34,6 +34,7 @@ from .search.fusion import FusionMethod
 from .search.service import SearchService
 from .search.store import BuildReport, ProgressFn
 from .storage import atomic_write_bytes, atomic_write_text
+from .tagging.tagger import ConceptTagger
 from .views import (
     AlertsAnswer,
     ClusterSet,
@@ -42,18 +43,21 @@ from .views import (
     GraphPath,
     IncidentDetail,
     IncidentPage,
+    InferredView,
     MapPoint,
     NodeLinkGraph,
     OrganizationList,
     OrganizationSummary,
     RagPassage,
     RelatedItem,
+    ReviewResult,
     SearchResponse,
     SeriesDiagnosis,
     SignalExplanation,
     SignalMatch,
     SignalView,
     SourceView,
+    TagResult,
     TopicList,
     TopicPage,
     TopicSummary,
@@ -69,6 +73,7 @@ if TYPE_CHECKING:
     from .analysis.tables import ShapeTable, SignalTable
     from .evaluation import EvalQuery, EvalReport
     from .importing import ImportOptions, ImportReport
+    from .similar_eval import SimilarEvalReport
 
 #: Kinds listed as "topics" (organizations have their own listing).
 TOPIC_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom, ConceptKind.tag)
@@ -257,6 +262,7 @@ class Library:
             components=[kg.concept_ref(c, lang) for c in incident.components],
             causes=[kg.concept_ref(c, lang) for c in incident.causes],
             symptoms=[kg.concept_ref(c, lang) for c in incident.symptoms],
+            inferred=[self._inferred_view(link, lang) for link in incident.proposed()],
             signals=[SignalView(text=s.text, note=s.note.get(lang) if s.note else None) for s in incident.signals],
             detection=incident.detection.get(lang) if incident.detection else None,
             mitigation=incident.mitigation.get(lang) if incident.mitigation else None,
@@ -363,7 +369,10 @@ class Library:
 
     @cached_property
     def _search_service(self) -> SearchService:
-        return SearchService(self._search_engine, self._knowledge)
+        service = SearchService(self._search_engine, self._knowledge)
+        # pasted text gets the same concept inference as stored records (trained on first use)
+        service.tagger_factory = lambda: self.tagger
+        return service
 
     def build_index(self, progress: ProgressFn | None = None) -> BuildReport:
         """Build, extend or reuse the persisted dense index for the configured embedder."""
@@ -390,7 +399,8 @@ class Library:
 
     def similar(self, incident_id: str | None = None, text: str | None = None, k: int = 10,
                 filters: IncidentFilter | None = None, lang: str = "en") -> SearchResponse:
-        """Incidents like an incident id or a free text: score = (1 − β)·text + β·graph, β = 0.35."""
+        """Incidents like an incident id or a free text: lexical, passage-level dense and concept-graph evidence,
+        each standardised over the candidates, averaged (see :mod:`incidentlib.search.similarity`)."""
         check_lang(lang)
         check_k(k)
         if (incident_id is None) == (text is None):
@@ -421,6 +431,87 @@ class Library:
                 lang=lang if chunk.lang not in (lang, "raw") else chunk.lang, score=result.score,
             ))
         return passages
+
+    # ---- inferred concepts ----------------------------------------------------------
+    def _inferred_view(self, link: InferredLink, lang: str) -> InferredView:
+        ref = self._knowledge.concept_ref(link.concept, lang).model_copy(update={"inferred": True})
+        return InferredView(concept=ref, evidence=link.evidence, method=link.method.value,
+                            confidence=link.confidence, status=link.status.value)
+
+    @cached_property
+    def tagger(self) -> ConceptTagger:
+        """Alias matcher + classifier learnt from curated links (this library's, plus the bundled library's
+        when this is another one), cached beside the search index."""
+        from .paths import bundled_data_dir
+        from .tagging.training import examples_for, fit_cached
+
+        records = [i for i in self.data.incidents.values() if not i.is_draft]
+        if self.root.resolve() != bundled_data_dir().resolve():
+            known = {i.id for i in records}
+            records += [i for i in load_library(bundled_data_dir()).incidents.values() if i.id not in known and not i.is_draft]
+        engine = self._search_engine
+        classifier = fit_cached(examples_for(records), engine.embedder, engine.cache_dir)
+        return ConceptTagger(self.vocab, classifier)
+
+    def tag(self, ids: list[str] | None = None, write: bool = True, lang: str = "en") -> list[TagResult]:
+        """Infer components, causes and symptoms for records (default: every draft) and store them in
+        each file's ``inferred:`` block; curated links are never touched or re-proposed, rejected ones
+        never proposed again.  Confidence: noisy-OR of the alias match and the classifier probability."""
+        from .tagging.store import write_inferred
+
+        check_lang(lang)
+        chosen = [self.get(i) for i in ids] if ids else [i for i in self.data.incidents.values() if i.is_draft]
+        found = self.tagger.infer_incidents(chosen)
+        results = []
+        for incident, links in zip(chosen, found, strict=True):
+            stored = write_inferred(self.root / "incidents" / f"{incident.id}.yaml", links) if write else \
+                incident.model_copy(update={"inferred": links})
+            results.append(TagResult(id=incident.id, inferred=[self._inferred_view(link, lang) for link in stored.proposed()]))
+        return results
+
+    def review(self, incident_id: str, accept: list[str] | None = None, reject: list[str] | None = None,
+               lang: str = "en") -> ReviewResult:
+        """Accept proposed inferred links (they become curated links of their kind) or reject them
+        (kept, marked rejected, so they are not proposed again)."""
+        from .tagging.store import review_links
+
+        incident = self.get(incident_id)
+        stored, accepted, rejected = review_links(self.root / "incidents" / f"{incident.id}.yaml", set(accept or []), set(reject or []))
+        return ReviewResult(id=incident.id, accepted=accepted, rejected=rejected,
+                            remaining=[self._inferred_view(link, lang) for link in stored.proposed()])
+
+    def evaluate_similar(self, labels: str, k: int = 5, name: str | None = None,
+                         tagger_for: dict[str, ConceptTagger] | None = None) -> SimilarEvalReport:
+        """Label agreement P@k and MAP of ``similar`` (by incident, by text) next to random, BM25 and
+        dense baselines, in one run (see :mod:`incidentlib.similar_eval`)."""
+        from .similar_eval import RANDOM_REPEATS, baseline_rankers, evaluate, load_labels, similar_rankers
+
+        check_k(k)
+        label_map = load_labels(labels, self.data.incidents)
+        rankers = {**baseline_rankers(self.data.incidents, self._search_engine.embedder), **similar_rankers(self, tagger_for)}
+        return evaluate(name or str(self.root), labels, label_map, rankers, k, repeats={"random": RANDOM_REPEATS})
+
+    def evaluate_leave_concepts_out(self, k: int = 5) -> SimilarEvalReport:
+        """Strip every record's concepts, keep its text as a draft in a scratch library, infer concepts
+        with a classifier that never saw the record (5-fold), and measure agreement on the held-out causes."""
+        import shutil
+        import tempfile
+
+        from .search.store import store_dir
+        from .similar_eval import leave_concepts_out
+
+        with tempfile.TemporaryDirectory(prefix="incidentlib-lco-") as scratch:
+            target = Path(scratch) / "lib"
+            labels, taggers = leave_concepts_out(self, target)
+            blind = Library.open(target, self.search_config)
+            self.build_index()
+            # the drafts keep every passage of the source: seed their index with its vectors (reused by id and text)
+            engine = self._search_engine
+            seed = store_dir(engine.cache_dir, self.root, engine.embedder.name)
+            if seed.is_dir():
+                shutil.copytree(seed, store_dir(engine.cache_dir, target, engine.embedder.name), dirs_exist_ok=True)
+            blind.build_index()
+            return blind.evaluate_similar(str(labels), k=k, name=f"{self.root.name} (leave concepts out)", tagger_for=taggers)
 
     # ---- root-cause exploration ---------------------------------------------------
     @cached_property

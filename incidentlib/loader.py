@@ -252,6 +252,11 @@ def _check_incident_links(root: Path, incidents: dict[str, Incident], vocab: Voc
             if concept is None or concept.kind != suggestion.kind:
                 problems.append(Problem(file=file, field=f"suggestions[{index}].concept",
                                         message=f"unknown {suggestion.kind.value} {suggestion.concept!r}{_did_you_mean(vocab.suggest(suggestion.concept, suggestion.kind))}"))
+        for index, inferred in enumerate(incident.inferred):
+            concept = vocab.get(inferred.concept)
+            if concept is None or concept.kind != inferred.kind:
+                problems.append(Problem(file=file, field=f"inferred[{index}].concept",
+                                        message=f"unknown {inferred.kind.value} {inferred.concept!r}{_did_you_mean(vocab.suggest(inferred.concept, inferred.kind))}"))
         for index, link in enumerate(incident.related):
             if link.id not in incidents:
                 problems.append(Problem(file=file, field=f"related[{index}].id", message=f"unknown incident {link.id!r}{_did_you_mean(difflib.get_close_matches(link.id, list(incidents), n=3, cutoff=0.5))}"))

@@ -209,6 +209,43 @@ class ConceptSuggestion(Record):
     evidence: str
 
 
+class InferenceMethod(str, Enum):
+    """How an inferred concept link was found."""
+
+    alias = "alias"  # a label or alias of the concept is written in the text
+    classifier = "classifier"  # a model trained on curated links predicts it from the text
+
+
+class InferredStatus(str, Enum):
+    """``proposed`` links are used with their confidence; ``rejected`` ones are kept so they are not proposed again."""
+
+    proposed = "proposed"
+    rejected = "rejected"
+
+
+class InferredLink(Record):
+    """A component, cause or symptom recognised in an incident's text, never asserted by a curator.
+
+    Stored apart from the curated ``components`` / ``causes`` / ``symptoms`` with its provenance:
+    the words that support it (``evidence``), the ``method`` and a ``confidence`` in [0, 1].
+    ``incidentlib review`` turns a proposed link into a curated one (accept) or marks it rejected.
+    """
+
+    concept: str
+    kind: ConceptKind
+    evidence: str
+    method: InferenceMethod
+    confidence: float = Field(ge=0.0, le=1.0)
+    status: InferredStatus = InferredStatus.proposed
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: ConceptKind) -> ConceptKind:
+        if value not in (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom):
+            raise ValueError(f"inferred links are components, causes or symptoms, not {value.value}")
+        return value
+
+
 class Incident(Record):
     """One documented incident, as stored in ``data/incidents/IL-NNNN.yaml``.
 
@@ -238,6 +275,7 @@ class Incident(Record):
     sources: list[Source] = Field(min_length=1)
     related: list[RelatedLink] = Field(default_factory=list)
     suggestions: list[ConceptSuggestion] = Field(default_factory=list)
+    inferred: list[InferredLink] = Field(default_factory=list)
 
     @field_validator("id")
     @classmethod
@@ -275,6 +313,20 @@ class Incident(Record):
     @property
     def year(self) -> int | None:
         return int(self.date[:4]) if self.date else None
+
+    def proposed(self, kind: str | None = None) -> list[InferredLink]:
+        """Inferred links still proposed (not rejected) and not already curated, optionally of one kind."""
+        curated = {*self.components, *self.causes, *self.symptoms}
+        return [link for link in self.inferred
+                if link.status is InferredStatus.proposed and link.concept not in curated
+                and (kind is None or link.kind.value == kind)]
+
+    def weighted_concepts(self) -> dict[str, float]:
+        """Components, causes and symptoms with a weight: 1 for curated links, the confidence for inferred ones."""
+        weights = dict.fromkeys((*self.components, *self.causes, *self.symptoms), 1.0)
+        for link in self.proposed():
+            weights[link.concept] = max(weights.get(link.concept, 0.0), link.confidence)
+        return weights
 
     def concept_ids(self) -> dict[str, list[str]]:
         """Concept ids by vocabulary kind, as referenced by this incident."""

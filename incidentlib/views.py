@@ -13,6 +13,31 @@ class ConceptRef(BaseModel):
     id: str
     kind: str
     label: str
+    inferred: bool = False  # recognised in the text, not asserted by a curator
+
+
+class InferredView(BaseModel):
+    """An inferred (not curated) concept link, with its provenance."""
+
+    concept: ConceptRef
+    evidence: str
+    method: str
+    confidence: float
+    status: str = "proposed"
+
+
+class TagResult(BaseModel):
+    """The inferred links ``incidentlib tag`` found for one record."""
+
+    id: str
+    inferred: list[InferredView]
+
+
+class ReviewResult(BaseModel):
+    id: str
+    accepted: list[str]
+    rejected: list[str]
+    remaining: list[InferredView]
 
 
 class SourceView(BaseModel):
@@ -67,6 +92,7 @@ class IncidentDetail(BaseModel):
     components: list[ConceptRef]
     causes: list[ConceptRef]
     symptoms: list[ConceptRef]
+    inferred: list[InferredView] = []  # proposed links, not curated: shown apart, marked inferred
     signals: list[SignalView]
     detection: str | None = None
     mitigation: str | None = None
@@ -146,6 +172,7 @@ class Why(BaseModel):
     lexical_rank: int | None = None
     dense_rank: int | None = None
     graph_score: float | None = None
+    evidence: dict[str, float] | None = None  # similar: raw lexical / dense / graph evidence before fusion
 
 
 class SearchResult(BaseModel):

@@ -63,9 +63,11 @@ def test_markdown_list_import(tmp_path: Path, target: Path) -> None:
     assert "asynchronous distributed task processing" in allegro["summary"]["en"]  # continuation line joined
     gpu = yaml.safe_load((target / "incidents" / f"{report.accepted[1].id}.yaml").read_text(encoding="utf-8"))
     assert gpu["tags"] == ["hardware"]  # an existing tag, found by its id
-    # recognised concepts are suggestions with evidence, never asserted
-    suggested = {(s["kind"], s["concept"]) for s in gpu["suggestions"]}
+    # recognised concepts are inferred links with evidence and provenance, never asserted
+    suggested = {(s["kind"], s["concept"]) for s in gpu["inferred"]}
     assert {("component", "nccl"), ("symptom", "gpu-fell-off-bus")} <= suggested
+    nccl = next(s for s in gpu["inferred"] if s["concept"] == "nccl")
+    assert nccl["method"] == "alias" and "NCCL" in nccl["evidence"] and 0 < nccl["confidence"] <= 1
     assert "components" not in gpu and "symptoms" not in gpu
     assert "allegro" in report.new_organizations and "config-errors" in report.new_tags
     assert (target / "vocab" / "imported-organization.yaml").exists()
@@ -101,7 +103,8 @@ def test_structured_formats_with_field_mapping(tmp_path: Path, target: Path, fmt
     written = yaml.safe_load((target / "incidents" / f"{report.accepted[0].id}.yaml").read_text(encoding="utf-8"))
     assert written["date"] == "2023-05-04" and written["org"] == "acme-corp" and written["tags"] == ["saas"]
     assert written["sources"][0]["url"] == "https://acme.example/pm/1"
-    assert {"kind": "component", "concept": "message-queue", "evidence": "Kafka"} in written["suggestions"]
+    queue = next(link for link in written["inferred"] if link["concept"] == "message-queue")  # an inferred link, not asserted
+    assert queue["kind"] == "component" and queue["method"] == "alias" and "Kafka" in queue["evidence"]
 
 
 @pytest.mark.slow

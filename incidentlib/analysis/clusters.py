@@ -44,26 +44,40 @@ class RawCluster:
     representative: str
 
 
+_KIND_FIELD = {"component": "components", "cause": "causes", "symptom": "symptoms"}
+
+
 def _concepts(incident: Incident) -> list[tuple[str, str]]:
     return [(field, concept_id) for field in CONCEPT_FIELDS for concept_id in getattr(incident, field)]
 
 
+def _weighted_concepts(incident: Incident) -> dict[tuple[str, str], float]:
+    """Curated links weigh 1; inferred (proposed) links weigh their confidence."""
+    weights = dict.fromkeys(_concepts(incident), 1.0)
+    for link in incident.proposed():
+        key = (_KIND_FIELD[link.kind.value], link.concept)
+        weights[key] = max(weights.get(key, 0.0), link.confidence)
+    return weights
+
+
 def incident_graph(knowledge: KnowledgeGraph) -> nx.Graph:
     """Incidents linked by shared components, causes and symptoms, weighted by rarity."""
-    incidents = [i for i in knowledge.data.incidents.values() if not i.is_draft]
-    holders: dict[tuple[str, str], list[str]] = {}
+    # drafts take part once they carry inferred links (a team's own, untagged collection)
+    incidents = [i for i in knowledge.data.incidents.values() if not i.is_draft or i.proposed()]
+    holders: dict[tuple[str, str], dict[str, float]] = {}
     for incident in incidents:
-        for key in _concepts(incident):
-            holders.setdefault(key, []).append(incident.id)
+        for key, confidence in _weighted_concepts(incident).items():
+            holders.setdefault(key, {})[incident.id] = confidence
     total = len(incidents)
     graph = nx.Graph()
     graph.add_nodes_from(i.id for i in incidents)
-    for (field, _), ids in holders.items():
-        weight = FIELD_WEIGHT[field] * math.log(1 + total / len(ids))
+    for (field, _), held in holders.items():
+        weight = FIELD_WEIGHT[field] * math.log(1 + total / len(held))
+        ids = list(held)
         for a_index, a in enumerate(ids):
             for b in ids[a_index + 1 :]:
                 previous = graph.get_edge_data(a, b, {"weight": 0.0})["weight"]
-                graph.add_edge(a, b, weight=previous + weight)
+                graph.add_edge(a, b, weight=previous + weight * held[a] * held[b])
     return graph
 
 

@@ -73,9 +73,15 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
                     backers[concept_id][incident.id] = max(backers[concept_id].get(incident.id, 0.0), 0.5)
         text_part: dict[str, float] = defaultdict(float)
         total = sum(text_weight.values())
+        kind_of_field = {"components": "component", "causes": "cause", "symptoms": "symptom"}[field]
         for incident_id, weight in text_weight.items():
-            for concept_id in getattr(library.get(incident_id), field):
-                text_part[concept_id] += weight / total
+            neighbour = library.get(incident_id)
+            # curated links count fully, inferred ones with their confidence
+            held = dict.fromkeys(getattr(neighbour, field), 1.0)
+            for link in neighbour.proposed(kind_of_field):
+                held[link.concept] = max(held.get(link.concept, 0.0), link.confidence)
+            for concept_id, confidence in held.items():
+                text_part[concept_id] += confidence * weight / total
                 backers[concept_id][incident_id] = max(backers[concept_id].get(incident_id, 0.0), 1.0 + weight)
         both = bool(symptom_ids) and bool(text_weight)
         scores = {c: (0.5 * cooc[c] + 0.5 * text_part[c]) if both else (cooc[c] or text_part[c]) for c in {*cooc, *text_part}}

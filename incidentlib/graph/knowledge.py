@@ -132,10 +132,12 @@ class KnowledgeGraph:
             other_id = split_node(other_node)[1]
             other = self.data.incidents[other_id]
             ordered = sorted(concept_nodes, key=lambda n: (RELATING_KINDS.index(split_node(n)[0]), -self.concept_weight(n), n))
-            score = sum(self.concept_weight(n) for n in ordered)
+            # an inferred link counts with its confidence (on either side); curated links count fully
+            score = sum(self.concept_weight(n) * self._link_confidence(inode, n) * self._link_confidence(other_node, n) for n in ordered)
             if other_id in curated:
                 score += curated_bonus
-            refs = [self.concept_ref(split_node(n)[1], lang) for n in ordered]
+            refs = [self.concept_ref(split_node(n)[1], lang).model_copy(
+                update={"inferred": self._is_inferred(inode, n) or self._is_inferred(other_node, n)}) for n in ordered]
             items.append(
                 RelatedItem(
                     id=other_id,
@@ -150,6 +152,12 @@ class KnowledgeGraph:
             )
         items.sort(key=lambda item: (item.curated_reason is None, -item.score, item.id))
         return items if limit is None else items[:limit]
+
+    def _is_inferred(self, incident_node: str, concept_node: str) -> bool:
+        return bool(self.nx.edges[incident_node, concept_node].get("inferred", False))
+
+    def _link_confidence(self, incident_node: str, concept_node: str) -> float:
+        return float(self.nx.edges[incident_node, concept_node].get("confidence", 1.0))
 
     def _curated_reasons(self, incident: Incident, lang: str) -> dict[str, str]:
         reasons = {link.id: link.reason.get(lang) for link in incident.related}

@@ -3,6 +3,8 @@
 Nodes are ``"<type>:<id>"`` strings (``incident:IL-0025``, ``component:nccl``,
 ``organization:imbue``) with a ``type`` attribute; edges carry a ``type``
 attribute naming the relation (``has_component``, ``broader``, ``curated`` …).
+Inferred links (not curated) are ``inferred_component`` / ``inferred_cause`` /
+``inferred_symptom`` edges with ``inferred=True`` and their ``confidence``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ def build_projection(data: LibraryData) -> nx.Graph:
         for field, (kind, edge_type) in CONCEPT_FIELDS.items():
             for concept_id in getattr(incident, field):
                 graph.add_edge(inode, node_id(kind, concept_id), type=edge_type)
+        # inferred links are edges too, marked as such and weighted by their confidence
+        for inferred in incident.proposed():
+            kind = inferred.kind.value
+            graph.add_edge(inode, node_id(kind, inferred.concept), type=f"inferred_{kind}", inferred=True,
+                           confidence=inferred.confidence)
     for incident in data.incidents.values():
         for link in incident.related:
             graph.add_edge(node_id("incident", incident.id), node_id("incident", link.id), type="curated")

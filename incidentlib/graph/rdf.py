@@ -122,3 +122,28 @@ def _add_incident(graph: Graph, incident: Incident) -> None:
         graph.add((link_node, RDF.type, IL.CuratedRelation))
         graph.add((link_node, IL.target, incident_uri(link.id)))
         _add_text(graph, link_node, IL.reason, link.reason)
+    _add_inferred(graph, node, incident)
+
+
+INFERRED_PROPERTIES: dict[str, URIRef] = {
+    "component": IL.inferredComponent,
+    "cause": IL.inferredCause,
+    "symptom": IL.inferredSymptom,
+}
+
+
+def _add_inferred(graph: Graph, node: URIRef, incident: Incident) -> None:
+    """Inferred links: a direct ``il:inferredX`` edge for proposed ones (never ``il:hasX``), and for
+    every link a qualified ``il:ConceptInference`` node with method, confidence, evidence and status."""
+    proposed = {link.concept for link in incident.proposed()}
+    for index, link in enumerate(incident.inferred):
+        if link.concept in proposed:
+            graph.add((node, INFERRED_PROPERTIES[link.kind.value], concept_uri(link.concept)))
+        inference = URIRef(f"{node}/inferred/{index}")
+        graph.add((node, IL.inference, inference))
+        graph.add((inference, RDF.type, IL.ConceptInference))
+        graph.add((inference, IL.concept, concept_uri(link.concept)))
+        graph.add((inference, IL.inferenceMethod, Literal(link.method.value)))
+        graph.add((inference, IL.confidence, Literal(round(link.confidence, 4), datatype=XSD.decimal)))
+        graph.add((inference, IL.evidence, Literal(link.evidence)))
+        graph.add((inference, IL.inferenceStatus, Literal(link.status.value)))

@@ -10,11 +10,18 @@ SIMILARITY_THRESHOLD = 0.6
 
 
 def normalise_url(url: str) -> str:
+    """Scheme, ``www.``, case and a trailing slash do not make a different page; a ``#fragment`` does.
+
+    Status-page histories link each incident as ``history#id``, so two URLs that differ only
+    in their fragment name two incidents.  An empty fragment (``page#``) is dropped.
+    """
     url = url.strip().lower()
     for prefix in ("https://", "http://"):
         url = url.removeprefix(prefix)
     url = url.removeprefix("www.")
-    return url.split("#", 1)[0].rstrip("/")
+    page, _, fragment = url.partition("#")
+    page = page.rstrip("/")
+    return f"{page}#{fragment}" if fragment else page
 
 
 def fingerprint(text: str) -> frozenset[str]:

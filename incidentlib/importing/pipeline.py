@@ -2,8 +2,8 @@
 
 Imported incidents are written as drafts (``status: draft``) unless the record says
 otherwise and passes every rule for published incidents.  Concepts recognised in
-the text are stored as ``suggestions`` with the words that suggested them; they are
-never asserted as components, causes or symptoms.  New organizations and tags are
+the text are stored as ``inferred`` links (evidence, method, confidence; see
+:mod:`incidentlib.tagging`); they are never asserted as components, causes or symptoms.  New organizations and tags are
 added to ``vocab/imported-organization.yaml`` and ``vocab/imported-tag.yaml``.
 
 Nothing is written until every accepted record has been built and the resulting
@@ -32,6 +32,7 @@ from ..loader import INCIDENTS_DIR, VOCAB_DIR, Problem, check_library
 from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident
 from ..paths import bundled_data_dir
 from ..search.concepts import ConceptRecognizer
+from ..tagging.tagger import ConceptTagger
 from ..vocab import Vocabulary
 from .duplicates import DuplicateIndex
 from .mapping import FieldMap, extract
@@ -140,6 +141,8 @@ class Importer:
         self.data = data
         self.vocab: Vocabulary = data.vocab
         self.recognizer = ConceptRecognizer(data.vocab)
+        # alias matching only: an import stays fast and model-free; `incidentlib tag` adds the classifier
+        self.tagger = ConceptTagger(data.vocab)
         self.duplicates = DuplicateIndex()
         for incident in data.incidents.values():
             self.duplicates.add(incident.id, [str(s.url) for s in incident.sources],
@@ -217,7 +220,8 @@ class Importer:
         if duplicate and (duplicate.reason.startswith("same source URL") or not self.options.keep_near_duplicates):
             return None, Rejected(location=raw.location, reasons=[duplicate.reason], duplicate_of=duplicate.of)
 
-        suggestions = self._suggestions([*title.values(), *summary.values(), *body.values()], concept_fields)
+        inferred = self._inferred([*title.values(), *summary.values(), *body.values()], concept_fields)
+        suggestions = [{"concept": link["concept"], "kind": link["kind"], "evidence": link["evidence"]} for link in inferred]
         status = str(values.get("status") or "draft")
         document = {
             "id": self._record_id(values),
@@ -234,7 +238,7 @@ class Importer:
             "detection": _text(values, "detection", self.options.lang) or None,
             "mitigation": _text(values, "mitigation", self.options.lang) or None,
             "sources": _sources(values, urls, org_name, title),
-            "suggestions": suggestions,
+            "inferred": inferred,
         }
         document = {k: v for k, v in document.items() if v not in (None, [], {})}
         validated = _validate(document, status, warnings, raw.location)
@@ -261,14 +265,14 @@ class Importer:
             concept_fields[field] = list(dict.fromkeys(resolved))
         return concept_fields
 
-    def _suggestions(self, texts: list[str], concept_fields: dict[str, list[str]]) -> list[dict[str, str]]:
-        """Concepts recognised in the text and not already asserted: suggestions with their evidence."""
+    def _inferred(self, texts: list[str], concept_fields: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """Concepts recognised in the text and not already asserted: inferred links with evidence, method
+        and confidence (alias matching only: an import stays fast and model-free; ``incidentlib tag`` adds
+        the classifier)."""
         asserted = {c for ids in concept_fields.values() for c in ids}
-        return [
-            {"concept": m.concept_id, "kind": m.kind, "evidence": m.matched}
-            for m in self.recognizer.recognise(" ".join(texts))
-            if m.kind in {k.value for k in SUGGESTED_KINDS} and m.concept_id not in asserted
-        ]
+        text = "\n\n".join(dict.fromkeys(t for t in texts if t))
+        return [link.model_dump(mode="json", exclude_defaults=True) | {"confidence": link.confidence}
+                for link in self.tagger.infer([text], exclude=[asserted])[0]]
 
     def _record_id(self, values: dict[str, Any]) -> str:
         """The record's own id when it fits the prefix and is free, else the next free one."""

@@ -50,6 +50,17 @@ class ConceptRecognizer:
             pattern += rf"|(?<![A-Z0-9_]){escaped}(?![A-Za-z0-9_])"
         return re.compile(pattern)
 
+    def spans(self, text: str) -> list[tuple[Mention, int, int]]:
+        """Each recognised concept once, with the character span of its first match."""
+        found: dict[str, tuple[Mention, int, int]] = {}
+        for pattern, concept_id, kind, _name in self._patterns:
+            if concept_id in found:
+                continue
+            match = pattern.search(text)
+            if match:
+                found[concept_id] = (Mention(concept_id=concept_id, kind=kind, matched=match.group(0)), match.start(), match.end())
+        return list(found.values())
+
     def recognise(self, text: str) -> list[Mention]:
         found: dict[str, Mention] = {}
         for pattern, concept_id, kind, name in self._patterns:

@@ -1,44 +1,28 @@
 """Search and "find incidents like this", with explanations.
 
-``similar`` combines text similarity with graph evidence:
-
-    score = (1 − β) · text + β · graph          (β = 0.35)
-
-where ``text`` is the hybrid (or, for an incident, dense) score min-max
-normalised over the candidates, and ``graph`` is the sum of the weights
-``ln(1 + N / df(c))`` of the concepts the candidate shares with the query,
-normalised the same way.  For an incident the shared concepts are its
-components and causes (as in ``related``); for free text they are the
-components, causes and symptoms recognised in the text through the
-vocabulary's labels and aliases in both languages.
+``similar`` (by incident or by text) is one pipeline, :class:`~.similarity.SimilarityIndex`:
+lexical, passage-level dense and graph evidence, each standardised over the candidates
+and averaged; ``why`` gives the passage that matched, the terms that weighed most, the
+shared concepts (inferred ones marked) and the evidence before fusion.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cached_property
 
 from ..graph.knowledge import KnowledgeGraph
 from ..models import Incident
 from ..requests import check_query
+from ..tagging.tagger import ConceptTagger
 from ..views import MatchedChunk, SearchResult, Why
 from .concepts import ConceptRecognizer, Mention
 from .engine import Hit, SearchEngine, SearchMode
-from .fusion import min_max
+from .similarity import Evidence, SimilarityIndex
 
-#: β, the graph share of a "similar" score: chosen by ``incidentlib eval`` (the similar row; higher hurt R@5).
-GRAPH_WEIGHT = 0.35
 #: Snippet length: two lines of a terminal or a result card.
 SNIPPET_CHARS = 240
-#: Candidates per result before re-ranking, and the floor: enough for the graph evidence to lift an incident in.
-CANDIDATES_PER_RESULT = 5
-MIN_CANDIDATES = 50
-
-
-def candidate_depth(k: int) -> int:
-    """How many incidents each ranking contributes before "similar" re-ranks them: max(5·k, 50)."""
-    return max(k * CANDIDATES_PER_RESULT, MIN_CANDIDATES)
-SIMILAR_KINDS = ("component", "cause", "symptom")
 
 
 
@@ -49,6 +33,8 @@ class SearchService:
     def __init__(self, engine: SearchEngine, knowledge: KnowledgeGraph) -> None:
         self.engine = engine
         self.knowledge = knowledge
+        self._tagger: ConceptTagger | None = None
+        self.tagger_factory: Callable[[], ConceptTagger] | None = None
 
     @cached_property
     def recognizer(self) -> ConceptRecognizer:
@@ -63,54 +49,62 @@ class SearchService:
         return [self._result(hit, query, mentions, lang) for hit in hits]
 
     # ---- similar ---------------------------------------------------------------
+    @cached_property
+    def similarity(self) -> SimilarityIndex:
+        return SimilarityIndex(self.engine)
+
+    @property
+    def tagger(self) -> ConceptTagger:
+        """Recognises concepts in pasted text; the library may install one with a trained classifier."""
+        if self._tagger is None:
+            factory = self.tagger_factory
+            self._tagger = factory() if factory is not None else ConceptTagger(self.engine.data.vocab)
+        return self._tagger
+
+    @tagger.setter
+    def tagger(self, value: ConceptTagger) -> None:
+        self._tagger = value
+
+    def text_concepts(self, text: str) -> tuple[dict[str, float], set[str]]:
+        """Concepts inferred in ``text`` with their confidence (all of them count as inferred)."""
+        links = self.tagger.infer([text])[0]
+        return {link.concept: link.confidence for link in links}, {link.concept for link in links}
+
     def similar_to_text(self, text: str, k: int = 10, allowed: set[str] | None = None, lang: str = "en") -> list[SearchResult]:
         text = check_query(text)
-        mentions = [m for m in self.recognizer.recognise(text) if m.kind in SIMILAR_KINDS]
-        depth = candidate_depth(k)
-        lexical = self.engine.rank_lexical(text, allowed, depth)
-        dense = self.engine.rank_dense(text, allowed, depth)
-        hits = self.engine.fuse_rankings(lexical, dense, depth)
-        concept_ids = {m.concept_id for m in mentions}
-        # incidents that carry a recognised concept are candidates even if the text missed them
-        for incident_id in self._incidents_with(concept_ids, allowed):
-            if all(h.incident_id != incident_id for h in hits):
-                hits.append(Hit(incident_id, 0.0, self._title_chunk(incident_id, lang)))
-        graph = {h.incident_id: self._concept_weight_sum(concept_ids, self._concepts(h.incident_id)) for h in hits}
-        by_id = {h.incident_id: h for h in hits}
-        return self._rank_similar(by_id, {h.incident_id: h.score for h in hits}, graph, text, mentions, lang, k)
+        concepts, inferred = self.text_concepts(text)
+        query = self.similarity.text_query(text, concepts, inferred)
+        return [self._similar_result(e, lang) for e in self.similarity.rank(query, k, allowed)]
 
     def similar_to_incident(self, incident_id: str, k: int = 10, allowed: set[str] | None = None, lang: str = "en") -> list[SearchResult]:
-        source = self.engine.data.incidents[incident_id]
-        vector = self.engine.incident_vector(incident_id)
-        candidates = None if allowed is None else allowed - {incident_id}
-        dense = [r for r in self.engine.rank_dense_vector(vector, candidates, depth=candidate_depth(k) + 1) if r[0] != incident_id]
-        related = {item.id: item.score for item in self.knowledge.related(incident_id, lang=lang, limit=None)
-                   if candidates is None or item.id in candidates}
-        text_scores = {i: s for i, s, _ in dense}
-        chunk_of = {i: c for i, _, c in dense}
-        for other in related:
-            chunk_of.setdefault(other, self._title_chunk(other, lang))
-        own = set(self._concepts(incident_id))
-        # the source's own components and causes play the part of concepts "recognised" in a query
-        mentions = [Mention(c, kind, c) for c in sorted(own) if (kind := self._kind(c)) in ("component", "cause")]
-        dense_rank = {i: r for r, (i, _, _) in enumerate(dense, 1)}
-        hits = {other: Hit(other, 0.0, chunk, dense_rank=dense_rank.get(other)) for other, chunk in chunk_of.items()}
-        return self._rank_similar(hits, text_scores, related, source.title.get(lang), mentions, lang, k)
+        query = self.similarity.incident_query(self.engine.data.incidents[incident_id])
+        return [self._similar_result(e, lang) for e in self.similarity.rank(query, k, allowed)]
+
+    def _similar_result(self, evidence: Evidence, lang: str) -> SearchResult:
+        incident = self.engine.data.incidents[evidence.incident_id]
+        chunk = self.engine.chunks[evidence.chunk]
+        shared = []
+        for concept_id, inferred in sorted(evidence.shared.items(), key=lambda kv: (kv[1], kv[0])):
+            ref = self.knowledge.concept_ref(concept_id, lang)
+            shared.append(ref.model_copy(update={"inferred": inferred}))
+        shown = self.engine.chunks[self._title_chunk(incident.id, lang)].text if chunk.kind == "concepts" else chunk.text
+        raw = {"dense": round(evidence.dense, 4)}
+        if evidence.lexical is not None:
+            raw["lexical"] = round(evidence.lexical, 4)
+        if evidence.graph is not None:
+            raw["graph"] = round(evidence.graph, 4)
+        return SearchResult(
+            id=incident.id, score=round(evidence.score, 6), title=incident.title.get(lang), org=incident.org, date=incident.date,
+            snippet=snippet(shown, evidence.terms),
+            why=Why(
+                chunk=MatchedChunk(id=chunk.id, kind=chunk.kind, lang=chunk.lang, text=chunk.text),
+                matched_terms=evidence.terms, shared_concepts=shared,
+                lexical_rank=evidence.ranks.get("lexical"), dense_rank=evidence.ranks.get("dense"),
+                graph_score=None if evidence.graph is None else round(evidence.graph, 4), evidence=raw,
+            ),
+        )
 
     # ---- helpers ---------------------------------------------------------------
-    @staticmethod
-    def _combine(text: dict[str, float], graph: dict[str, float]) -> dict[str, float]:
-        """``(1 − β)·minmax(text) + β·minmax(graph)``, β = :data:`GRAPH_WEIGHT`; missing = 0."""
-        t, g = min_max(text, zero_stays_zero=True), min_max(graph, zero_stays_zero=True)
-        return {key: round((1 - GRAPH_WEIGHT) * t.get(key, 0.0) + GRAPH_WEIGHT * g.get(key, 0.0), 6) for key in {*t, *g}}
-
-    def _rank_similar(self, hits: dict[str, Hit], text: dict[str, float], graph: dict[str, float], query: str,
-                      mentions: list[Mention], lang: str, k: int) -> list[SearchResult]:
-        """The one "similar" pipeline tail: combine text and graph scores, keep the best k, explain each."""
-        combined = self._combine(text, graph)
-        ranked = sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-        return [self._result(hits[i], query, mentions, lang, score=score, graph_score=graph.get(i)) for i, score in ranked]
-
     def _concepts(self, incident_id: str) -> list[str]:
         incident: Incident = self.engine.data.incidents[incident_id]
         return [*incident.components, *incident.causes, *incident.symptoms]
@@ -118,20 +112,6 @@ class SearchService:
     def _kind(self, concept_id: str) -> str:
         concept = self.engine.data.vocab.get(concept_id)
         return concept.kind.value if concept else ""
-
-    def _incidents_with(self, concept_ids: set[str], allowed: set[str] | None) -> list[str]:
-        if not concept_ids:
-            return []
-        return [
-            i for i in self.engine.data.incidents
-            if (allowed is None or i in allowed) and concept_ids & set(self._concepts(i))
-        ]
-
-    def _concept_weight_sum(self, query_concepts: set[str], incident_concepts: list[str]) -> float:
-        total = 0.0
-        for concept_id in query_concepts & set(incident_concepts):
-            total += self.knowledge.concept_weight(f"{self._kind(concept_id)}:{concept_id}")
-        return total
 
     @cached_property
     def _title_chunks(self) -> dict[tuple[str, str], int]:

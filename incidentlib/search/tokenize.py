@@ -38,6 +38,40 @@ _WORD = re.compile(r"[\uac00-\ud7a3]+|[A-Za-z0-9_]+(?:[.\-/][A-Za-z0-9_]+)*")
 _CODE_NUMBER = re.compile(r"\b([A-Za-z]{2,})\s+(\d{1,4})(?![0-9A-Za-z_])")  # Xid 79, SXid 12, HTTP 503
 _LINK_WIDTH = re.compile(r"\b(x\d{1,2})\s*([<>]=?)\s*(x\d{1,2})\b", re.IGNORECASE)  # x4 < x16
 
+# Volatile tokens of pasted logs: a line from another machine differs in every one of them, so
+# each becomes a typed placeholder (on the index and the query side alike) and the *shape* of
+# the message is what matches.  The stored text keeps the literal for display.
+_VOLATILE: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        ("uuid", r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"),
+        ("time", r"\b\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"),
+        ("uptime", r"\[\s*\d+\.\d{3,}\]"),  # dmesg seconds since boot
+        ("pci", r"\b(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b|\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\b"),
+        ("ip", r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{2,5})?\b"),
+        ("host", r"\bip-\d+-\d+-\d+-\d+(?:\.[a-z0-9-]+)*|\b[a-z0-9-]*(?:node|host|worker|compute|server)[a-z0-9-]*-\d+(?:\.[a-z0-9-]+)*"),
+        ("hex", r"\b0x[0-9a-f]{5,}\b"),
+        ("pid", r"\b(?:pid|tid)\s*[=: ]\s*\d+"),
+        ("rank", r"\brank\s*[=: ]?\s*\d+"),
+        ("seq", r"\bseq(?:num)?\s*[=: ]\s*\d+"),
+        # measured counts and durations (600351 ms) vary from run to run; configured limits are
+        # round numbers people write (Timeout(ms)=600000), so those stay literal
+        ("num", r"\b\d{5,}\b(?<!000)"),
+    )
+)
+# Error families: one feature token for a family however its instance is written.
+_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        ("nccl_watchdog", r"watchdog caught collective operation timeout|nccl watchdog|processgroupnccl.*watchdog"),
+        ("ib_completion_error", r"\bibv_wc_\w+|transport retry counter exceeded|work completion.*status|completion error"),
+        ("http_5xx", r"\b(?:http(?:/[\d.]+)?|status(?: code)?)[\s:=]+5\d\d\b|\b5\d\d (?:internal server error|bad gateway|service unavailable|gateway timeout)"),
+        ("http_4xx", r"\b(?:http(?:/[\d.]+)?|status(?: code)?)[\s:=]+4\d\d\b|\b4\d\d (?:forbidden|not found|unauthorized|too many requests)"),
+        ("k8s_backoff", r"\b(?:crashloopbackoff|imagepullbackoff|errimagepull|back-off restarting)"),
+        ("oom_kill", r"\boomkilled\b|out of memory: kill(?:ed)? process|oom-kill"),
+    )
+)
+
 _STOPWORDS = frozenset(
     ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have", "in", "into", "is", "it", "its", "of", "on", "or", "that", "the", "this", "to", "was", "were", "with", "which", "when", "what", "how", "why", "did", "do", "does", "we", "our", "their", "they", "than", "then", "there", "these", "those", "after", "before", "over", "under", "about"]
 )
@@ -61,6 +95,13 @@ def tokenize(text: str) -> list[str]:
     """Tokens for indexing and querying (the same function is used for both)."""
     text = unicodedata.normalize("NFKC", text)
     tokens: list[str] = []
+    for name, pattern in _FAMILIES:
+        if pattern.search(text):
+            tokens.append(f"<{name}>")
+    for name, pattern in _VOLATILE:
+        if pattern.search(text):
+            tokens.extend(f"<{name}>" for _ in pattern.finditer(text))
+            text = pattern.sub(" ", text)
     for match in _WORD.finditer(text):
         raw = match.group(0)
         if _HANGUL.fullmatch(raw):

@@ -1,0 +1,59 @@
+"""Boilerplate of a collection: sentences that many of its records share word for word.
+
+A postmortem archive repeats its template in every record ("Summary of impact", "We
+sincerely apologize for the impact…", "Next steps").  Those sentences say nothing about
+*this* incident, yet weigh as much as the part that differs.  A sentence is boilerplate
+when its normalised form (lowercase, digits as 0, punctuation and spacing collapsed)
+occurs in at least ``MIN_RECORDS`` records *and* in at least ``MIN_SHARE`` of them.
+Boilerplate is removed from what similarity compares, on both the query and the candidate
+side; stored text and what is displayed are unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+# Two records can share a sentence by quoting the same source; a third copy is a template.
+MIN_RECORDS = 3
+# In a large archive three records may quote one status message; a template is in ≥ 1 % of them.
+MIN_SHARE = 0.01
+_SENTENCE = re.compile(r"(?<=[.!?。])\s+|\n+")
+_NOISE = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def sentence_key(sentence: str) -> str:
+    return _NOISE.sub(" ", re.sub(r"\d", "0", sentence.lower())).strip()
+
+
+def split(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+
+
+class Boilerplate:
+    def __init__(self, texts: Sequence[str]) -> None:
+        counts: Counter[str] = Counter()
+        for text in texts:
+            counts.update({k for s in split(text) if (k := sentence_key(s))})
+        threshold = max(MIN_RECORDS, math.ceil(MIN_SHARE * len(texts)))
+        self.keys = frozenset(k for k, n in counts.items() if n >= threshold)
+
+    def is_boilerplate(self, sentence: str) -> bool:
+        return sentence_key(sentence) in self.keys
+
+    def is_all_boilerplate(self, text: str) -> bool:
+        sentences = split(text)
+        return bool(sentences) and all(self.is_boilerplate(s) for s in sentences)
+
+    def strip(self, text: str) -> str:
+        """``text`` without its boilerplate sentences (paragraph breaks kept)."""
+        if not self.keys:
+            return text
+        paragraphs = []
+        for paragraph in re.split(r"\n\s*\n", text):
+            kept = [s for s in split(paragraph) if not self.is_boilerplate(s)]
+            if kept:
+                paragraphs.append(" ".join(kept))
+        return "\n\n".join(paragraphs)

@@ -1,0 +1,297 @@
+""""Find incidents like this": one ranking pipeline for an incident and for pasted text.
+
+Three kinds of evidence are measured for every candidate incident ``c`` against a query
+``q`` (an incident of the library, or free text), after the collection's boilerplate
+(:mod:`.boilerplate`) has been removed from both sides:
+
+- **lexical** — the query's own text as a weighted query: ``L(q, c) = Σ_t w_q(t) · bm25(c, t)``
+  where ``w_q(t) = (1 + ln tf_q(t)) · idf(t)`` (L2-normalised), and ``bm25(c, t)`` is the
+  BM25 weight of term ``t`` in the whole text of ``c`` (k1 = 1.2, b = 0.75).  Every term of
+  the query counts, by how specific it is, not only its title's words.
+- **dense** — passage to passage: ``D(q, c) = mean_i max_j cos(q_i, c_j)`` over the query's
+  passages ``q_i`` and the candidate's passages ``c_j``: each part of the query is matched
+  by the best part of the candidate, instead of comparing two averaged vectors.
+- **graph** — shared concepts: ``G(q, c) = cos(g_q, g_c)`` where ``g_x[k] = conf_x(k) · ln(1 + N / df(k))``
+  over components, causes and symptoms; ``conf`` is 1 for a curated link and the
+  confidence of an inferred one; for text, the concepts are inferred from the text.
+
+Fusion: each evidence is standardised over the candidates,
+``z_e(c) = (e(q, c) − mean_c e) / std_c e``, and ``score(c)`` is the mean of ``z_e(c)`` over
+the evidence the query has (no concepts → no graph term).  Standardising puts scores of
+different scales on one footing without a weight tuned to one collection.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from scipy import sparse  # type: ignore[import-untyped]
+
+from ..models import Incident
+from ..tagging.tagger import incident_text
+from .boilerplate import Boilerplate
+from .chunks import _PARAGRAPH, _split_long
+from .engine import SearchEngine
+from .tokenize import tokenize
+
+BM25_K1 = 1.2  # the textbook BM25 values, as in the chunk index
+BM25_B = 0.75
+DENSE_KINDS = ("title", "body", "detail", "signal")  # "concepts" chunks are graph evidence, not text
+EXPLAIN_TERMS = 8  # shared terms shown in ``why``, by weight
+STD_FLOOR = 1e-9  # a constant evidence column carries no ranking information
+
+
+@dataclass
+class Evidence:
+    """One candidate's evidence against a query."""
+
+    incident_id: str
+    score: float
+    lexical: float | None
+    dense: float
+    graph: float | None
+    chunk: int  # index into SearchEngine.chunks: the candidate's passage that matched best
+    terms: list[str] = field(default_factory=list)
+    shared: dict[str, bool] = field(default_factory=dict)  # concept id -> inferred on either side
+    ranks: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a query brings: its lexical vector, passage vectors and concept weights."""
+
+    terms: dict[int, float]
+    passages: np.ndarray
+    concepts: dict[str, float]
+    inferred: frozenset[str]
+    exclude: str | None = None
+
+
+class SimilarityIndex:
+    """Incident-level lexical, dense and graph evidence over one library."""
+
+    def __init__(self, engine: SearchEngine) -> None:
+        self.engine = engine
+        self.data = engine.data
+        self.ids: list[str] = list(self.data.incidents)
+        self.position = {incident_id: i for i, incident_id in enumerate(self.ids)}
+
+    # ---- collection-aware text --------------------------------------------------
+    @cached_property
+    def boilerplate(self) -> Boilerplate:
+        return Boilerplate([incident_text(i) for i in self.data.incidents.values()])
+
+    # ---- lexical ----------------------------------------------------------------
+    @cached_property
+    def _lexical(self) -> tuple[dict[str, int], np.ndarray, sparse.csr_matrix]:
+        """Vocabulary, idf and the (incidents × terms) BM25 weight matrix."""
+        docs = [tokenize(self.boilerplate.strip(incident_text(i))) for i in self.data.incidents.values()]
+        vocabulary: dict[str, int] = {}
+        rows, cols, tfs = [], [], []
+        for row, tokens in enumerate(docs):
+            counts: dict[int, int] = {}
+            for token in tokens:
+                col = vocabulary.setdefault(token, len(vocabulary))
+                counts[col] = counts.get(col, 0) + 1
+            for col, count in counts.items():
+                rows.append(row)
+                cols.append(col)
+                tfs.append(count)
+        n = max(len(docs), 1)
+        df = np.bincount(np.asarray(cols, dtype=np.int64), minlength=len(vocabulary)).astype(np.float64)
+        idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+        lengths = np.array([len(d) for d in docs], dtype=np.float64)
+        average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
+        tf = np.asarray(tfs, dtype=np.float64)
+        row_index = np.asarray(rows, dtype=np.int64)
+        saturation = BM25_K1 * (1 - BM25_B + BM25_B * lengths[row_index] / average)
+        weights = idf[np.asarray(cols, dtype=np.int64)] * tf * (BM25_K1 + 1) / (tf + saturation)
+        matrix = sparse.csr_matrix((weights, (rows, cols)), shape=(len(docs), len(vocabulary)))
+        return vocabulary, idf, matrix
+
+    def lexical_query(self, text: str) -> dict[int, float]:
+        vocabulary, idf, _ = self._lexical
+        counts: dict[int, int] = {}
+        for token in tokenize(self.boilerplate.strip(text)):
+            if token in vocabulary:
+                counts[vocabulary[token]] = counts.get(vocabulary[token], 0) + 1
+        weights = {t: (1 + math.log(c)) * float(idf[t]) for t, c in counts.items()}
+        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
+        return {t: w / norm for t, w in weights.items()}
+
+    def _lexical_scores(self, terms: dict[int, float]) -> np.ndarray:
+        _, _, matrix = self._lexical
+        if not terms:
+            return np.zeros(len(self.ids))
+        vector = np.zeros(matrix.shape[1])
+        for t, w in terms.items():
+            vector[t] = w
+        return np.asarray(matrix @ vector).ravel()
+
+    def _terms_explained(self, terms: dict[int, float], candidate: int) -> list[str]:
+        vocabulary, _, matrix = self._lexical
+        row = matrix.getrow(candidate)
+        contributions = sorted(((terms[t] * w, t) for t, w in zip(row.indices, row.data, strict=True) if t in terms), reverse=True)
+        names = {i: t for t, i in vocabulary.items()} if contributions else {}
+        shown = [names[t] for _, t in contributions if not _is_fragment(names[t])]
+        return shown[:EXPLAIN_TERMS]
+
+    # ---- dense ------------------------------------------------------------------
+    @cached_property
+    def _passages(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Kept passage vectors, their chunk positions, and the first column of each incident."""
+        chunks = self.engine.chunks
+        _, chunk_to_row = self.engine._row_maps
+        keep: list[int] = []
+        by_incident: dict[str, list[int]] = {}
+        for position, chunk in enumerate(chunks):
+            if chunk.kind in DENSE_KINDS:
+                by_incident.setdefault(chunk.incident_id, []).append(position)
+        starts = []
+        for incident_id in self.ids:
+            positions = by_incident.get(incident_id, [])
+            kept = [p for p in positions if not self.boilerplate.is_all_boilerplate(chunks[p].text)]
+            if not kept:  # an incident made only of template text still has its title
+                kept = positions[:1]
+            starts.append(len(keep))
+            keep.extend(kept)
+        order = np.asarray(keep, dtype=np.int64)
+        vectors = self.engine.dense.vectors[chunk_to_row[order]] if len(order) else np.zeros((0, 1), dtype=np.float32)
+        return np.ascontiguousarray(vectors, dtype=np.float32), order, np.asarray(starts, dtype=np.int64)
+
+    def incident_passages(self, incident_id: str) -> np.ndarray:
+        vectors, _, starts = self._passages
+        i = self.position[incident_id]
+        end = starts[i + 1] if i + 1 < len(starts) else len(vectors)
+        return vectors[starts[i] : end]
+
+    def text_passages(self, text: str) -> np.ndarray:
+        pieces: list[str] = []
+        for paragraph in _PARAGRAPH.split(text):
+            stripped = self.boilerplate.strip(" ".join(paragraph.split()))
+            pieces.extend(p for p in _split_long(stripped) if p.strip())
+        if not pieces:
+            pieces = [" ".join(text.split())]
+        return self.engine.embedder.encode_documents(pieces)
+
+    def _dense_scores(self, passages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per incident: mean over query passages of the best candidate passage; and that passage's chunk."""
+        vectors, order, starts = self._passages
+        similarity = passages @ vectors.T  # (query passages × kept passages)
+        best_per_query = np.maximum.reduceat(similarity, starts, axis=1)  # (query passages × incidents)
+        scores = best_per_query.mean(axis=0)
+        coverage = similarity.max(axis=0)  # how well each candidate passage answers some query passage
+        best_chunk = np.empty(len(starts), dtype=np.int64)
+        bounds = [*starts[1:], len(order)]
+        for i, (start, end) in enumerate(zip(starts, bounds, strict=True)):
+            best_chunk[i] = order[start + int(np.argmax(coverage[start:end]))]
+        return scores, best_chunk
+
+    # ---- graph ------------------------------------------------------------------
+    @cached_property
+    def _concepts(self) -> tuple[dict[str, int], np.ndarray, sparse.csr_matrix, list[dict[str, float]], list[set[str]]]:
+        weighted = [i.weighted_concepts() for i in self.data.incidents.values()]
+        inferred = [{link.concept for link in i.proposed()} for i in self.data.incidents.values()]
+        index: dict[str, int] = {}
+        for concepts in weighted:
+            for c in concepts:
+                index.setdefault(c, len(index))
+        n = max(len(weighted), 1)
+        df = np.zeros(len(index))
+        for concepts in weighted:
+            for c in concepts:
+                df[index[c]] += 1
+        idf = np.log(1 + n / np.maximum(df, 1))
+        rows, cols, values = [], [], []
+        for row, concepts in enumerate(weighted):
+            for c, w in concepts.items():
+                rows.append(row)
+                cols.append(index[c])
+                values.append(w * idf[index[c]])
+        matrix = sparse.csr_matrix((values, (rows, cols)), shape=(len(weighted), len(index)))
+        norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+        norms[norms == 0] = 1.0
+        return index, idf, sparse.csr_matrix(sparse.diags(1 / norms) @ matrix), weighted, inferred
+
+    def _graph_scores(self, concepts: dict[str, float]) -> np.ndarray:
+        index, idf, matrix, _, _ = self._concepts
+        vector = np.zeros(matrix.shape[1])
+        for c, w in concepts.items():
+            if c in index:
+                vector[index[c]] = w * idf[index[c]]
+        norm = float(np.linalg.norm(vector))
+        if norm == 0:
+            return np.zeros(len(self.ids))
+        return np.asarray(matrix @ (vector / norm)).ravel()
+
+    # ---- queries ----------------------------------------------------------------
+    def incident_query(self, incident: Incident) -> Query:
+        return Query(
+            terms=self.lexical_query(incident_text(incident)),
+            passages=self.incident_passages(incident.id),
+            concepts=incident.weighted_concepts(),
+            inferred=frozenset(link.concept for link in incident.proposed()),
+            exclude=incident.id,
+        )
+
+    def text_query(self, text: str, concepts: dict[str, float], inferred: set[str]) -> Query:
+        return Query(terms=self.lexical_query(text), passages=self.text_passages(text), concepts=concepts, inferred=frozenset(inferred))
+
+    def rank(self, query: Query, k: int, allowed: set[str] | None = None) -> list[Evidence]:
+        """The ``k`` best candidates by fused, standardised evidence (see the module docstring)."""
+        mask = np.ones(len(self.ids), dtype=bool)
+        if allowed is not None:
+            mask &= np.array([i in allowed for i in self.ids], dtype=bool)
+        if query.exclude is not None and query.exclude in self.position:
+            mask[self.position[query.exclude]] = False
+        candidates = np.flatnonzero(mask)
+        if not len(candidates):
+            return []
+        dense, best_chunk = self._dense_scores(query.passages)
+        columns: dict[str, np.ndarray] = {"dense": dense}
+        if query.terms:
+            columns["lexical"] = self._lexical_scores(query.terms)
+        if query.concepts:
+            columns["graph"] = self._graph_scores(query.concepts)
+        fused = np.zeros(len(self.ids))
+        used = 0
+        ranks: dict[str, np.ndarray] = {}
+        for name, values in columns.items():
+            sub = values[candidates]
+            std = float(sub.std())
+            order = candidates[np.argsort(-sub, kind="stable")]
+            rank = np.zeros(len(self.ids), dtype=np.int64)
+            rank[order] = np.arange(1, len(order) + 1)
+            ranks[name] = rank
+            if std < STD_FLOOR:
+                continue
+            fused += (values - float(sub.mean())) / std
+            used += 1
+        fused = fused / max(used, 1)
+        order = candidates[np.lexsort((np.array(self.ids, dtype=object)[candidates].astype(str), -fused[candidates]))][:k]
+        _, _, _, weighted, inferred = self._concepts
+        results = []
+        for i in order:
+            shared = {c: (c in query.inferred or c in inferred[i]) for c in query.concepts if c in weighted[i]}
+            results.append(Evidence(
+                incident_id=self.ids[i], score=float(fused[i]),
+                lexical=float(columns["lexical"][i]) if "lexical" in columns else None,
+                dense=float(dense[i]), graph=float(columns["graph"][i]) if "graph" in columns else None,
+                chunk=int(best_chunk[i]), terms=self._terms_explained(query.terms, int(i)), shared=shared,
+                ranks={name: int(r[i]) for name, r in ranks.items()},
+            ))
+        return results
+
+
+def _is_fragment(token: str) -> bool:
+    if len(token) < 2 or set(token) == {"0"}:
+        return True
+    return len(token) == 2 and all("\uac00" <= ch <= "\ud7a3" for ch in token)
+
+
+def batch_rank(index: SimilarityIndex, queries: Sequence[Query], k: int) -> list[list[Evidence]]:
+    return [index.rank(q, k) for q in queries]

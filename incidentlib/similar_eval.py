@@ -1,0 +1,242 @@
+"""Label agreement of "find incidents like this", next to baselines, on any labelled library.
+
+Every record that has a label and shares it with at least one other record is a query.
+Candidates are the other labelled records.  A neighbour *agrees* when it shares at least
+one label with the query.
+
+- ``P@k`` — the share of the top ``k`` neighbours that agree, averaged over queries;
+- ``MAP`` — mean average precision over the top ``depth`` neighbours:
+  ``AP = (1 / min(R, depth)) · Σ_{r ≤ depth, agrees(r)} P@r`` with ``R`` the number of
+  candidates that agree.
+
+Methods, all in one run over the same queries and candidates:
+
+- ``random`` — candidates in a seeded random order (mean of ``RANDOM_REPEATS`` orders);
+- ``bm25`` — BM25 (the library's tokenizer) over each record's whole text, the query
+  record's whole text as the query;
+- ``dense`` — one embedding of each record's whole text, cosine;
+- ``similar (incident)`` — :meth:`Library.similar` by incident id;
+- ``similar (text)`` — :meth:`Library.similar` on the query record's text as a user would
+  paste it (its first ``MAX_QUERY_CHARS`` characters), the record itself excluded.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+from pydantic import BaseModel
+
+from .errors import LabelError
+from .requests import MAX_QUERY_CHARS
+from .search.tokenize import tokenize
+from .tagging.tagger import incident_text
+
+LABEL_FIELDS = ("causes", "components", "symptoms", "tags", "org")
+RANDOM_REPEATS = 20  # enough orders that the random baseline's mean is stable to ~0.01
+RANDOM_SEED = 9
+MAX_DEPTH = 100  # the deepest ranking Library.similar returns
+
+
+class MethodScore(BaseModel):
+    method: str
+    p_at_k: float
+    map: float
+
+
+class SimilarEvalReport(BaseModel):
+    collection: str
+    labels: str
+    queries: int
+    candidates: int
+    k: int
+    methods: list[MethodScore]
+
+    def score(self, method: str) -> MethodScore:
+        return next(m for m in self.methods if m.method == method)
+
+    def to_markdown(self) -> str:
+        best = max((m for m in self.methods if m.method in ("bm25", "dense")), key=lambda m: m.p_at_k, default=None)
+        lines = [f"{self.collection}: {self.queries} queries over {self.candidates} labelled records, labels {self.labels}", "",
+                 f"| method | P@{self.k} | MAP | P@{self.k} vs best baseline |", "|---|---|---|---|"]
+        for m in self.methods:
+            gain = f"{(m.p_at_k / best.p_at_k - 1) * 100:+.1f} %" if best and best.p_at_k > 0 else "–"
+            lines.append(f"| {m.method} | {m.p_at_k:.3f} | {m.map:.3f} | {gain} |")
+        return "\n".join(lines) + "\n"
+
+
+def load_labels(spec: str, incidents: Mapping[str, object]) -> dict[str, set[str]]:
+    """Labels per incident id from a field of the records or from a file.
+
+    A file is JSONL (``{"id": …, "labels": [...]}`` or ``"label": …``) or CSV with ``id``
+    and ``label`` columns (one row per label).  Ids not in the library are an error.
+    """
+    path = Path(spec)
+    if spec in LABEL_FIELDS and not path.is_file():
+        from_field: dict[str, set[str]] = {}
+        for incident_id, incident in incidents.items():
+            value = getattr(incident, spec)
+            from_field[incident_id] = {value} if isinstance(value, str) else set(value)
+        return from_field
+    if not path.is_file():
+        raise LabelError(f"--labels {spec!r}: not a file and not one of the fields {', '.join(LABEL_FIELDS)}")
+    labels: dict[str, set[str]] = {}
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".csv":
+        for number, row in enumerate(csv.DictReader(text.splitlines()), 2):
+            if not row.get("id") or not row.get("label"):
+                raise LabelError(f"{path}:{number}: needs 'id' and 'label' columns")
+            labels.setdefault(row["id"], set()).add(row["label"])
+    else:
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LabelError(f"{path}:{number}: not JSON: {exc}") from None
+            values = row.get("labels", [row["label"]] if "label" in row else None)
+            if not isinstance(row, dict) or "id" not in row or not values:
+                raise LabelError(f"{path}:{number}: needs 'id' and 'labels' (a list) or 'label'")
+            labels.setdefault(str(row["id"]), set()).update(str(v) for v in values)
+    unknown = sorted(set(labels) - set(incidents))
+    if unknown:
+        raise LabelError(f"{path}: ids not in the library: {', '.join(unknown[:10])}{' …' if len(unknown) > 10 else ''}")
+    return labels
+
+
+def precision_at(ranked: Sequence[str], relevant: set[str], k: int) -> float:
+    return sum(1 for i in ranked[:k] if i in relevant) / k
+
+
+def average_precision(ranked: Sequence[str], relevant: set[str], depth: int) -> float:
+    hits, total = 0, 0.0
+    for rank, item in enumerate(ranked[:depth], 1):
+        if item in relevant:
+            hits += 1
+            total += hits / rank
+    return total / min(len(relevant), depth) if relevant else 0.0
+
+
+Ranker = Callable[[str, list[str]], list[str]]
+
+
+def evaluate(name: str, labels_name: str, labels: dict[str, set[str]], rankers: dict[str, Ranker], k: int,
+             repeats: dict[str, int] | None = None) -> SimilarEvalReport:
+    labelled = sorted(i for i, values in labels.items() if values)
+    queries = [q for q in labelled if any(labels[q] & labels[o] for o in labelled if o != q)]
+    depth = min(MAX_DEPTH, max(len(labelled) - 1, 1))
+    methods = []
+    for method, ranker in rankers.items():
+        p_total, ap_total, n = 0.0, 0.0, 0
+        for _ in range((repeats or {}).get(method, 1)):
+            for q in queries:
+                candidates = [o for o in labelled if o != q]
+                relevant = {o for o in candidates if labels[q] & labels[o]}
+                ranked = ranker(q, candidates)[:depth]
+                p_total += precision_at(ranked, relevant, k)
+                ap_total += average_precision(ranked, relevant, depth)
+                n += 1
+        methods.append(MethodScore(method=method, p_at_k=round(p_total / max(n, 1), 4), map=round(ap_total / max(n, 1), 4)))
+    return SimilarEvalReport(collection=name, labels=labels_name, queries=len(queries), candidates=len(labelled), k=k, methods=methods)
+
+
+def baseline_rankers(incidents: Mapping[str, object], embedder: object, seed: int = RANDOM_SEED) -> dict[str, Ranker]:
+    """random, BM25 over whole texts, and one whole-text embedding per record."""
+    ids = list(incidents)
+    texts = [incident_text(incidents[i]) for i in ids]  # type: ignore[arg-type]
+    position = {i: n for n, i in enumerate(ids)}
+    tokens = [tokenize(t) or ["∅"] for t in texts]
+    retriever = bm25s.BM25()
+    retriever.index(tokens, show_progress=False)
+    vectors = embedder.encode_documents(texts)  # type: ignore[attr-defined]
+    rng = random.Random(seed)
+
+    def by_scores(scores: np.ndarray, candidates: list[str]) -> list[str]:
+        return sorted(candidates, key=lambda c: (-float(scores[position[c]]), c))
+
+    def rank_random(query: str, candidates: list[str]) -> list[str]:
+        order = list(candidates)
+        rng.shuffle(order)
+        return order
+
+    def rank_bm25(query: str, candidates: list[str]) -> list[str]:
+        return by_scores(np.asarray(retriever.get_scores(tokens[position[query]])), candidates)
+
+    def rank_dense(query: str, candidates: list[str]) -> list[str]:
+        return by_scores(vectors @ vectors[position[query]], candidates)
+
+    return {"random": rank_random, "bm25": rank_bm25, "dense": rank_dense}
+
+
+def similar_rankers(library: object, tagger_for: Mapping[str, object] | None = None) -> dict[str, Ranker]:
+    """``similar`` by incident and by text through the library facade's pipeline.
+
+    ``tagger_for`` gives, per query record, the concept tagger to read its text with (the
+    leave-concepts-out run uses the tagger of the record's fold, which never saw it)."""
+    service = library._search_service  # type: ignore[attr-defined]
+    incidents = library.data.incidents  # type: ignore[attr-defined]
+
+    def by_incident(query: str, candidates: list[str]) -> list[str]:
+        return [r.id for r in service.similar_to_incident(query, k=MAX_DEPTH, allowed=set(candidates))]
+
+    def by_text(query: str, candidates: list[str]) -> list[str]:
+        text = incident_text(incidents[query])[:MAX_QUERY_CHARS]
+        if tagger_for is not None:
+            service.tagger = tagger_for[query]
+        return [r.id for r in service.similar_to_text(text, k=MAX_DEPTH, allowed=set(candidates))]
+
+    return {"similar (incident)": by_incident, "similar (text)": by_text}
+
+
+# ---- leave-concepts-out ------------------------------------------------------------
+FOLDS = 5  # each record is tagged by a classifier that never saw it (5-fold cross-fitting)
+BLIND_PREFIX = "LC"
+
+
+def leave_concepts_out(source: Any, target: Path, folds: int = FOLDS) -> tuple[Path, dict[str, Any]]:
+    """Copy ``source``'s records into ``target`` as drafts with every concept and curated link
+    stripped, then infer their concepts with a classifier trained on the *other* folds' curated
+    records.  Returns the labels file (the held-out causes) and the tagger of each record's fold."""
+    import shutil
+
+    import yaml
+
+    from .models import Incident
+    from .tagging.classifier import ConceptClassifier
+    from .tagging.tagger import ConceptTagger
+    from .tagging.training import examples_for
+
+    incidents: dict[str, Incident] = source.data.incidents
+    shutil.copytree(source.root / "vocab", target / "vocab")
+    (target / "incidents").mkdir(parents=True)
+    ids = sorted(incidents)
+    fold_of = {incident_id: n % folds for n, incident_id in enumerate(ids)}
+    embedder = source._search_engine.embedder
+    taggers: dict[int, ConceptTagger] = {}
+    blind: dict[str, Incident] = {}
+    for incident_id in ids:
+        incident = incidents[incident_id]
+        blind[incident_id] = incident.model_copy(update={
+            "status": "draft", "components": [], "causes": [], "symptoms": [], "tags": [], "related": [],
+            "suggestions": [], "inferred": []})
+    for fold in range(folds):
+        train = [incidents[i] for i in ids if fold_of[i] != fold]
+        classifier = ConceptClassifier(embedder).fit(examples_for(train))
+        taggers[fold] = ConceptTagger(source.vocab, classifier)
+        members = [i for i in ids if fold_of[i] == fold]
+        for incident_id, links in zip(members, taggers[fold].infer_incidents([blind[i] for i in members]), strict=True):
+            blind[incident_id] = blind[incident_id].model_copy(update={"inferred": links})
+    for incident_id, incident in blind.items():
+        document = incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"id": incident_id, "org": incident.org, "status": "draft"}
+        (target / "incidents" / f"{incident_id}.yaml").write_text(yaml.safe_dump(document, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    labels_path = target / "held-out-causes.jsonl"
+    labels_path.write_text("".join(json.dumps({"id": i, "labels": incidents[i].causes}) + "\n" for i in ids if incidents[i].causes),
+                           encoding="utf-8")
+    return labels_path, {i: taggers[fold_of[i]] for i in ids}

@@ -1,0 +1,128 @@
+"""A concept classifier learnt from curated links, in both languages.
+
+Features: the TF-IDF vector of the text under the bilingual BM25 tokenizer (sublinear tf,
+L2-normalised) joined with the text's sentence embedding (L2-normalised), so each half
+weighs the same.  One logistic regression per concept (one-vs-rest) with balanced class
+weights, so a rare cause is not drowned by the many records without it; a concept is
+proposed when its probability passes 0.5, the decision boundary of that balanced model.
+
+Training examples are curated records, one example per language they are written in,
+labelled with their components, causes and symptoms.  Concepts with fewer than
+``MIN_POSITIVE_RECORDS`` records are not learnt: the alias matcher covers them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse  # type: ignore[import-untyped]
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+
+from ..embeddings import Embedder
+from ..models import LANGS, Incident
+from ..search.tokenize import tokenize
+
+# Three records is the least from which a concept's wording can be told from one incident's story.
+MIN_POSITIVE_RECORDS = 3
+# The decision boundary of a class-balanced logistic regression.
+PROPOSE_PROBABILITY = 0.5
+# L2 regularisation of sklearn's default strength; the model is not tuned to any one collection.
+REGULARISATION_C = 1.0
+
+
+# Process-wide memo of text embeddings (texts of one library: small next to its index).
+_EMBEDDINGS: dict[tuple[str, str], np.ndarray] = {}
+
+
+@dataclass(frozen=True)
+class Example:
+    record: str
+    text: str
+    concepts: frozenset[str]
+
+
+def training_examples(incidents: Sequence[Incident], text_of: Callable[[Incident, str], str]) -> list[Example]:
+    """One example per (curated record, language): ``text_of(incident, lang)`` gives the text."""
+    examples = []
+    for incident in incidents:
+        if incident.is_draft:
+            continue
+        labels = frozenset((*incident.components, *incident.causes, *incident.symptoms))
+        if not labels:
+            continue
+        for lang in LANGS:
+            text = text_of(incident, lang)
+            if text:
+                examples.append(Example(incident.id, text, labels))
+    return examples
+
+
+class ConceptClassifier:
+    """``probabilities(texts)``: P(concept | text) for every learnt concept."""
+
+    def __init__(self, embedder: Embedder | None) -> None:
+        self.embedder = embedder
+        self.concepts: list[str] = []
+        self._vectorizer = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None, sublinear_tf=True)
+        self._models: list[LogisticRegression] = []
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings, remembered per text: cross-fitting and tagging embed the same records again."""
+        assert self.embedder is not None
+        missing = [t for t in dict.fromkeys(texts) if (self.embedder.name, t) not in _EMBEDDINGS]
+        if missing:
+            for text, vector in zip(missing, self.embedder.encode_documents(missing), strict=True):
+                _EMBEDDINGS[(self.embedder.name, text)] = vector
+        return np.stack([_EMBEDDINGS[(self.embedder.name, t)] for t in texts])
+
+    def _features(self, texts: Sequence[str], fit: bool = False) -> sparse.csr_matrix:
+        lexical = self._vectorizer.fit_transform(texts) if fit else self._vectorizer.transform(texts)
+        if self.embedder is None:
+            return sparse.csr_matrix(lexical)
+        dense = self._embed(texts)
+        return sparse.hstack([lexical, sparse.csr_matrix(dense)], format="csr")
+
+    def fit(self, examples: Sequence[Example]) -> ConceptClassifier:
+        if not examples:
+            return self
+        counts: dict[str, set[str]] = {}
+        for example in examples:
+            for concept in example.concepts:
+                counts.setdefault(concept, set()).add(example.record)
+        self.concepts = sorted(c for c, records in counts.items() if len(records) >= MIN_POSITIVE_RECORDS)
+        features = self._features([e.text for e in examples], fit=True)
+        self._models = []
+        for concept in self.concepts:
+            target = np.array([concept in e.concepts for e in examples], dtype=int)
+            model = LogisticRegression(C=REGULARISATION_C, class_weight="balanced", max_iter=1000)
+            model.fit(features, target)
+            self._models.append(model)
+        return self
+
+    def probabilities(self, texts: Sequence[str]) -> np.ndarray:
+        """(texts × concepts) matrix of probabilities; zero columns when nothing was learnt."""
+        if not self._models or not texts:
+            return np.zeros((len(texts), len(self.concepts)), dtype=np.float32)
+        features = self._features(texts)
+        return np.stack([m.predict_proba(features)[:, 1] for m in self._models], axis=1).astype(np.float32)
+
+    def evidence(self, text: str, concept: str) -> str:
+        """The sentence of ``text`` whose words weigh most for ``concept`` in the lexical half of the model."""
+        index = self.concepts.index(concept)
+        weights = self._models[index].coef_[0][: len(self._vectorizer.vocabulary_)]
+        best, best_score = "", -np.inf
+        for sentence in split_sentences(text):
+            vector = self._vectorizer.transform([sentence])
+            score = float((vector @ weights).ravel()[0]) if vector.nnz else -np.inf
+            if score > best_score:
+                best, best_score = sentence, score
+        return best
+
+
+def split_sentences(text: str) -> list[str]:
+    import re
+
+    return [s.strip() for s in re.split(r"(?<=[.!?。다])\s+|\n+", text) if s.strip()]

@@ -1,0 +1,77 @@
+"""Write inferred links and review decisions back to incident YAML files, atomically.
+
+Only the ``inferred`` block and, on accept, the curated list of that kind change; every
+other field of the file is kept as written.  The new document is validated before the
+file is replaced, so a bad write leaves the old file in place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ReviewError
+from ..models import Incident, InferredLink, InferredStatus
+from ..storage import atomic_write_text
+
+KIND_FIELD = {"component": "components", "cause": "causes", "symptom": "symptoms"}
+
+
+def _dump(document: dict[str, Any]) -> str:
+    return yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100)
+
+
+def _write(path: Path, document: dict[str, Any]) -> Incident:
+    incident = Incident.model_validate(document)
+    atomic_write_text(path, _dump(document))
+    return incident
+
+
+def merge_inferred(existing: list[InferredLink], found: list[InferredLink], curated: set[str]) -> list[InferredLink]:
+    """New proposals replace old proposals; rejected links stay rejected; curated concepts are never proposed."""
+    rejected = [link for link in existing if link.status is InferredStatus.rejected]
+    blocked = curated | {link.concept for link in rejected}
+    return [*[link for link in found if link.concept not in blocked], *rejected]
+
+
+def write_inferred(path: Path, links: list[InferredLink]) -> Incident:
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    curated = {*document.get("components", []), *document.get("causes", []), *document.get("symptoms", [])}
+    current = [InferredLink.model_validate(x) for x in document.get("inferred", [])]
+    merged = merge_inferred(current, links, curated)
+    document.pop("inferred", None)
+    if merged:
+        document["inferred"] = [link.model_dump(mode="json", exclude_defaults=True) | {"confidence": link.confidence}
+                                for link in merged]
+    return _write(path, document)
+
+
+def review_links(path: Path, accept: set[str], reject: set[str]) -> tuple[Incident, list[str], list[str]]:
+    """Accept (move to the curated list of its kind) or reject (keep, marked rejected) proposed links."""
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    links = [InferredLink.model_validate(x) for x in document.get("inferred", [])]
+    proposed = {link.concept for link in links if link.status is InferredStatus.proposed}
+    unknown = sorted((accept | reject) - proposed)
+    if unknown:
+        raise ReviewError(f"{path.name}: no proposed inferred link for {', '.join(unknown)}")
+    both = sorted(accept & reject)
+    if both:
+        raise ReviewError(f"{path.name}: cannot both accept and reject {', '.join(both)}")
+    kept: list[InferredLink] = []
+    for link in links:
+        if link.concept in accept:
+            field = KIND_FIELD[link.kind.value]
+            values = list(document.get(field, []))
+            if link.concept not in values:
+                values.append(link.concept)
+            document[field] = values
+        elif link.concept in reject:
+            kept.append(link.model_copy(update={"status": InferredStatus.rejected}))
+        else:
+            kept.append(link)
+    document.pop("inferred", None)
+    if kept:
+        document["inferred"] = [link.model_dump(mode="json", exclude_defaults=True) | {"confidence": link.confidence} for link in kept]
+    return _write(path, document), sorted(accept), sorted(reject)

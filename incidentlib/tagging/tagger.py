@@ -1,0 +1,111 @@
+"""Recognise components, causes and symptoms in text and turn them into inferred links.
+
+Two methods, combined per concept by noisy-OR, ``c = 1 − (1 − c_alias)(1 − c_classifier)``:
+
+- ``alias``: a label or alias of the concept is written in the text (both languages, the
+  rules of :class:`~incidentlib.search.concepts.ConceptRecognizer`); confidence
+  ``ALIAS_CONFIDENCE``; the evidence is the sentence around the match;
+- ``classifier``: :class:`ConceptClassifier` learnt from curated links; confidence is its
+  probability; the evidence is the sentence that weighs most for the concept.
+
+A link whose concept the record already carries as a curated link is never proposed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..models import LANGS, ConceptKind, Incident, InferenceMethod, InferredLink
+from ..search.concepts import ConceptRecognizer
+from ..vocab import Vocabulary
+from .classifier import PROPOSE_PROBABILITY, ConceptClassifier, split_sentences
+
+# A name written in the text is direct evidence, but it may be a mention in passing
+# ("unlike the DNS outage last year"), so it is not certainty.
+ALIAS_CONFIDENCE = 0.8
+# Evidence is shown to a reviewer: one sentence, cut to a readable length.
+EVIDENCE_CHARS = 200
+INFERRED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom)
+
+
+def incident_text(incident: Incident, lang: str | None = None) -> str:
+    """Title, summary, body, detection, mitigation, lessons and signals; one language or both.
+
+    A field repeated word for word (an import that filled title, summary and body from one
+    sentence) is kept once.
+    """
+    parts: list[str] = []
+    for code in LANGS if lang is None else (lang,):
+        for field in (incident.title, incident.summary, incident.body, incident.detection, incident.mitigation, *incident.lessons):
+            value = getattr(field, code, None) if field is not None else None
+            if value and value.strip() not in parts:
+                parts.append(value.strip())
+    if lang is None or parts:
+        parts.extend(s.text for s in incident.signals)
+    return "\n\n".join(parts)
+
+
+def _sentence_around(text: str, start: int, end: int) -> str:
+    left = max(text.rfind(". ", 0, start), text.rfind("\n", 0, start))
+    right_candidates = [i for i in (text.find(". ", end), text.find("\n", end)) if i >= 0]
+    right = min(right_candidates) + 1 if right_candidates else len(text)
+    sentence = " ".join(text[left + 1 : right].split())
+    if len(sentence) > EVIDENCE_CHARS:
+        offset = max(0, (start - left - 1) - EVIDENCE_CHARS // 2)
+        sentence = "…" + sentence[offset : offset + EVIDENCE_CHARS].strip() + "…"
+    return sentence
+
+
+class ConceptTagger:
+    """``infer(texts)`` → inferred links per text, best first (batch-first)."""
+
+    def __init__(self, vocab: Vocabulary, classifier: ConceptClassifier | None = None) -> None:
+        self.vocab = vocab
+        self.recognizer = ConceptRecognizer(vocab)
+        self.classifier = classifier
+
+    def _alias_links(self, text: str) -> dict[str, InferredLink]:
+        links: dict[str, InferredLink] = {}
+        for mention, start, end in self.recognizer.spans(text):
+            if mention.kind not in {k.value for k in INFERRED_KINDS}:
+                continue
+            links[mention.concept_id] = InferredLink(
+                concept=mention.concept_id, kind=ConceptKind(mention.kind), evidence=_sentence_around(text, start, end),
+                method=InferenceMethod.alias, confidence=ALIAS_CONFIDENCE,
+            )
+        return links
+
+    def infer(self, texts: Sequence[str], exclude: Sequence[set[str]] | None = None) -> list[list[InferredLink]]:
+        probabilities = self.classifier.probabilities(texts) if self.classifier is not None else None
+        results: list[list[InferredLink]] = []
+        for row, text in enumerate(texts):
+            links = self._alias_links(text)
+            if probabilities is not None and self.classifier is not None:
+                for column, concept_id in enumerate(self.classifier.concepts):
+                    p = float(probabilities[row, column])
+                    concept = self.vocab.get(concept_id)
+                    if concept is None or concept.kind not in INFERRED_KINDS:
+                        continue
+                    if concept_id in links:
+                        alias = links[concept_id]
+                        links[concept_id] = alias.model_copy(update={"confidence": round(1 - (1 - alias.confidence) * (1 - p), 4)})
+                    elif p >= PROPOSE_PROBABILITY:
+                        evidence = self.classifier.evidence(text, concept_id)[:EVIDENCE_CHARS]
+                        links[concept_id] = InferredLink(concept=concept_id, kind=concept.kind, evidence=evidence or text[:EVIDENCE_CHARS],
+                                                         method=InferenceMethod.classifier, confidence=round(p, 4))
+            skip = exclude[row] if exclude is not None else set()
+            ranked = sorted((link for c, link in links.items() if c not in skip), key=lambda link: (-link.confidence, link.concept))
+            results.append(ranked)
+        return results
+
+    def infer_incidents(self, incidents: Sequence[Incident]) -> list[list[InferredLink]]:
+        """Links for records, never for a concept a record already carries as a curated link."""
+        curated = [{*i.components, *i.causes, *i.symptoms} for i in incidents]
+        return self.infer([incident_text(i) for i in incidents], exclude=curated)
+
+
+def sentences(text: str) -> list[str]:
+    return split_sentences(text)
+
+
+

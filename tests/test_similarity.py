@@ -1,0 +1,197 @@
+"""The similarity pipeline, inferred concepts and the label-agreement benchmark, on a small
+labelled collection made here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from rdflib import Graph
+
+from incidentlib import Library
+from incidentlib.importing.duplicates import DuplicateIndex, normalise_url
+from incidentlib.search.boilerplate import Boilerplate
+from incidentlib.search.engine import SearchConfig
+from incidentlib.search.tokenize import tokenize
+from incidentlib.similar_eval import average_precision, load_labels, precision_at
+
+APOLOGY = "We sincerely apologize for the impact this incident had on our customers."
+NEXT = "Next steps are tracked in our public roadmap."
+
+# Three root causes, four records each, written differently; every record carries the template.
+RECORDS = {
+    "dns": [
+        "A change to the authoritative DNS zone removed the NS records and resolvers returned SERVFAIL for every domain.",
+        "Name resolution failed worldwide after a bad zone file was pushed to the DNS servers; lookups timed out.",
+        "The DNS provider's anycast resolvers stopped answering queries, so clients could not resolve our hostnames.",
+        "An expired DNSSEC signature made validating resolvers reject our zone, and the site was unreachable by name.",
+    ],
+    "disk": [
+        "The database primary ran out of disk space when write-ahead logs filled the volume; writes failed.",
+        "A log rotation job stopped and the root filesystem filled up, so the storage nodes crashed.",
+        "Disk usage on the queue brokers reached 100% and they refused new messages until volumes were extended.",
+        "Backups accumulated on the local SSD until the filesystem was full and the service could not write.",
+    ],
+    "cert": [
+        "An intermediate TLS certificate expired and browsers refused HTTPS connections to the API.",
+        "Clients failed the TLS handshake because the certificate on the load balancer had expired overnight.",
+        "The certificate authority's root expired and older devices could no longer validate our HTTPS chain.",
+        "Automatic certificate renewal broke silently and the expired certificate took down the web front end.",
+    ],
+}
+
+
+def write_collection(folder: Path) -> tuple[Path, Path]:
+    rows, labels = [], []
+    for label, texts in RECORDS.items():
+        for text in texts:
+            record_id = f"TS-{len(rows) + 1:04d}"
+            rows.append({"id": record_id, "org": "Example Corp", "title": text.split(";")[0].split(",")[0],
+                         "body": f"{text}\n\n{APOLOGY} {NEXT}", "source_url": f"https://status.example.com/history#{record_id}"})
+            labels.append({"id": record_id, "labels": [label]})
+    collection, label_file = folder / "collection.jsonl", folder / "labels.jsonl"
+    collection.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    label_file.write_text("".join(json.dumps(r) + "\n" for r in labels), encoding="utf-8")
+    return collection, label_file
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> tuple[Library, Path]:
+    from incidentlib.importing import ImportFormat, ImportOptions, run_import
+
+    folder = tmp_path_factory.mktemp("collection")
+    source, labels = write_collection(folder)
+    report = run_import(source, folder / "lib", ImportOptions(format=ImportFormat.jsonl, id_prefix="TS"))
+    assert report.written and len(report.accepted) == 12, report.rejected  # fragment URLs are different incidents
+    library = Library.open(folder / "lib", SearchConfig(cache_dir=cache_dir))
+    library.build_index()
+    return library, labels
+
+
+def test_fragment_urls_are_different_incidents() -> None:
+    assert normalise_url("https://status.example.com/history#a1") != normalise_url("https://status.example.com/history#b2")
+    assert normalise_url("https://www.example.com/pm/") == normalise_url("http://example.com/pm#")
+    index = DuplicateIndex()
+    index.add("TS-0001", ["https://status.example.com/history#a1"], ["one"])
+    assert index.find(["https://status.example.com/history#b2"], ["two"]) is None
+    assert index.find(["https://status.example.com/history#a1"], ["three"]) is not None
+
+
+def test_boilerplate_is_found_and_stripped_but_kept_for_display(collection: tuple[Library, Path]) -> None:
+    library, _ = collection
+    similarity = library._search_service.similarity
+    assert similarity.boilerplate.is_boilerplate(APOLOGY) and similarity.boilerplate.is_boilerplate(NEXT)
+    first = library.incidents()[0]
+    stripped = similarity.boilerplate.strip(first.body.en or "")
+    assert APOLOGY not in stripped and RECORDS["dns"][0][:40] in stripped
+    assert APOLOGY in (library.get(first.id).body.en or "")  # stored text unchanged
+    # a sentence shared by only two records is not a template
+    assert not Boilerplate(["Same words here.", "Same words here.", "Other."]).keys
+
+
+def test_log_lines_from_other_machines_tokenize_alike() -> None:
+    mine = "NVRM: Xid (PCI:0000:1b:00): 79, pid=2172, GPU has fallen off the bus. host gpu-node-017 10.0.0.12 [ 1234.567890]"
+    theirs = "NVRM: Xid (PCI:0000:c3:00): 79, pid=991, GPU has fallen off the bus. host gpu-node-233 10.4.1.9 [ 98.000001]"
+    assert sorted(tokenize(mine)) == sorted(tokenize(theirs))
+    assert "<pci>" in tokenize(mine) and "79" in tokenize(mine)
+    watchdog = "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=408951, OpType=ALLREDUCE) ran for 600351 milliseconds"
+    assert "<nccl_watchdog>" in tokenize(watchdog) and "<seq>" in tokenize(watchdog)
+    assert "<http_5xx>" in tokenize("upstream returned HTTP 503") and "<http_5xx>" not in tokenize("HTTP 404")
+
+
+def test_similar_finds_the_same_cause_and_explains_it(collection: tuple[Library, Path]) -> None:
+    library, _ = collection
+    dns = library.incidents()[0]
+    response = library.similar(incident_id=dns.id, k=3)
+    assert dns.id not in [r.id for r in response.results]
+    same = {i.id for i in library.incidents()[:4]}
+    assert sum(r.id in same for r in response.results) >= 2
+    top = response.results[0]
+    assert top.why.evidence is not None and {"dense", "lexical"} <= set(top.why.evidence)
+    assert all(t not in {"apologize", "sincerely"} for t in top.why.matched_terms)  # boilerplate does not explain
+    text = library.similar(text="TLS certificate expired and HTTPS handshakes failed", k=3)
+    cert = {i.id for i in library.incidents()[8:]}
+    assert text.results[0].id in cert
+    inferred_refs = [c for r in text.results for c in r.why.shared_concepts]
+    assert all(c.inferred for c in inferred_refs)  # drafts have no curated links: every shared concept is inferred
+
+
+@pytest.mark.slow
+def test_eval_similar_reports_every_method_in_one_run(collection: tuple[Library, Path]) -> None:
+    library, labels = collection
+    report = library.evaluate_similar(str(labels), k=3)
+    methods = {m.method: m for m in report.methods}
+    assert set(methods) == {"random", "bm25", "dense", "similar (incident)", "similar (text)"}
+    assert report.queries == 12 and report.candidates == 12
+    for method in methods.values():
+        assert 0.0 <= method.p_at_k <= 1.0 and 0.0 <= method.map <= 1.0
+    assert methods["similar (incident)"].p_at_k > methods["random"].p_at_k
+    assert methods["similar (text)"].p_at_k > methods["random"].p_at_k
+    assert "| similar (text) |" in report.to_markdown()
+
+
+def test_labels_from_field_or_file_and_errors(collection: tuple[Library, Path], tmp_path: Path) -> None:
+    library, labels = collection
+    loaded = load_labels(str(labels), library.data.incidents)
+    assert len(loaded) == 12 and loaded["TS-0001"] == {"dns"}
+    assert set(load_labels("org", library.data.incidents)["TS-0001"]) == {"example-corp"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "TS-9999", "labels": ["x"]}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="not in the library"):
+        load_labels(str(bad), library.data.incidents)
+    with pytest.raises(ValueError, match="not a file"):
+        load_labels("no-such-field", library.data.incidents)
+    assert precision_at(["a", "b", "c"], {"a", "c"}, 2) == 0.5
+    assert average_precision(["a", "b", "c"], {"a", "c"}, 3) == pytest.approx((1 + 2 / 3) / 2)
+
+
+@pytest.mark.slow
+def test_inferred_links_round_trip_yaml_rdf_sparql_and_review(collection: tuple[Library, Path], tmp_path: Path) -> None:
+    import shutil
+
+    source, _ = collection
+    root = tmp_path / "lib"
+    shutil.copytree(source.root, root)
+    path = root / "incidents" / "TS-0009.yaml"
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document["components"] = ["tls-certificates"]  # a curated link the text also names
+    path.write_text(yaml.safe_dump(document, allow_unicode=True), encoding="utf-8")
+    library = Library.open(root, source.search_config)
+    results = {r.id: r for r in library.tag()}
+    assert all(v.concept.inferred for r in results.values() for v in r.inferred)
+    assert "tls-certificates" not in {v.concept.id for v in results["TS-0009"].inferred}  # never over a curated link
+    stored = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert stored["components"] == ["tls-certificates"] and stored["inferred"]
+    link = stored["inferred"][0]
+    assert {"concept", "kind", "evidence", "method", "confidence"} <= set(link)
+
+    reloaded = Library.open(root, source.search_config)
+    incident = reloaded.get("TS-0009")
+    assert incident.inferred and incident.components == ["tls-certificates"]
+    turtle = reloaded.export("ttl")
+    graph = Graph().parse(data=turtle, format="turtle")
+    rows = reloaded.sparql(
+        "SELECT ?c ?conf ?method WHERE { ?i dcterms:identifier 'TS-0009' ; il:inference ?q . "
+        "?q il:concept ?c ; il:confidence ?conf ; il:inferenceMethod ?method }")
+    assert len(rows.rows) == len(incident.inferred)
+    assert {str(r["method"]) for r in rows.rows} <= {"alias", "classifier"}
+    curated = reloaded.sparql("SELECT ?c WHERE { ?i dcterms:identifier 'TS-0009' ; il:hasComponent ?c }")
+    assert len(curated.rows) == 1  # inferred links never appear as curated il:hasComponent
+    assert len(graph) > 0
+
+    proposed = [link.concept for link in incident.proposed()]
+    accept, reject = proposed[0], proposed[1:2]
+    review = reloaded.review("TS-0009", accept=[accept], reject=reject)
+    assert review.accepted == [accept] and review.rejected == reject
+    after = Library.open(root, source.search_config).get("TS-0009")
+    kind_field = {"component": "components", "cause": "causes", "symptom": "symptoms"}[incident.inferred[0].kind.value]
+    assert accept in getattr(after, kind_field)
+    if reject:
+        assert reject[0] not in {link.concept for link in after.proposed()}
+        Library.open(root, source.search_config).tag(["TS-0009"])  # a second pass does not re-propose it
+        again = Library.open(root, source.search_config).get("TS-0009")
+        assert reject[0] not in {link.concept for link in again.proposed()}
+    with pytest.raises(ValueError, match="no proposed inferred link"):
+        reloaded.review("TS-0009", accept=["no-such-concept"])
