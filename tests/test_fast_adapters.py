@@ -63,6 +63,18 @@ def test_http_routes_on_a_small_library(client: TestClient, fake_library: Librar
     assert refused.status_code >= 400
 
 
+def test_web_pages_on_a_small_library(client: TestClient, fake_library: Library) -> None:
+    page = client.get("/ui/incidents/IL-0025", params={"lang": "ko"})
+    assert page.status_code == 200
+    assert fake_library.get("IL-0025").title.get("ko") in page.text
+    assert all(f"/ui/incidents/{item.id}" in page.text for item in fake_library.related("IL-0025", limit=3))
+    results = client.get("/ui/results", params={"q": "NCCL watchdog"})
+    assert results.status_code == 200 and "IL-" in results.text
+    topic = client.get("/ui/topics/nccl")
+    assert topic.status_code == 200 and "IL-0025" in topic.text
+    assert client.get("/ui/incidents/IL-9999").status_code == 404
+
+
 def test_maps_render_png_and_html(fake_library: Library) -> None:
     """The drawing code on a trivial layout; the t-SNE layout of the whole library is covered by the slow suite."""
     from incidentlib.analysis import maps
