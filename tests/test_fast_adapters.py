@@ -154,3 +154,18 @@ def test_python_dash_m_runs_the_cli(monkeypatch: pytest.MonkeyPatch, capsys: pyt
         runpy.run_module("incidentlib", run_name="__main__")
     assert done.value.code == 0
     assert "search" in capsys.readouterr().out
+
+
+def test_watch_rate_limiter_answers_each_problem_once_per_window() -> None:
+    """The log watcher's limiter on its own (the slow suite runs it over a real flood with the real index)."""
+    from incidentlib.analysis.watch import RateLimiter
+
+    now = [0.0]
+    limiter = RateLimiter(clock=lambda: now[0], window_s=10.0, max_answers=2)
+    assert limiter.allow("xid:79")
+    assert not limiter.allow("xid:79")  # a repeat inside the window is counted, not answered
+    assert limiter.allow("nccl-watchdog:allreduce")
+    assert not limiter.allow("ecc:dbe")  # a third distinct problem in one window overflows
+    assert limiter.suppressed == {"xid:79": 1, "overflow": 1}
+    now[0] = 10.0
+    assert limiter.allow("xid:79")  # the window has passed
