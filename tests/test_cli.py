@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -82,13 +83,17 @@ def test_related_json_contract() -> None:
     assert "InfiniBand 패브릭" in by_id["IL-0126"]["shared"] and "NCCL" in by_id["IL-0126"]["shared"]
 
 
-def test_topic_neighbors_path_export_sparql(tmp_path: Path) -> None:
+def test_topic_neighbors_path() -> None:
     topic = json.loads(run("topic", "NCCL", "--json").stdout)
     assert topic["id"] == "nccl" and topic["incidents"]
     hood = json.loads(run("neighbors", "IL-0025").stdout)
     assert any(node["id"] == "component:nccl" for node in hood["nodes"])
     route = json.loads(run("path", "IL-0025", "IL-0021", "--json").stdout)
     assert route["nodes"][0]["id"] == "incident:IL-0025"
+
+
+@pytest.mark.slow  # each command builds the whole RDF graph again
+def test_export_and_sparql(tmp_path: Path) -> None:
     out = tmp_path / "lib.ttl"
     assert run("export", "--format", "ttl", "--output", str(out)).exit_code == 0
     assert "skos:prefLabel" in out.read_text(encoding="utf-8")
@@ -113,6 +118,7 @@ def test_data_option_and_env(library_copy: Path) -> None:
     assert page["total"] == 2
 
 
+@pytest.mark.slow  # a fresh interpreter imports the whole package
 def test_installed_entry_point_as_subprocess() -> None:
     exe = shutil.which("incidentlib", path=str(Path(sys.executable).parent))
     assert exe, "the incidentlib console script is not installed next to this interpreter"

@@ -16,6 +16,7 @@ TEXTS = {
 }
 
 
+@pytest.mark.slow  # loads the real models (seconds each)
 @pytest.mark.parametrize("backend,dim", [("e5-small", 384), ("use-m3", 512)])
 def test_builtin_backends_are_normalised_and_cross_lingual(backend: str, dim: int) -> None:
     embedder = create_embedder(backend)

@@ -28,9 +28,23 @@ from ..models import Incident
 from ..search.tokenize import tokenize
 from ..views import ClusterQuality, ClusterSet, ClusterView, ConceptCount
 
+# Louvain is randomised; any fixed seed makes clusters reproducible.  42 is arbitrary, and the
+# resolution sweep in docs/clusters.md was measured with it.
 SEED = 42
 CONCEPT_FIELDS = ("components", "causes", "symptoms")
+# Symptoms count half: many unrelated root causes show the same symptom (a hang, a 5xx), so a shared
+# symptom says less about a common cause than a shared component or cause.  Chosen by hand; not tuned.
 FIELD_WEIGHT = {"components": 1.0, "causes": 1.0, "symptoms": 0.5}
+# Cluster descriptions, sized for one readable line: defining concepts listed, how many of them make
+# the label, distinctive title terms listed.  Chosen by hand; not tuned.
+DEFINING_SHOWN = 5
+LABEL_CONCEPTS = 3
+TERMS_SHOWN = 5
+# A concept defines a cluster only if at least this many members name it (fewer in a smaller cluster):
+# one incident's concept is not a pattern.
+MIN_DEFINING_COUNT = 2
+# Title terms shorter than this ("s3", "ib") are left out of cluster descriptions; chosen by hand, not tuned.
+MIN_TERM_CHARS = 3
 
 
 class ClusterMethod(str, Enum):
@@ -153,19 +167,19 @@ def describe(knowledge: KnowledgeGraph, clusters: list[RawCluster], method: Clus
         scored = []
         for concept_id, count in counts.items():
             lift = (count / size) / (df[concept_id] / total)
-            if count >= min(2, size) and lift > 1:
+            if count >= min(MIN_DEFINING_COUNT, size) and lift > 1:
                 scored.append((count * math.log(lift), count, concept_id))
         scored.sort(key=lambda item: (-item[0], -item[1], item[2]))
         defining = [
             ConceptCount(id=cid, kind=vocab.get(cid).kind.value, label=vocab.label(cid, lang), count=count)  # type: ignore[union-attr]
-            for _, count, cid in scored[:5]
+            for _, count, cid in scored[:DEFINING_SHOWN]
         ]
-        top = [c.id for c in defining[:3]]
+        top = [c.id for c in defining[:LABEL_CONCEPTS]]
         labels = {code: " · ".join(vocab.label(cid, code) for cid in top) or incidents[cluster.representative].title.get(code)
                   for code in ("en", "ko")}
         terms_count = Counter(t for m in cluster.members for t in set(tokenize(incidents[m].title.get("en"))))
         terms = [t for t, _ in sorted(terms_count.items(), key=lambda kv: (-kv[1] * math.log(1 + total / title_df[kv[0]]), kv[0]))
-                 if len(t) > 2 and not t.isdigit()][:5]
+                 if len(t) >= MIN_TERM_CHARS and not t.isdigit()][:TERMS_SHOWN]
         views.append(ClusterView(
             id=f"{prefix}-{number:02d}", method=method.value, label=labels[lang], labels=labels, size=size,
             representative=cluster.representative, defining_concepts=defining, terms=terms,

@@ -28,6 +28,23 @@ if TYPE_CHECKING:
 
 #: Incidents most like the pasted text that vote for causes: the head of the ranking, where similarity means something.
 SIMILAR_DEPTH = 10
+#: Weight of co-occurrence in ``score`` when text evidence is also present (text gets the rest): the two
+#: kinds of evidence count equally; chosen by hand, not tuned.
+COOCCURRENCE_WEIGHT = 0.5
+#: Evidence order only: an incident backing a cause through a shared symptom ranks below every incident
+#: backing it through text similarity (those rank at ``1 + similarity``).
+SYMPTOM_EVIDENCE_RANK = 0.5
+#: Confidence thresholds on the best cause (support = incidents behind it, score as above).  Hand-set
+#: rules of thumb, not tuned on an evaluation: one incident is an anecdote (``low`` under two), three
+#: agreeing incidents a pattern (``high``); the score cut-offs were chosen by hand.
+LOW_SUPPORT = 2
+LOW_SCORE = 0.2
+HIGH_SUPPORT = 3
+HIGH_SCORE = 0.4
+#: Evidence incidents listed per candidate, and similar incidents listed in a diagnosis.
+EVIDENCE_SHOWN = 5
+#: Decimal places of reported scores.
+SCORE_DECIMALS = 4
 
 
 def diagnose(library: Library, symptoms: list[str] | None = None, text: str | None = None, lang: str = "en",
@@ -70,7 +87,7 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
             for incident in with_symptom:
                 for concept_id in getattr(incident, field):
                     cooc[concept_id] += 1 / (len(with_symptom) * len(symptom_ids))
-                    backers[concept_id][incident.id] = max(backers[concept_id].get(incident.id, 0.0), 0.5)
+                    backers[concept_id][incident.id] = max(backers[concept_id].get(incident.id, 0.0), SYMPTOM_EVIDENCE_RANK)
         text_part: dict[str, float] = defaultdict(float)
         total = sum(text_weight.values())
         kind_of_field = {"components": "component", "causes": "cause", "symptoms": "symptom"}[field]
@@ -84,16 +101,16 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
                 text_part[concept_id] += confidence * weight / total
                 backers[concept_id][incident_id] = max(backers[concept_id].get(incident_id, 0.0), 1.0 + weight)
         both = bool(symptom_ids) and bool(text_weight)
-        scores = {c: (0.5 * cooc[c] + 0.5 * text_part[c]) if both else (cooc[c] or text_part[c]) for c in {*cooc, *text_part}}
+        scores = {c: (COOCCURRENCE_WEIGHT * cooc[c] + (1 - COOCCURRENCE_WEIGHT) * text_part[c]) if both else (cooc[c] or text_part[c]) for c in {*cooc, *text_part}}
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
         candidates = []
         for concept_id, score in ranked:
             evidence_ids = sorted(backers[concept_id], key=lambda i: (-backers[concept_id][i], i))
             candidates.append(Candidate(
-                id=concept_id, kind=kind, label=vocab.label(concept_id, lang), score=round(score, 4),
+                id=concept_id, kind=kind, label=vocab.label(concept_id, lang), score=round(score, SCORE_DECIMALS),
                 support=len(evidence_ids),
-                evidence=[EvidenceIncident(id=i, title=library.get(i).title.get(lang), score=round(text_weight.get(i, 0.0), 4))
-                          for i in evidence_ids[:5]],
+                evidence=[EvidenceIncident(id=i, title=library.get(i).title.get(lang), score=round(text_weight.get(i, 0.0), SCORE_DECIMALS))
+                          for i in evidence_ids[:EVIDENCE_SHOWN]],
             ))
         return candidates
 
@@ -103,7 +120,7 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
     signals = match_signals(library.data, text, lang) if text else []
     return Diagnosis(
         symptoms=[kg.concept_ref(s, lang) for s in symptom_ids], recognised=recognised, causes=causes,
-        components=components, similar=similar[:5], signals=signals, confidence=confidence, note=note,
+        components=components, similar=similar[:EVIDENCE_SHOWN], signals=signals, confidence=confidence, note=note,
         explained=library.explain_signals(text, lang) if text else [],
     )
 
@@ -113,9 +130,9 @@ def _confidence(causes: list[Candidate], symptom_ids: list[str], similar: list[E
         return "low", ("근거가 없습니다: 라이브러리에서 맞는 사례를 찾지 못했습니다." if lang == "ko"
                        else "No evidence: nothing in the library matches these symptoms or this text.")
     best = causes[0]
-    if best.support < 2 or best.score < 0.2:
+    if best.support < LOW_SUPPORT or best.score < LOW_SCORE:
         level = "low"
-    elif best.support >= 3 and best.score >= 0.4:
+    elif best.support >= HIGH_SUPPORT and best.score >= HIGH_SCORE:
         level = "high"
     else:
         level = "medium"

@@ -51,12 +51,20 @@ def font_family() -> str:
     return "NanumGothic"
 
 
+# t-SNE perplexity: sklearn's default (30), lowered for small inputs because it must stay below the
+# number of points; (n - 1) / 3 and the floor of 2 are the usual rule of thumb, not tuned here.
+MAX_PERPLEXITY = 30.0
+MIN_PERPLEXITY = 2.0
+# Fewer points than this are laid out on a line: t-SNE needs a few neighbours per point.
+MIN_TSNE_POINTS = 4
+
+
 def project(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
     from sklearn.manifold import TSNE
 
-    if len(vectors) < 4:
+    if len(vectors) < MIN_TSNE_POINTS:
         return np.column_stack([np.arange(len(vectors), dtype=float), np.zeros(len(vectors))])
-    perplexity = max(2.0, min(30.0, (len(vectors) - 1) / 3))
+    perplexity = max(MIN_PERPLEXITY, min(MAX_PERPLEXITY, (len(vectors) - 1) / 3))
     points: np.ndarray = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed, metric="cosine").fit_transform(vectors)
     return points
 

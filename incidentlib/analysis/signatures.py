@@ -13,7 +13,11 @@ from ..loader import LibraryData
 from ..search.tokenize import tokenize
 from ..views import SignalExplanation
 
+# Share of a signal's tokens that must appear in the pasted text: a majority, so a log line that has
+# lost or changed a few tokens (ids, numbers, hosts) still matches.  Chosen by hand; not tuned.
 MIN_MATCH = 0.5
+#: Signals returned by ``match_signals`` and other incidents named in one explanation.
+SIGNALS_SHOWN = 5
 
 PHRASES = {
     "en": {"seen": "Seen in {id} ({org}): {title}.", "symptoms": "It went with: {}.",
@@ -53,11 +57,11 @@ def explain(data: LibraryData, signal: KnownSignal, lang: str) -> str:
     if causes:
         parts.append(phrases["causes"].format(causes))
     if others:
-        parts.append(phrases["others"].format(len(others), ", ".join(others[:5])))
+        parts.append(phrases["others"].format(len(others), ", ".join(others[:SIGNALS_SHOWN])))
     return " ".join(parts)
 
 
-def match_signals(data: LibraryData, text: str, lang: str, limit: int = 5) -> list[SignalExplanation]:
+def match_signals(data: LibraryData, text: str, lang: str, limit: int = SIGNALS_SHOWN) -> list[SignalExplanation]:
     """Library signals whose tokens mostly appear in ``text`` (a pasted log), best first."""
     pasted = set(tokenize(text))
     found = []

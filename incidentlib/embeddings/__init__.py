@@ -13,7 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import EmbedderUnavailable
-from .base import Embedder, normalize
+from .base import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, Embedder, normalize
 
 BUILTIN_BACKENDS = ("e5-small", "use-m3")
 DEFAULT_BACKEND = "use-m3"
@@ -25,7 +25,7 @@ class EmbedderConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     backend: str = DEFAULT_BACKEND
-    batch_size: int = Field(default=32, ge=1, le=1024)
+    batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1, le=MAX_BATCH_SIZE)
     threads: int | None = Field(default=None, ge=1)
 
     @field_validator("backend")

@@ -7,6 +7,12 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+#: Texts per model call for the built-in backends (``EmbedderConfig.batch_size``): the
+#: sentence-transformers default, kept for e5-small and use-m3; chosen by hand, not tuned.
+DEFAULT_BATCH_SIZE = 32
+#: Upper bound accepted for ``batch_size``: a guard against a mistyped value, not a measured limit.
+MAX_BATCH_SIZE = 1024
+
 
 @runtime_checkable
 class Embedder(Protocol):

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from ..models import ConceptKind
 from ..vocab import Vocabulary
 
+#: Shortest name recognised: a one-character name (one Hangul syllable, one letter) would match inside
+#: almost any text, since Hangul names match as substrings.
+MIN_NAME_CHARS = 2
+#: Latin names shorter than this must match in their written case ("IB" but not "ib").
+CASE_SENSITIVE_BELOW = 3
 RECOGNISED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom, ConceptKind.organization)
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 
@@ -32,7 +37,7 @@ class ConceptRecognizer:
         self._patterns: list[tuple[re.Pattern[str], str, str, str]] = []
         for kind in RECOGNISED_KINDS:
             for concept in vocab.of_kind(kind):
-                for name in dict.fromkeys(n for n in concept.names() if n and len(n) >= 2):
+                for name in dict.fromkeys(n for n in concept.names() if n and len(n) >= MIN_NAME_CHARS):
                     self._patterns.append((self._compile(name), concept.id, kind.value, name))
         # longer names first, so "InfiniBand fabric" is credited before "fabric"-like aliases
         self._patterns.sort(key=lambda item: -len(item[3]))
@@ -42,7 +47,7 @@ class ConceptRecognizer:
         escaped = re.escape(name)
         if _HANGUL.search(name):
             return re.compile(escaped)
-        if len(name) < 3:
+        if len(name) < CASE_SENSITIVE_BELOW:
             return re.compile(rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])")
         pattern = rf"(?i:(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_]))"
         if re.fullmatch(r"[A-Z][A-Z0-9]+", name):

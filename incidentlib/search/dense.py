@@ -13,6 +13,11 @@ import faiss
 import numpy as np
 
 DEFAULT_HNSW_THRESHOLD = 50_000
+#: HNSW links per node (faiss's M).  32 is the common choice for ~500-dimensional vectors; not tuned here.
+HNSW_M = 32
+#: HNSW build breadth (faiss default 40): twice the default for a better graph at a build cost paid once;
+#: chosen by hand, not tuned (docs/benchmarks.md measures recall with it: 0.95 recall@10 at 110k chunks).
+EF_CONSTRUCTION = 80
 #: HNSW search breadth (faiss default 16): wider means higher recall and slower queries; see docs/benchmarks.md.
 EF_SEARCH = 128
 
@@ -27,8 +32,8 @@ class FaissIndex:
     @classmethod
     def create(cls, dim: int, expected_size: int, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD) -> FaissIndex:
         if expected_size >= hnsw_threshold:
-            index = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = 80
+            index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = EF_CONSTRUCTION
             index.hnsw.efSearch = EF_SEARCH
             return cls(index, "hnsw")
         return cls(faiss.IndexFlatIP(dim), "flat")

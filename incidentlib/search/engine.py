@@ -27,6 +27,17 @@ from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
 from .lexical import LexicalIndex
 from .store import BuildReport, LoadedIndex, ProgressFn, ensure_index, store_dir
 
+#: Incidents taken from each ranking before fusion: chosen by hand, not tuned (the fused list can hold
+#: up to twice this many incidents, enough for ``requests.MAX_K``).
+CANDIDATE_DEPTH = 50
+#: Dense search fetches chunks, not incidents: ``max(DENSE_FETCH_MIN, depth × DENSE_FETCH_PER_INCIDENT)``
+#: chunks first.  The bundled library has 11 chunks per incident on average (25 at most), so 30 per
+#: wanted incident usually yields ``depth`` distinct incidents in one FAISS call; when it does not, the
+#: fetch grows ``DENSE_FETCH_GROWTH`` times until it does or covers the index.  Floor and growth chosen by hand.
+DENSE_FETCH_MIN = 200
+DENSE_FETCH_PER_INCIDENT = 30
+DENSE_FETCH_GROWTH = 4
+
 
 class SearchMode(str, Enum):
     lexical = "lexical"
@@ -44,7 +55,7 @@ class SearchConfig(BaseModel):
     alpha: float = Field(default=DEFAULT_ALPHA, ge=0.0, le=1.0)
     hnsw_threshold: int = Field(default=DEFAULT_HNSW_THRESHOLD, ge=1)
     cache_dir: Path | None = None
-    candidate_depth: int = Field(default=50, ge=1, description="Incidents taken from each ranking before fusion.")
+    candidate_depth: int = Field(default=CANDIDATE_DEPTH, ge=1, description="Incidents taken from each ranking before fusion.")
 
 
 @dataclass(frozen=True)
@@ -156,21 +167,21 @@ class SearchEngine:
         ranked = self._aggregate(candidates, scores[candidates])
         return ranked if depth is None else ranked[:depth]
 
-    def rank_dense_vector(self, vector: np.ndarray, allowed: set[str] | None = None, depth: int = 50) -> list[tuple[str, float, int]]:
+    def rank_dense_vector(self, vector: np.ndarray, allowed: set[str] | None = None, depth: int = CANDIDATE_DEPTH) -> list[tuple[str, float, int]]:
         index = self.dense.index
         row_to_chunk, chunk_to_row = self._row_maps
         chunks = self._allowed_chunks(allowed)
         rows = None if chunks is None else chunk_to_row[chunks]
         available = len(index) if rows is None else len(rows)
-        fetch = min(available, max(200, depth * 30))
+        fetch = min(available, max(DENSE_FETCH_MIN, depth * DENSE_FETCH_PER_INCIDENT))
         while True:
             scores, ids = index.search(vector, fetch, allowed=rows)
             ranked = self._aggregate(row_to_chunk[ids.astype(np.int64)], scores.astype(np.float32))
             if len(ranked) >= depth or fetch >= available:
                 return ranked[:depth]
-            fetch = min(available, fetch * 4)
+            fetch = min(available, fetch * DENSE_FETCH_GROWTH)
 
-    def rank_dense(self, query: str, allowed: set[str] | None = None, depth: int = 50) -> list[tuple[str, float, int]]:
+    def rank_dense(self, query: str, allowed: set[str] | None = None, depth: int = CANDIDATE_DEPTH) -> list[tuple[str, float, int]]:
         vector = self.embedder.encode_queries([query])[0]
         return self.rank_dense_vector(vector, allowed, depth)
 

@@ -9,11 +9,16 @@ import numpy as np
 
 from .tokenize import tokenize
 
+#: BM25 term-frequency saturation and length normalisation: the usual textbook defaults
+#: (k1 = 1.2, b = 0.75), not tuned on this library.
+BM25_K1 = 1.2
+BM25_B = 0.75
+
 
 class LexicalIndex:
     """Scores every chunk for a query; filtering is a mask applied before ranking."""
 
-    def __init__(self, texts: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> None:
         self._tokens = [tokenize(text) for text in texts]
         self._retriever = bm25s.BM25(k1=k1, b=b)
         self._size = len(texts)

@@ -28,6 +28,9 @@ _PARTICLES = sorted(
     key=len,
     reverse=True,
 )
+# Syllables a Korean word keeps after a particle is stripped.  Most Korean nouns in the vocabulary
+# have two or more syllables, so "장애가" -> "장애", while a two-syllable word whose last syllable
+# looks like a particle ("회의", meeting; 의 is a particle) is left whole instead of cut to one syllable.
 _MIN_STEM = 2
 # A particle glued to a Latin word or number ("GPU를", "Meta의", "79가") is a Hangul run of its own
 # after the split; it carries no meaning, so it is dropped rather than indexed as a one-letter token.

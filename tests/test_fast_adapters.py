@@ -1,0 +1,171 @@
+"""Fast tests of the adapters, analysis pictures and embedder wrappers on a small library with the fake embedder.
+
+The full suite runs the same paths on the bundled library with the real models (tests marked slow);
+these keep every module exercised by ``pytest -m "not slow"`` (real FAISS, BM25, rdflib, HTTP app, MCP session).
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+from conftest import small_library
+from fakes import HashEmbedder
+from fastapi.testclient import TestClient
+
+from incidentlib import Library
+from incidentlib.api import ServiceSettings, create_app
+from incidentlib.library import SearchConfig
+from incidentlib.loader import load_library
+
+IDS = ["IL-0025", "IL-0126", "IL-0133", "IL-0134", "IL-0021", "IL-0001", "IL-0002", "IL-0076"]
+
+
+@pytest.fixture(scope="module")
+def fake_library(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Library:
+    root = tmp_path_factory.mktemp("fast")
+    small = small_library(root / "small", data_dir, IDS)
+    library = Library(load_library(small), SearchConfig(cache_dir=root / "cache"), embedder=HashEmbedder())
+    library.build_index()
+    return library
+
+
+@pytest.fixture(scope="module")
+def client(fake_library: Library) -> Iterator[TestClient]:
+    with TestClient(create_app(fake_library, ServiceSettings(mount_mcp=False))) as test_client:
+        yield test_client
+
+
+def test_http_routes_on_a_small_library(client: TestClient, fake_library: Library) -> None:
+    assert client.get("/health").json() == {"status": "ok", "incidents": len(IDS), "embedder": "fake-hash"}
+    page = client.get("/incidents", params={"component": "nccl"}).json()
+    assert page["items"] and {item["id"] for item in page["items"]} <= set(IDS)
+    related = client.get("/incidents/IL-0025/related").json()
+    assert [item["id"] for item in related["items"]] == [item.id for item in fake_library.related("IL-0025")]
+    found = client.get("/search", params={"q": "NCCL watchdog timeout", "k": 3}).json()
+    assert found["results"] and {r["id"] for r in found["results"]} <= set(IDS)
+    similar = client.post("/similar", json={"incident_id": "IL-0025", "k": 3}).json()
+    assert "IL-0025" not in {r["id"] for r in similar["results"]}
+    hood = client.get("/graph/neighbors/IL-0025").json()
+    assert any(node["id"] == "component:nccl" for node in hood["nodes"])
+    rows = client.get("/sparql", params={"query": "SELECT ?id WHERE { ?i dcterms:identifier ?id }"}).json()
+    assert {b["id"]["value"] for b in rows["results"]["bindings"]} == set(IDS)
+    assert client.post("/diagnose", json={"text": "Watchdog caught collective operation timeout"}).status_code == 200
+    missing = client.get("/incidents/IL-9999")
+    assert missing.status_code == 404 and "IL-9999" in missing.text
+    refused = client.get("/sparql", params={"query": "DELETE WHERE { ?s ?p ?o }"})
+    assert refused.status_code >= 400
+
+
+def test_web_pages_on_a_small_library(client: TestClient, fake_library: Library) -> None:
+    page = client.get("/ui/incidents/IL-0025", params={"lang": "ko"})
+    assert page.status_code == 200
+    assert fake_library.get("IL-0025").title.get("ko") in page.text
+    assert all(f"/ui/incidents/{item.id}" in page.text for item in fake_library.related("IL-0025", limit=3))
+    results = client.get("/ui/results", params={"q": "NCCL watchdog"})
+    assert results.status_code == 200 and "IL-" in results.text
+    topic = client.get("/ui/topics/nccl")
+    assert topic.status_code == 200 and "IL-0025" in topic.text
+    assert client.get("/ui/incidents/IL-9999").status_code == 404
+
+
+def test_maps_render_png_and_html(fake_library: Library) -> None:
+    """The drawing code on a trivial layout; the t-SNE layout of the whole library is covered by the slow suite."""
+    from incidentlib.analysis import maps
+
+    ids = IDS[:3]
+    points = maps.project(np.eye(3, dtype=np.float32))  # under 4 points: laid out on a line, no t-SNE
+    assert points.shape == (3, 2) and len({tuple(p) for p in points}) == 3
+    clusters = fake_library.clusters("graph")
+    titles = {i: fake_library.get(i).title.get("ko") for i in ids}
+    assert maps.map_png(ids, titles, points, clusters, "ko").startswith(b"\x89PNG\r\n\x1a\n")
+    page = maps.map_html(ids, titles, points, clusters, "ko", "/incidents/{id}")
+    assert '"link": "/incidents/{id}"' in page
+    assert all(f'"id": "{i}", "title": {json.dumps(titles[i], ensure_ascii=False)}' in page for i in ids)
+    assert fake_library.neighbourhood_png("IL-0025").startswith(b"\x89PNG")
+
+
+def test_mcp_tools_in_memory(fake_library: Library) -> None:
+    from mcp.client.client import Client
+
+    from incidentlib.mcp_server import build_mcp_server
+
+    results: dict[str, object] = {}
+
+    async def session() -> None:
+        async with Client(build_mcp_server(fake_library)) as client:
+            results["names"] = {tool.name for tool in (await client.list_tools()).tools}
+            results["related"] = await client.call_tool("related_incidents", {"incident_id": "IL-0025", "limit": 50})
+            results["search"] = await client.call_tool("search_incidents", {"query": "NCCL timeout", "k": 3})
+            results["error"] = await client.call_tool("get_incident", {"incident_id": "IL-9999"})
+
+    anyio.run(session)
+    assert {"search_incidents", "related_incidents", "get_incident", "similar_incidents"} <= results["names"]  # type: ignore[operator]
+    related = results["related"]
+    assert not related.is_error  # type: ignore[attr-defined]
+    items = related.structured_content["items"]  # type: ignore[attr-defined]
+    assert [item["id"] for item in items] == [item.id for item in fake_library.related("IL-0025", limit=50)]
+    search = results["search"]
+    assert not search.is_error and "IL-" in search.content[0].text  # type: ignore[attr-defined]
+    error = results["error"]
+    assert error.is_error and "IL-9999" in error.content[0].text  # type: ignore[attr-defined]
+
+
+class _CountingModel:
+    """Stands in for the model inside a wrapper: records each batch, returns one word-hash vector per text."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[int, bool | None]] = []
+        self._hash = HashEmbedder(dim=8)
+
+    def encode(self, texts: Sequence[str], is_query: bool | None = None) -> np.ndarray:
+        self.batches.append((len(texts), is_query))
+        return self._hash._vector(texts[0])[None, :].repeat(len(texts), axis=0) * 3.0
+
+
+@pytest.mark.parametrize("module,cls,dim", [("e5", "E5SmallEmbedder", 384), ("use", "UseM3Embedder", 512)])
+def test_builtin_wrappers_batch_and_normalise(module: str, cls: str, dim: int) -> None:
+    """The wrapper logic (batches of ``batch_size``, unit length, empty input) without loading the model."""
+    import importlib
+
+    wrapper_cls = getattr(importlib.import_module(f"incidentlib.embeddings.{module}"), cls)
+    wrapper = wrapper_cls.__new__(wrapper_cls)
+    wrapper.batch_size = 2
+    wrapper._model = model = _CountingModel()
+    vectors = wrapper.encode_documents(["nccl timeout"] * 5)
+    assert vectors.shape == (5, 8)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    assert [size for size, _ in model.batches] == [2, 2, 1]
+    if module == "e5":  # e5 is asymmetric: documents and queries are encoded differently
+        wrapper.encode_queries(["nccl"])
+        assert [flag for _, flag in model.batches] == [False, False, False, True]
+    assert wrapper.encode_documents([]).shape == (0, dim)
+
+
+def test_python_dash_m_runs_the_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["incidentlib", "--help"])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_module("incidentlib", run_name="__main__")
+    assert done.value.code == 0
+    assert "search" in capsys.readouterr().out
+
+
+def test_watch_rate_limiter_answers_each_problem_once_per_window() -> None:
+    """The log watcher's limiter on its own (the slow suite runs it over a real flood with the real index)."""
+    from incidentlib.analysis.watch import RateLimiter
+
+    now = [0.0]
+    limiter = RateLimiter(clock=lambda: now[0], window_s=10.0, max_answers=2)
+    assert limiter.allow("xid:79")
+    assert not limiter.allow("xid:79")  # a repeat inside the window is counted, not answered
+    assert limiter.allow("nccl-watchdog:allreduce")
+    assert not limiter.allow("ecc:dbe")  # a third distinct problem in one window overflows
+    assert limiter.suppressed == {"xid:79": 1, "overflow": 1}
+    now[0] = 10.0
+    assert limiter.allow("xid:79")  # the window has passed
