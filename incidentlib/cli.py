@@ -24,7 +24,7 @@ from .graph.export import ExportFormat
 from .graph.knowledge import UnknownNodeError
 from .graph.sparql import SparqlError
 from .library import FilterError, IncidentFilter, IncidentNotFound, Library
-from .loader import LibraryError, check_library
+from .loader import LibraryError
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
 from .search.engine import SearchConfig, SearchMode
 from .search.fusion import FusionMethod
@@ -109,10 +109,16 @@ def _root() -> None:
 
 
 @app.command()
-def validate(data: DataOpt = None, as_json: JsonOpt = False) -> None:
+def validate(
+    data: DataOpt = None,
+    as_json: JsonOpt = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Also apply the editorial rules: both languages in title, summary and body; symptoms; "
+                         "source kinds; Korean particle spacing; duplicates.")] = False,
+) -> None:
     """Check a library directory and list every problem at once (exit 1 if any)."""
     root = resolve_data_dir(data)
-    loaded, problems = check_library(root)
+    loaded, problems = Library.check(root, strict=strict)
     if as_json:
         emit_json({"root": str(root), "ok": not problems, "problems": [p.model_dump() for p in problems],
                    "incidents": len(loaded.incidents) if loaded else 0})

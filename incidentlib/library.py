@@ -19,7 +19,7 @@ from .graph.export import ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
 from .graph.rdf import build_graph
 from .graph.sparql import SparqlResult, run_sparql
-from .loader import LibraryData, load_library
+from .loader import LibraryData, Problem, check_library, load_library
 from .models import LANGS, ConceptKind, Incident
 from .paths import resolve_data_dir
 from .search.engine import SearchConfig, SearchEngine, SearchMode
@@ -111,6 +111,24 @@ class Library:
     def open(cls, data_dir: str | Path | None = None, search_config: SearchConfig | None = None) -> Library:
         """Open ``data_dir``, ``$INCIDENTLIB_DATA`` or the bundled library."""
         return cls(load_library(resolve_data_dir(data_dir)), search_config)
+
+    @staticmethod
+    def check(data_dir: str | Path | None = None, strict: bool = False) -> tuple[LibraryData | None, list[Problem]]:
+        """Validate a library directory and return what loaded plus every problem found.
+
+        The loader's rules always apply (shape, vocabulary references, ids, dates).  With
+        ``strict`` the editorial rules of :mod:`incidentlib.strict` apply too: title,
+        summary and body in both languages, a non-empty symptom list, an explicit kind
+        on every source, Korean particles attached to Latin words and digits, and no
+        duplicate records (a shared source URL not acknowledged by a ``related`` link, or
+        title+summary+body shingle Jaccard ≥ 0.9 in either language).
+        """
+        data, problems = check_library(resolve_data_dir(data_dir))
+        if strict and data is not None:
+            from .strict import check_strict  # the strict rules are only needed here
+
+            problems = [*problems, *check_strict(data)]
+        return data, problems
 
     # ---- basics ----------------------------------------------------------
     @property
