@@ -59,7 +59,7 @@ def normalise_url(url: str) -> str:
         if lowered.startswith(prefix):
             base = base[len(prefix):]
             break
-    host, slash, path = base.partition("/")
+    host, _, path = base.partition("/")
     host = host.lower().removeprefix("www.")
     path = path.rstrip("/")
     normal = f"{host}/{path}" if path else host
