@@ -17,15 +17,14 @@ so near-duplicate text is found in two steps:
 
 from __future__ import annotations
 
-import hashlib
+import re
+import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
-
-from .search.tokenize import tokenize
 
 # Word 3-grams: short enough that a reworded sentence changes few shingles, long enough
 # that two texts about the same topic with the same vocabulary do not look alike.
@@ -39,8 +38,11 @@ BANDS = 32
 ROWS = NUM_PERM // BANDS
 # Text at or above this Jaccard similarity of shingles is the same text, reworded a little.
 TEXT_SIMILARITY_THRESHOLD = 0.9
-# A Mersenne prime larger than any 32-bit shingle hash, for the universal hash family.
-_PRIME = (1 << 61) - 1
+# The Mersenne prime 2^31 - 1 for the universal hash family: shingle hashes are reduced below it
+# and a, b are drawn from [0, P), so a·x + b < 2^62 fits uint64 and the mod wraps many times
+# (a larger P with small a·x would leave h nearly monotone in x, and one shingle would hold
+# the minimum for every permutation).
+_PRIME = (1 << 31) - 1
 # Fixed seed: signatures, and so candidate pairs, are the same on every run.
 _SEED = 20260226
 
@@ -66,9 +68,19 @@ def normalise_url(url: str) -> str:
     return f"{normal}#{fragment}" if hash_mark and fragment else normal
 
 
+# Words as written, case-folded: duplicates are copies, so no stemming is needed, and a plain
+# regex keeps the whole library's shingling well under a second.
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> list[str]:
+    """Case-folded word tokens (Latin, digits and Hangul alike) of ``text``."""
+    return _WORD.findall(text.casefold())
+
+
 def shingles(text: str, size: int = SHINGLE_SIZE) -> frozenset[str]:
-    """Word ``size``-grams of the bilingual tokens of ``text`` (the tokens themselves when shorter)."""
-    tokens = tokenize(text)
+    """Word ``size``-grams of ``text`` (the words themselves when it is shorter)."""
+    tokens = words(text)
     if len(tokens) < size:
         return frozenset(tokens)
     return frozenset(" ".join(tokens[i:i + size]) for i in range(len(tokens) - size + 1))
@@ -82,12 +94,8 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def _shingle_hashes(items: frozenset[str]) -> np.ndarray:
-    # blake2b rather than hash(): str hashing is salted per process, and signatures must be stable
-    return np.fromiter(
-        (int.from_bytes(hashlib.blake2b(s.encode(), digest_size=4).digest(), "little") for s in items),
-        dtype=np.uint64,
-        count=len(items),
-    )
+    # crc32 rather than hash(): str hashing is salted per process, and signatures must be stable
+    return np.fromiter((zlib.crc32(s.encode()) % _PRIME for s in items), dtype=np.uint64, count=len(items))
 
 
 class MinHasher:
@@ -95,9 +103,8 @@ class MinHasher:
 
     def __init__(self, num_perm: int = NUM_PERM, seed: int = _SEED):
         rng = np.random.default_rng(seed)
-        # a, b < 2^31 and x < 2^32 keep a·x + b below 2^63, so uint64 arithmetic cannot overflow
-        self._a = rng.integers(1, 1 << 31, size=num_perm, dtype=np.uint64)
-        self._b = rng.integers(0, 1 << 31, size=num_perm, dtype=np.uint64)
+        self._a = rng.integers(1, _PRIME, size=num_perm, dtype=np.uint64)
+        self._b = rng.integers(0, _PRIME, size=num_perm, dtype=np.uint64)
         self.num_perm = num_perm
 
     def signature(self, items: frozenset[str]) -> np.ndarray:

@@ -156,3 +156,16 @@ def test_lsh_finds_the_same_pairs_as_all_pairs(data_dir: Path) -> None:
         found = {(pair.a, pair.b) for pair in similar_texts(texts, threshold)}
         assert found == brute
     assert any(b.endswith("-copy") for _, b in brute)
+
+
+def test_minhash_agreement_estimates_jaccard() -> None:
+    """The share of equal signature positions tracks the Jaccard similarity, including for small hashes."""
+    from incidentlib.dedupe import NUM_PERM, MinHasher
+
+    hasher = MinHasher()
+    base = [f"w{i} w{i + 1} w{i + 2}" for i in range(400)]
+    for keep in (400, 360, 200, 40):
+        a = frozenset(base)
+        b = frozenset(base[:keep] + [f"other {i}" for i in range(400 - keep)])
+        agreement = float((hasher.signature(a) == hasher.signature(b)).mean())
+        assert abs(agreement - jaccard(a, b)) < 4 / NUM_PERM ** 0.5, (keep, agreement, jaccard(a, b))
