@@ -54,7 +54,7 @@ def queries(limit: int) -> list[str]:
 
 def throughput(sample: int) -> dict[str, float]:
     library = Library.open()
-    texts = [c.text for c in library.search_engine.chunks][:sample]
+    texts = [c.text for c in library._search_engine.chunks][:sample]
     results = {}
     for backend in ("use-m3", "e5-small"):
         embedder = create_embedder(backend)
@@ -68,7 +68,7 @@ def throughput(sample: int) -> dict[str, float]:
 def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0):
     """A SearchEngine over ``copies`` copies of the real library, with perturbed real vectors."""
     library = Library.open(search_config=SearchConfig())
-    real_engine = library.search_engine
+    real_engine = library._search_engine
     real_engine.build()
     real_chunks = real_engine.chunks
     _, chunk_to_row = real_engine._row_maps

@@ -21,16 +21,16 @@ from incidentlib.analysis.clusters import embedding_clusters, graph_clusters, qu
 
 def main() -> None:
     library = Library.open()
-    engine = library.search_engine
+    engine = library._search_engine
     ids = [i.id for i in library.incidents()]
     vectors = np.vstack([engine.incident_vector(i) for i in ids])
-    print(f"{len(ids)} incidents, embedder {library.search_config.embedder.backend}\n")
+    print(f"{len(ids)} incidents, embedder {library.embedder}\n")
     print("| Louvain resolution | clusters | graph purity | graph NMI | embedding purity | embedding NMI | graph singletons | embedding singletons |")
     print("|---|---|---|---|---|---|---|---|")
     for resolution in (1.0, 1.5, 2.0, 2.5, 3.0):
-        graph = graph_clusters(library.knowledge, resolution=resolution)
+        graph = graph_clusters(library._knowledge, resolution=resolution)
         embedded = embedding_clusters(ids, vectors, len(graph))
-        g, e = quality(library.knowledge, graph), quality(library.knowledge, embedded)
+        g, e = quality(library._knowledge, graph), quality(library._knowledge, embedded)
         print(f"| {resolution:.1f} | {g.clusters} | {g.purity:.3f} | {g.nmi:.3f} | {e.purity:.3f} | {e.nmi:.3f} | {g.singletons} | {e.singletons} |")
 
 

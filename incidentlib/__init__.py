@@ -1,7 +1,8 @@
 """incidentlib: a bilingual knowledge graph and semantic search over infrastructure incidents."""
 
+from .errors import LibraryError
 from .library import IncidentFilter, IncidentNotFound, Library
-from .loader import LibraryError, Problem, load_library
+from .loader import Problem, load_library
 from .models import Concept, Incident
 
 __version__ = "0.1.0"

@@ -11,32 +11,79 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional, get_args
 
 import typer
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
-from .embeddings import DEFAULT_BACKEND, EmbedderConfig
-from .graph.export import ExportFormat
-from .graph.knowledge import UnknownNodeError
-from .graph.sparql import SparqlError
-from .library import FilterError, IncidentFilter, IncidentNotFound, Library
-from .loader import LibraryError
-from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
-from .search.engine import SearchConfig, SearchMode
-from .search.fusion import FusionMethod
-from .search.service import QueryError
+from .errors import DataError, EmbedderUnavailable, IncidentlibError, InvalidRequest, LibraryError
+from .library import (
+    CACHE_ENV,
+    DATA_ENV,
+    DEFAULT_EMBEDDER,
+    ExportFormat,
+    FusionMethod,
+    Library,
+    SearchMode,
+    atomic_write_bytes,
+    atomic_write_text,
+)
+from .requests import (
+    MAX_DEPTH,
+    MAX_DIAGNOSE_LIMIT,
+    MAX_K,
+    MAX_LIMIT,
+    ClusterMethodName,
+    FilterParam,
+    IncidentFilter,
+    with_filter_params,
+)
+from .views import ClusterSet, ClusterView, RelatedItem, SearchResponse
+
+out = Console(soft_wrap=True, highlight=False)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+#: The summary line names a dip period only when the dips recur this clearly (the thermal-throttle rule's floor).
+PERIODIC_SHOWN = 0.35
+
+
+def exit_code(exc: IncidentlibError) -> int:
+    """1 for a lookup that found nothing or a broken library, 2 for a bad parameter, input or environment."""
+    if isinstance(exc, LibraryError):
+        return 1
+    if isinstance(exc, (InvalidRequest, DataError, EmbedderUnavailable)):
+        return 2
+    return 1
+
+
+def message(exc: IncidentlibError) -> str:
+    """The one-line (or, for a broken library, per-problem) message the CLI prints for a package error."""
+    if isinstance(exc, LibraryError):
+        return f"{exc}\nrun `incidentlib validate` for the full list"
+    return str(exc)
+
+
+class _Commands(TyperGroup):
+    """Maps the package's error hierarchy to a message and an exit code, once for every command."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except IncidentlibError as exc:
+            raise fail(message(exc), exit_code(exc)) from None
+
 
 app = typer.Typer(
+    cls=_Commands,
     help="incidentlib: a bilingual knowledge graph of infrastructure incidents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-out = Console(soft_wrap=True, highlight=False)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 class LangChoice(str, Enum):
@@ -55,7 +102,14 @@ EmbedderOpt = Annotated[
 CacheOpt = Annotated[
     Optional[Path], typer.Option("--cache", envvar=CACHE_ENV, help="Index cache directory (default: ~/.cache/incidentlib).")
 ]
-KOpt = Annotated[int, typer.Option("-k", "--k", min=1, max=100, help="Number of results (at most 100).")]
+KOpt = Annotated[int, typer.Option("-k", "--k", min=1, max=MAX_K, help=f"Number of results (at most {MAX_K}).")]
+
+
+def _option(param: FilterParam) -> Any:
+    return Annotated[Optional[param.type], typer.Option(help=f"Filter: {param.help}", min=param.ge, max=param.le)]
+
+
+filter_options = with_filter_params(_option)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -63,17 +117,9 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def open_library(data: Path | None, embedder: str = DEFAULT_BACKEND, cache: Path | None = None,
+def open_library(data: Path | None, embedder: str = DEFAULT_EMBEDDER, cache: Path | None = None,
                  fusion: FusionMethod | None = None) -> Library:
-    try:
-        config = SearchConfig(embedder=EmbedderConfig(backend=embedder), cache_dir=cache,
-                              **({"fusion": fusion} if fusion else {}))
-    except ValueError as exc:
-        raise fail(str(exc), 2) from None
-    try:
-        return Library.open(data, config)
-    except LibraryError as exc:
-        raise fail(f"{exc}\nrun `incidentlib validate` for the full list") from None
+    return Library.open(data, embedder=embedder, cache_dir=cache, fusion=fusion)
 
 
 def build_with_progress(library: Library, quiet: bool = False) -> None:
@@ -82,7 +128,7 @@ def build_with_progress(library: Library, quiet: bool = False) -> None:
 
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=err, transient=True, disable=quiet) as bar:
-        task = bar.add_task(f"embedding chunks ({library.search_config.embedder.backend})", total=None)
+        task = bar.add_task(f"embedding chunks ({library.embedder})", total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
@@ -93,11 +139,12 @@ def build_with_progress(library: Library, quiet: bool = False) -> None:
                   f"{report.reused} reused, {report.index_kind}, {report.seconds:.1f}s")
 
 
-def emit_json(value: BaseModel | list | dict) -> None:
+def emit_json(value: BaseModel | list[Any] | dict[str, Any]) -> None:
     if isinstance(value, BaseModel):
         text = value.model_dump_json(indent=2)
     elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
-        text = TypeAdapter(list[type(value[0])]).dump_json(value, indent=2).decode()
+        adapter: TypeAdapter[list[Any]] = TypeAdapter(list[type(value[0])])  # type: ignore[misc]  # element type known at run time
+        text = adapter.dump_json(value, indent=2).decode()
     else:
         text = json.dumps(value, ensure_ascii=False, indent=2)
     sys.stdout.write(text + "\n")
@@ -117,8 +164,7 @@ def validate(
                          "source kinds; Korean particle spacing; duplicates.")] = False,
 ) -> None:
     """Check a library directory and list every problem at once (exit 1 if any)."""
-    root = resolve_data_dir(data)
-    loaded, problems = Library.check(root, strict=strict)
+    root, loaded, problems = Library.check(data, strict=strict)
     if as_json:
         emit_json({"root": str(root), "ok": not problems, "problems": [p.model_dump() for p in problems],
                    "incidents": len(loaded.incidents) if loaded else 0})
@@ -135,32 +181,22 @@ def validate(
 
 
 @app.command("list")
+@filter_options
 def list_cmd(
     data: DataOpt = None,
     lang: LangOpt = LangChoice.en,
-    org: Annotated[Optional[str], typer.Option(help="Organization id or name.")] = None,
-    component: Annotated[Optional[str], typer.Option(help="Component id or label (narrower ones match too).")] = None,
-    cause: Annotated[Optional[str], typer.Option(help="Cause id or label.")] = None,
-    symptom: Annotated[Optional[str], typer.Option(help="Symptom id or label.")] = None,
-    tag: Annotated[Optional[str], typer.Option(help="Tag id or label.")] = None,
-    year: Annotated[Optional[int], typer.Option(help="Only this year.")] = None,
-    year_from: Annotated[Optional[int], typer.Option(help="From this year.")] = None,
-    year_to: Annotated[Optional[int], typer.Option(help="Up to this year.")] = None,
-    severity: Annotated[Optional[str], typer.Option(help="sev1..sev4")] = None,
+    filters: IncidentFilter | None = None,
+    year: Annotated[Optional[int], typer.Option(help="Only this year (sets --year-from and --year-to).")] = None,
     limit: Annotated[Optional[int], typer.Option(min=0, help="At most this many (default: all).")] = None,
     offset: Annotated[int, typer.Option(min=0)] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """List incidents, optionally filtered."""
     library = open_library(data)
-    try:
-        filters = IncidentFilter(
-            org=org, component=component, cause=cause, symptom=symptom, tag=tag, severity=severity,
-            year_from=year if year is not None else year_from, year_to=year if year is not None else year_to,
-        )
-        page = library.list_incidents(filters, lang=lang.value, limit=limit, offset=offset)
-    except (FilterError, ValueError) as exc:
-        raise fail(str(exc), 2) from None
+    filters = filters or IncidentFilter()
+    if year is not None:
+        filters = IncidentFilter.of(**{**filters.model_dump(), "year_from": year, "year_to": year})
+    page = library.list_incidents(filters, lang=lang.value, limit=limit, offset=offset)
     if as_json:
         emit_json(page)
         return
@@ -181,10 +217,7 @@ def show(
 ) -> None:
     """Show one incident in full."""
     library = open_library(data)
-    try:
-        detail = library.detail(incident_id, lang=lang.value)
-    except IncidentNotFound as exc:
-        raise fail(str(exc)) from None
+    detail = library.detail(incident_id, lang=lang.value)
     if as_json:
         emit_json(detail)
         return
@@ -209,7 +242,7 @@ def show(
     _print_related(detail.related, lang.value)
 
 
-def _print_related(items: list, lang: str) -> None:
+def _print_related(items: list[RelatedItem], lang: str) -> None:
     if not items:
         out.print("no related incidents")
         return
@@ -232,15 +265,12 @@ def related(
     incident_id: Annotated[str, typer.Argument(help="Incident id, e.g. IL-0025.")],
     data: DataOpt = None,
     lang: LangOpt = LangChoice.en,
-    limit: Annotated[int, typer.Option(min=1, max=500)] = 10,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_LIMIT)] = 10,
     as_json: JsonOpt = False,
 ) -> None:
     """Incidents that share components or causes, rarer shared concepts weighing more."""
     library = open_library(data)
-    try:
-        items = library.related(incident_id, lang=lang.value, limit=limit)
-    except IncidentNotFound as exc:
-        raise fail(str(exc)) from None
+    items = library.related(incident_id, lang=lang.value, limit=limit)
     if as_json:
         emit_json([item.model_dump(mode="json") for item in items])
         return
@@ -256,10 +286,7 @@ def topic(
 ) -> None:
     """A concept's page: definition, incidents, co-occurring concepts, organizations."""
     library = open_library(data)
-    try:
-        page = library.topic(concept, lang=lang.value)
-    except UnknownNodeError as exc:
-        raise fail(str(exc)) from None
+    page = library.topic(concept, lang=lang.value)
     if as_json:
         emit_json(page)
         return
@@ -280,16 +307,13 @@ def topic(
 @app.command()
 def neighbors(
     node: Annotated[str, typer.Argument(help="Incident id, concept id or label.")],
-    depth: Annotated[int, typer.Option(min=1, max=3)] = 1,
+    depth: Annotated[int, typer.Option(min=1, max=MAX_DEPTH)] = 1,
     data: DataOpt = None,
     lang: LangOpt = LangChoice.en,
 ) -> None:
     """Node-link JSON of everything within DEPTH hops of a node."""
     library = open_library(data)
-    try:
-        emit_json(library.neighbors(node, depth=depth, lang=lang.value))
-    except UnknownNodeError as exc:
-        raise fail(str(exc)) from None
+    emit_json(library.neighbors(node, depth=depth, lang=lang.value))
 
 
 @app.command()
@@ -302,10 +326,7 @@ def path(
 ) -> None:
     """The shortest path between two nodes, and the concepts on the way."""
     library = open_library(data)
-    try:
-        result = library.path(source, target, lang=lang.value)
-    except UnknownNodeError as exc:
-        raise fail(str(exc)) from None
+    result = library.path(source, target, lang=lang.value)
     if result is None:
         raise fail(f"no path between {source} and {target}")
     if as_json:
@@ -326,8 +347,6 @@ def export(
     if output is None:
         sys.stdout.write(text)
         return
-    from .storage import atomic_write_text
-
     atomic_write_text(output, text)
     err.print(f"wrote {output} ({len(text.encode()):,} bytes, {fmt.value})")
 
@@ -344,10 +363,7 @@ def sparql(
     elif query.startswith("@"):
         query = Path(query[1:]).read_text(encoding="utf-8")
     library = open_library(data)
-    try:
-        result = library.sparql(query)
-    except SparqlError as exc:
-        raise fail(str(exc), 2) from None
+    result = library.sparql(query)
     if as_json:
         if result.json_results is not None:
             emit_json(result.json_results)
@@ -366,28 +382,13 @@ def sparql(
         sys.stdout.write(result.turtle or "")
 
 
-def _filters(org, component, cause, symptom, tag, year_from, year_to, severity) -> IncidentFilter:
-    return IncidentFilter(org=org, component=component, cause=cause, symptom=symptom, tag=tag,
-                          year_from=year_from, year_to=year_to, severity=severity)
-
-
-OrgOpt = Annotated[Optional[str], typer.Option(help="Filter: organization.")]
-ComponentOpt = Annotated[Optional[str], typer.Option(help="Filter: component (narrower ones match too).")]
-CauseOpt = Annotated[Optional[str], typer.Option(help="Filter: cause.")]
-SymptomOpt = Annotated[Optional[str], typer.Option(help="Filter: symptom.")]
-TagOpt = Annotated[Optional[str], typer.Option(help="Filter: tag.")]
-YearFromOpt = Annotated[Optional[int], typer.Option(help="Filter: from this year.")]
-YearToOpt = Annotated[Optional[int], typer.Option(help="Filter: up to this year.")]
-SeverityOpt = Annotated[Optional[str], typer.Option(help="Filter: sev1..sev4.")]
-
-
 @app.command()
-def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
           as_json: JsonOpt = False) -> None:
     """Build (or refresh) the search index for an embedder, with a progress bar."""
     library = open_library(data, embedder, cache)
     build_with_progress(library, quiet=as_json)
-    report = library.search_engine.last_build
+    report = library.last_build
     assert report is not None
     if as_json:
         emit_json(report)
@@ -395,7 +396,7 @@ def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: 
         out.print(f"✓ {report.embedder}: {report.chunks} chunks ({report.action}, {report.index_kind}) in {report.path}")
 
 
-def _print_results(response, show_why: bool = True) -> None:
+def _print_results(response: SearchResponse, show_why: bool = True) -> None:
     if not response.results:
         out.print("no results")
     for rank, result in enumerate(response.results, 1):
@@ -413,26 +414,23 @@ def _print_results(response, show_why: bool = True) -> None:
 
 
 @app.command()
+@filter_options
 def search(
     query: Annotated[str, typer.Argument(help="A question, a description or a pasted error line, in Korean or English.")],
     k: KOpt = 10,
     mode: Annotated[SearchMode, typer.Option(help="lexical (BM25), dense (vectors) or hybrid (both, fused).")] = SearchMode.hybrid,
     fusion: Annotated[Optional[FusionMethod], typer.Option(help="Hybrid fusion: rrf or weighted.")] = None,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
-    org: OrgOpt = None, component: ComponentOpt = None, cause: CauseOpt = None, symptom: SymptomOpt = None,
-    tag: TagOpt = None, year_from: YearFromOpt = None, year_to: YearToOpt = None, severity: SeverityOpt = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+    filters: IncidentFilter | None = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Search incidents in Korean or English; filters apply before ranking."""
     library = open_library(data, embedder, cache, fusion)
-    try:
-        filters = _filters(org, component, cause, symptom, tag, year_from, year_to, severity)
-        library.resolve_filter(filters)
-        if mode is not SearchMode.lexical:
-            build_with_progress(library, quiet=as_json)
-        response = library.search(query, k=k, mode=mode, filters=filters, lang=lang.value)
-    except (FilterError, QueryError, ValueError) as exc:
-        raise fail(str(exc), 2) from None
+    filters = filters or IncidentFilter()
+    library.resolve_filter(filters)
+    if mode is not SearchMode.lexical:
+        build_with_progress(library, quiet=as_json)
+    response = library.search(query, k=k, mode=mode, filters=filters, lang=lang.value)
     if as_json:
         emit_json(response)
     else:
@@ -440,28 +438,23 @@ def search(
 
 
 @app.command()
+@filter_options
 def similar(
     incident_id: Annotated[Optional[str], typer.Argument(help="Find incidents like this one (an id).")] = None,
     text: Annotated[Optional[str], typer.Option("--text", "-t", help="…or like this text: an error, a log line, a description.")] = None,
     k: KOpt = 10,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
-    org: OrgOpt = None, component: ComponentOpt = None, cause: CauseOpt = None, symptom: SymptomOpt = None,
-    tag: TagOpt = None, year_from: YearFromOpt = None, year_to: YearToOpt = None, severity: SeverityOpt = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+    filters: IncidentFilter | None = None,
     as_json: JsonOpt = False,
 ) -> None:
     """"Have we seen this before?": incidents like an incident or a pasted text, with the reasons."""
     if (incident_id is None) == (text is None):
         raise fail("give an incident id or --text, not both and not neither", 2)
     library = open_library(data, embedder, cache)
-    try:
-        filters = _filters(org, component, cause, symptom, tag, year_from, year_to, severity)
-        library.resolve_filter(filters)
-        build_with_progress(library, quiet=as_json)
-        response = library.similar(incident_id=incident_id, text=text, k=k, filters=filters, lang=lang.value)
-    except IncidentNotFound as exc:
-        raise fail(str(exc)) from None
-    except (FilterError, QueryError, ValueError) as exc:
-        raise fail(str(exc), 2) from None
+    filters = filters or IncidentFilter()
+    library.resolve_filter(filters)
+    build_with_progress(library, quiet=as_json)
+    response = library.similar(incident_id=incident_id, text=text, k=k, filters=filters, lang=lang.value)
     if as_json:
         emit_json(response)
     else:
@@ -477,26 +470,18 @@ def eval_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Retrieval quality per mode and query language: recall@1/5/10, MRR, nDCG@10."""
-    from .evaluation import default_queries_path, load_queries, run_evaluation
-
-    library = open_library(data, DEFAULT_BACKEND, cache)
-    path = queries or default_queries_path()
-    try:
-        items = load_queries(path, library)
-    except ValueError as exc:
-        raise fail(str(exc), 2) from None
+    library = open_library(data, DEFAULT_EMBEDDER, cache)
+    items = library.eval_queries(queries)
     names = [name.strip() for name in embedders.split(",") if name.strip()]
     for name in names:
-        build_with_progress(open_library(data, name, cache), quiet=as_json)
-    report = run_evaluation(library, items, names, cache_dir=cache)
+        build_with_progress(library.with_embedder(name), quiet=as_json)
+    report = library.evaluate(items, names, cache_dir=cache)
     if as_json:
         emit_json(report)
         return
     markdown = report.to_markdown()
     sys.stdout.write(markdown)
     if output is not None:
-        from .storage import atomic_write_text
-
         atomic_write_text(output, markdown)
 
 
@@ -515,25 +500,17 @@ def import_cmd(
     """Import incidents as drafts, with concept suggestions, duplicate checks and a report. All or nothing."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .importing import ImportFailed, ImportFormat, ImportOptions, run_import
-
     target = into or (Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else None)
     if target is None:
         raise fail("say where to import with --into DIR (or set INCIDENTLIB_DATA)", 2)
-    try:
-        options = ImportOptions(format=ImportFormat(fmt), maps=maps or [], id_prefix=id_prefix, lang=lang.value,
-                                dry_run=dry_run, keep_near_duplicates=keep_near_duplicates)
-    except ValidationError as exc:
-        raise fail("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()), 2) from None
-    except ValueError as exc:
-        raise fail(str(exc), 2) from None
     with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), console=err, transient=True,
                   disable=as_json) as bar:
         task = bar.add_task("import", total=None)
-        try:
-            report = run_import(path, target, options, lambda done, total: bar.update(task, completed=done, total=total))
-        except ImportFailed as exc:
-            raise fail(str(exc), 2) from None
+        report = Library.import_records(
+            path, target, fmt, maps or [], id_prefix=id_prefix, lang=lang.value, dry_run=dry_run,
+            keep_near_duplicates=keep_near_duplicates,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
     if as_json:
         emit_json(report)
     else:
@@ -542,8 +519,8 @@ def import_cmd(
                       f"{len(item.suggestions)} suggestion(s))[/dim]")
             for warning in item.warnings:
                 out.print(f"    [yellow]![/yellow] {escape(warning)}")
-        for item in report.rejected:
-            out.print(f"[red]✗[/red] {item.location}: {escape('; '.join(item.reasons))}")
+        for rejected in report.rejected:
+            out.print(f"[red]✗[/red] {rejected.location}: {escape('; '.join(rejected.reasons))}")
         if report.new_organizations or report.new_tags:
             out.print(f"new organizations: {', '.join(report.new_organizations) or '—'}; new tags: {', '.join(report.new_tags) or '—'}")
         verb = "would add" if report.dry_run else ("added" if report.written else "added nothing to")
@@ -556,30 +533,24 @@ def import_cmd(
 def clusters(
     method: Annotated[str, typer.Option(help="graph (community detection) or embedding (agglomerative).")] = "graph",
     cluster_id: Annotated[Optional[str], typer.Option("--id", help="Show one cluster, e.g. g-03.")] = None,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Root-cause clusters with labels, sizes, representatives and their agreement with cause annotations."""
-    from .analysis import ClusterMethod, UnknownClusterError
-
     library = open_library(data, embedder, cache)
-    try:
-        chosen = ClusterMethod(method)
-    except ValueError:
-        raise fail(f"--method must be graph or embedding, got {method!r}", 2) from None
-    if chosen is ClusterMethod.embedding:
+    methods = get_args(ClusterMethodName)
+    if method not in methods:
+        raise fail(f"--method must be {' or '.join(methods)}, got {method!r}", 2)
+    if method == "embedding":
         build_with_progress(library, quiet=as_json)
-    try:
-        result = library.analysis.cluster(cluster_id, lang.value) if cluster_id else library.analysis.clusters(chosen, lang.value)
-    except UnknownClusterError as exc:
-        raise fail(str(exc)) from None
+    result: ClusterView | ClusterSet = library.cluster(cluster_id, lang.value) if cluster_id else library.clusters(method, lang.value)
     if as_json:
         emit_json(result)
         return
-    views = [result] if cluster_id else result.clusters
-    if not cluster_id:
+    views = [result] if isinstance(result, ClusterView) else result.clusters
+    if isinstance(result, ClusterSet):
         q = result.quality
-        out.print(f"{q.clusters} {chosen.value} clusters · purity {q.purity:.3f} · NMI {q.nmi:.3f} (against first-listed causes)")
+        out.print(f"{q.clusters} {method} clusters · purity {q.purity:.3f} · NMI {q.nmi:.3f} (against first-listed causes)")
     for cluster in views:
         out.print(f"[bold]{cluster.id}[/bold] ({cluster.size}) {escape(cluster.label)} [dim]— e.g. {cluster.representative}; "
                   f"terms: {escape(', '.join(cluster.terms))}[/dim]")
@@ -592,20 +563,29 @@ def clusters(
 def diagnose(
     text: Annotated[Optional[str], typer.Argument(help="Pasted error text, log lines or a description.")] = None,
     symptom: Annotated[Optional[list[str]], typer.Option("--symptom", "-s", help="A symptom id or label (repeatable).")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=20)] = 5,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    series: Annotated[Optional[Path], typer.Option("--series", help="An MFU curve: CSV or JSON with seconds,mfu[,throttle,event] "
+                                                   "(or a Prometheus range-query answer).")] = None,
+    expected: Annotated[Optional[float], typer.Option("--expected", help="The MFU the run should reach, when --series "
+                                                      "holds absolute values.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_DIAGNOSE_LIMIT)] = 5,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rank likely causes and components for symptoms and/or pasted error text, with the incidents behind each."""
+    """Rank likely causes and components for symptoms and/or pasted error text, with the incidents behind each;
+    or, with --series, read the shape of an MFU curve."""
     library = open_library(data, embedder, cache)
+    if series is not None:
+        if text or symptom:
+            raise fail("--series reads a curve; give text and --symptom in a separate call", 2)
+        _diagnose_series(library, series, expected, lang.value, limit, as_json)
+        return
+    if expected is not None:
+        raise fail("--expected only applies with --series", 2)
     if text == "-":
         text = sys.stdin.read()
-    try:
-        if text:
-            build_with_progress(library, quiet=as_json)
-        result = library.analysis.diagnose(symptoms=symptom or [], text=text, lang=lang.value, limit=limit)
-    except (FilterError, QueryError, ValueError) as exc:
-        raise fail(str(exc), 2) from None
+    if text:
+        build_with_progress(library, quiet=as_json)
+    result = library.diagnose(symptoms=symptom or [], text=text, lang=lang.value, limit=limit)
     if as_json:
         emit_json(result)
         return
@@ -619,31 +599,90 @@ def diagnose(
             out.print(f"  {candidate.score:.2f} {escape(candidate.label)} [dim]({candidate.support} incident(s): {evidence})[/dim]")
     for explanation in result.signals:
         out.print(f"[dim]signal:[/dim] {escape(explanation.signal)}\n  {escape(explanation.explanation)}")
+    for match in result.explained:
+        out.print(f"[dim]{escape(match.family_label)} {escape(match.code)}:[/dim] {escape(match.meaning)}")
+
+
+def _diagnose_series(library: Library, path: Path, expected: float | None, lang: str, limit: int, as_json: bool) -> None:
+    result = library.diagnose_series(path=path, expected=expected, lang=lang, limit=limit)
+    if as_json:
+        emit_json(result)
+        return
+    out.print(escape(result.chart))
+    f = result.features
+    periodic = f.dip_period_s and (f.periodicity or 0) >= PERIODIC_SHOWN and f.dip_depth
+    measured = [f"level {f.level:.2f}" if f.level is not None else None,
+                f"drift {f.drift:+.2f}" if f.drift is not None else None,
+                f"dips every {f.dip_period_s:.0f} s, depth {f.dip_depth:.2f}" if periodic else None,
+                f"{len(f.restarts)} restart(s), recovery {f.recovery:+.2f}" if f.restarts and f.recovery is not None else None,
+                f"throttle overlap {f.throttle_overlap:.2f}" if f.throttle_overlap is not None else None]
+    out.print("[dim]" + escape(" · ".join(m for m in measured if m)) + f" ({f.points} points, {f.duration_s:.0f} s)[/dim]")
+    if result.shape is None:
+        out.print(f"[bold]{escape(result.cannot_tell or '')}[/bold]")
+        return
+    out.print(f"[bold]{escape(result.shape)}[/bold]: {escape(result.label or '')} [dim](confidence {result.confidence:.2f})[/dim]")
+    if result.likely:
+        out.print(escape(result.likely))
+    for line in result.evidence:
+        out.print(f"  [dim]·[/dim] {escape(line)}")
+    if result.incidents:
+        out.print("[dim]incidents:[/dim]")
+        for item in result.incidents:
+            out.print(f"  {item.id} {escape(item.title)}" + (" [dim](describes this pattern)[/dim]" if item.pinned else f" [dim]({item.score:.2f})[/dim]"))
+
+
+@app.command()
+def watch(
+    source: Annotated[str, typer.Argument(help="A log file (dmesg, NCCL, kubelet events) or - for standard input.")],
+    limit: Annotated[int, typer.Option(min=1, max=MAX_DIAGNOSE_LIMIT, help="Incidents per answer.")] = 3,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read a log stream and answer each distinct problem once (a flood of the same line gives one answer)."""
+    library = open_library(data, embedder, cache)
+    if source == "-":
+        handle = sys.stdin
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise fail(f"{source}: no such file", 2)
+        handle = path.open(encoding="utf-8", errors="replace")
+    build_with_progress(library, quiet=as_json)
+    suppressed: dict[str, int] = {}
+    try:
+        for item in library.watch(handle, lang=lang.value, limit=limit, suppressed=suppressed):
+            if as_json:
+                sys.stdout.write(item.model_dump_json() + "\n")
+                sys.stdout.flush()
+                continue
+            out.print(f"[bold]line {item.line_number}[/bold] [dim]{escape(item.key)}[/dim]")
+            out.print(escape(item.answer.markdown))
+            out.print("")
+    finally:
+        if handle is not sys.stdin:
+            handle.close()
+    if suppressed and not as_json:
+        err.print("repeats held back: " + ", ".join(f"{k} ×{v}" for k, v in sorted(suppressed.items())))
 
 
 @app.command("map")
 def map_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write: .png or .html.")] = Path("incident-map.png"),
     incident: Annotated[Optional[str], typer.Option("--incident", help="Draw this incident's neighbourhood graph instead (PNG).")] = None,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
 ) -> None:
     """Write the 2D incident map (PNG or interactive HTML), or one incident's neighbourhood graph."""
-    from .storage import atomic_write_bytes
-
     library = open_library(data, embedder, cache)
     suffix = output.suffix.lower()
     if suffix not in (".png", ".html"):
         raise fail("--output must end in .png or .html", 2)
     if incident and suffix != ".png":
         raise fail("a neighbourhood graph is a PNG: use --output NAME.png", 2)
-    try:
-        if incident:
-            payload = library.analysis.neighbourhood_png(incident, lang.value)
-        else:
-            build_with_progress(library)
-            payload = library.analysis.map_png(lang.value) if suffix == ".png" else library.analysis.map_html(lang.value).encode()
-    except IncidentNotFound as exc:
-        raise fail(str(exc)) from None
+    if incident:
+        payload = library.neighbourhood_png(incident, lang.value)
+    else:
+        build_with_progress(library)
+        payload = library.map_png(lang.value) if suffix == ".png" else library.map_html(lang.value).encode()
     atomic_write_bytes(output, payload)
     err.print(f"wrote {output} ({len(payload):,} bytes)")
 
@@ -652,7 +691,7 @@ def map_cmd(
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
-    data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None,
+    data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     sparql_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a SPARQL query may run.")] = 10.0,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not mount the MCP endpoint at /mcp.")] = False,
 ) -> None:
@@ -663,14 +702,14 @@ def serve(
 
     library = open_library(data, embedder, cache)
     build_with_progress(library)
-    _ = library.rdf, library.search_service.recognizer  # warm what the first requests would build
+    library.warm()
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
     application = create_app(library, ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host))
     uvicorn.run(application, host=host, port=port, log_level="info")
 
 
 @app.command()
-def mcp(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_BACKEND, cache: CacheOpt = None) -> None:
+def mcp(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None) -> None:
     """Run the MCP server over stdio (for Claude Desktop, IDEs and other MCP clients)."""
     from .mcp_server import build_mcp_server
 

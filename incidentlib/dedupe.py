@@ -101,7 +101,7 @@ def _shingle_hashes(items: frozenset[str]) -> np.ndarray:
 class MinHasher:
     """MinHash signatures with ``num_perm`` hash functions ``(a·x + b) mod P``."""
 
-    def __init__(self, num_perm: int = NUM_PERM, seed: int = _SEED):
+    def __init__(self, num_perm: int = NUM_PERM, seed: int = _SEED) -> None:
         rng = np.random.default_rng(seed)
         self._a = rng.integers(1, _PRIME, size=num_perm, dtype=np.uint64)
         self._b = rng.integers(0, _PRIME, size=num_perm, dtype=np.uint64)
@@ -111,8 +111,9 @@ class MinHasher:
         if not items:
             return np.full(self.num_perm, np.iinfo(np.uint64).max, dtype=np.uint64)
         x = _shingle_hashes(items)
-        values = (np.outer(x, self._a) + self._b) % np.uint64(_PRIME)
-        return values.min(axis=0)
+        values: np.ndarray = (np.outer(x, self._a) + self._b) % np.uint64(_PRIME)
+        minimum: np.ndarray = values.min(axis=0)
+        return minimum
 
 
 @dataclass(frozen=True)

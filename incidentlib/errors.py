@@ -1,12 +1,51 @@
-"""Errors shared across the library, the CLI, the HTTP API and MCP."""
+"""One exception hierarchy for the library; the CLI, the HTTP API and MCP each map it once.
+
+    IncidentlibError
+    ├── NotFound (also KeyError)            -> CLI exit 1, HTTP 404, MCP tool error
+    │   ├── IncidentNotFound
+    │   ├── UnknownNodeError
+    │   └── UnknownClusterError
+    ├── InvalidRequest (also ValueError)    -> CLI exit 2, HTTP 422, MCP tool error
+    │   ├── FilterError
+    │   ├── QueryError
+    │   ├── InputError                      (names ``where`` and ``reason``)
+    │   │   ├── SeriesError                 a metric series that cannot be read
+    │   │   └── AlertError                  an alert payload that cannot be read
+    │   └── SparqlError                     -> HTTP 400
+    │       └── ReadOnlyError
+    ├── DataError (also ValueError)         -> a library or an input file cannot be used
+    │   ├── LibraryError
+    │   ├── ReadError
+    │   ├── MappingError
+    │   ├── ImportFailed
+    │   └── TableError                      a data/diagnosis/*.yaml table that does not validate
+    ├── EmbedderUnavailable (also RuntimeError)
+    └── SparqlTimeout                       -> HTTP 503
+
+The extra built-in bases keep ``except KeyError`` / ``except ValueError`` callers working.
+Every message names the file, field or parameter and the reason.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-class NotFound(KeyError):
+if TYPE_CHECKING:
+    from .loader import Problem
+
+#: Problems quoted in a LibraryError message before "… and N more" (the rest are on ``.problems``).
+MAX_PROBLEMS_SHOWN = 20
+
+
+class IncidentlibError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+# ---- lookups -------------------------------------------------------------------------
+class NotFound(IncidentlibError, KeyError):
     """A lookup that found nothing; the message names what was asked for and close matches."""
 
-    def __init__(self, key: str, message: str, suggestions: list[str] | None = None):
+    def __init__(self, key: str, message: str, suggestions: list[str] | None = None) -> None:
         self.key = key
         self.suggestions = suggestions or []
         hint = f" (did you mean {', '.join(self.suggestions)}?)" if self.suggestions else ""
@@ -14,3 +53,138 @@ class NotFound(KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class IncidentNotFound(NotFound):
+    """No incident with that id."""
+
+    def __init__(self, incident_id: str, suggestions: list[str] | None = None) -> None:
+        self.incident_id = incident_id
+        super().__init__(incident_id, f"no incident with id {incident_id!r}", suggestions)
+
+
+class UnknownNodeError(NotFound):
+    """A node reference that names no incident or concept."""
+
+    def __init__(self, reference: str, suggestions: list[str] | None = None) -> None:
+        self.reference = reference
+        super().__init__(reference, f"unknown incident or concept {reference!r}", suggestions)
+
+
+class UnknownClusterError(NotFound):
+    """No cluster with that id."""
+
+    def __init__(self, cluster_id: str) -> None:
+        self.cluster_id = cluster_id
+        super().__init__(
+            cluster_id,
+            f"no cluster with id {cluster_id!r} (ids look like g-01 for graph and e-01 for embedding clusters)",
+        )
+
+
+# ---- bad requests ----------------------------------------------------------------------
+class InvalidRequest(IncidentlibError, ValueError):
+    """A parameter that cannot be used; the message names the parameter and the reason."""
+
+
+class FilterError(InvalidRequest):
+    """A filter names something the vocabulary does not know."""
+
+
+class QueryError(InvalidRequest):
+    """A query that cannot be run (empty or too long)."""
+
+
+class SparqlError(InvalidRequest):
+    """A SPARQL query that cannot be run: a syntax error or an update."""
+
+
+class ReadOnlyError(SparqlError):
+    """Raised for SPARQL UPDATE: the library graph is read-only."""
+
+
+class InputError(InvalidRequest):
+    """Input the library cannot use; the message names the file/field/parameter and the reason."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{where}: {reason}")
+
+
+class SeriesError(InputError):
+    """A metric series that cannot be read (bad file, column, value or size)."""
+
+
+class AlertError(InputError):
+    """An alert payload that cannot be read."""
+
+
+# ---- data ------------------------------------------------------------------------------
+class DataError(IncidentlibError, ValueError):
+    """A library directory or an input file that cannot be used."""
+
+
+class LibraryError(DataError):
+    """Raised when a library directory cannot be used; carries every problem found."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems[:MAX_PROBLEMS_SHOWN])
+        more = f"\n  … and {len(problems) - MAX_PROBLEMS_SHOWN} more" if len(problems) > MAX_PROBLEMS_SHOWN else ""
+        super().__init__(f"library has {len(problems)} problem(s):\n{lines}{more}")
+
+
+class ReadError(DataError):
+    """The input file cannot be read as the given format."""
+
+
+class MappingError(DataError):
+    """A --map option that cannot be understood."""
+
+
+class ImportFailed(DataError):
+    """The import cannot run at all (bad options, unreadable input, broken target library)."""
+
+
+class TableError(DataError):
+    """A diagnosis table (data/diagnosis/*.yaml) that does not validate: a server-side problem."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{where}: {reason}")
+
+
+# ---- environment -----------------------------------------------------------------------
+class EmbedderUnavailable(IncidentlibError, RuntimeError):
+    """The embedding backend cannot run here (missing package or model files)."""
+
+
+class SparqlTimeout(IncidentlibError):
+    """The query ran longer than the configured limit and was stopped."""
+
+
+__all__ = [
+    "AlertError",
+    "DataError",
+    "EmbedderUnavailable",
+    "FilterError",
+    "ImportFailed",
+    "IncidentNotFound",
+    "IncidentlibError",
+    "InputError",
+    "InvalidRequest",
+    "LibraryError",
+    "MappingError",
+    "NotFound",
+    "QueryError",
+    "ReadError",
+    "ReadOnlyError",
+    "SeriesError",
+    "SparqlError",
+    "SparqlTimeout",
+    "TableError",
+    "UnknownClusterError",
+    "UnknownNodeError",
+]

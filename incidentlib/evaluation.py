@@ -12,13 +12,16 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field, ValidationError
 
 from .embeddings import EmbedderConfig
-from .library import Library
 from .search.engine import SearchConfig, SearchMode
 from .search.fusion import FusionMethod
+
+if TYPE_CHECKING:
+    from .library import Library
 
 CUTOFFS = (1, 5, 10)
 LANG_GROUPS = ("ko", "en", "mixed", "log")
@@ -119,11 +122,11 @@ def _is_cross_lingual(item: EvalQuery, library: Library) -> bool:
 
 def run_evaluation(library: Library, items: list[EvalQuery], embedders: list[str], cache_dir: Path | None = None) -> EvalReport:
     runs: dict[str, list[list[str]]] = {}
-    lexical_runs = [[h.incident_id for h in library.search_engine.search(q.query, k=10, mode=SearchMode.lexical)] for q in items]
+    lexical_runs = [[h.incident_id for h in library._search_engine.search(q.query, k=10, mode=SearchMode.lexical)] for q in items]
     runs["lexical (BM25)"] = lexical_runs
     for name in embedders:
-        lib = Library(library.data, SearchConfig(embedder=EmbedderConfig(backend=name), cache_dir=cache_dir))
-        engine = lib.search_engine
+        lib = type(library)(library.data, SearchConfig(embedder=EmbedderConfig(backend=name), cache_dir=cache_dir))
+        engine = lib._search_engine
         dense_runs, rrf_runs, weighted_runs, similar_runs = [], [], [], []
         for q in items:
             lexical = engine.rank_lexical(q.query, None, 50)
@@ -131,7 +134,7 @@ def run_evaluation(library: Library, items: list[EvalQuery], embedders: list[str
             dense_runs.append([i for i, _, _ in dense[:10]])
             rrf_runs.append([h.incident_id for h in engine.fuse_rankings(lexical, dense, 10, FusionMethod.rrf)])
             weighted_runs.append([h.incident_id for h in engine.fuse_rankings(lexical, dense, 10, FusionMethod.weighted)])
-            similar_runs.append([r.id for r in lib.search_service.similar_to_text(q.query, k=10)])
+            similar_runs.append([r.id for r in lib._search_service.similar_to_text(q.query, k=10)])
         runs[f"dense {name}"] = dense_runs
         runs[f"hybrid-rrf {name}"] = rrf_runs
         runs[f"hybrid-weighted {name}"] = weighted_runs

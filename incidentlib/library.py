@@ -1,183 +1,220 @@
-"""The :class:`Library` facade: one object the CLI, the HTTP API and MCP all adapt.
+"""The :class:`Library` facade: the one way in for the CLI, the HTTP API and MCP.
 
 It loads and validates a library directory once, then answers questions about
 it. Expensive structures (the RDF graph, the NetworkX projection, the search
-indexes) are built on first use.
+indexes, the analysis) are built on first use and kept private.
+
+The adapters import only this module, :mod:`incidentlib.errors`, :mod:`incidentlib.requests`
+and :mod:`incidentlib.views`; the few enums and helpers they need are re-exported here.
 """
 
 from __future__ import annotations
 
 import difflib
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rdflib import Graph
 
-from .errors import NotFound
-from .graph.export import ExportFormat, export_graphml, export_jsonl, export_rdf
+from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
+from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeError
+from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
 from .graph.rdf import build_graph
 from .graph.sparql import SparqlResult, run_sparql
 from .loader import LibraryData, Problem, check_library, load_library
-from .models import LANGS, ConceptKind, Incident
-from .paths import resolve_data_dir
+from .models import LANGS, Concept, ConceptKind, Incident
+from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
+from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
 from .search.engine import SearchConfig, SearchEngine, SearchMode
+from .search.fusion import FusionMethod
 from .search.service import SearchService
 from .search.store import BuildReport, ProgressFn
+from .storage import atomic_write_bytes, atomic_write_text
 from .views import (
+    AlertsAnswer,
+    ClusterSet,
+    ClusterView,
+    Diagnosis,
     GraphPath,
     IncidentDetail,
-    RagPassage,
-    SearchResponse,
     IncidentPage,
+    MapPoint,
     NodeLinkGraph,
+    OrganizationList,
+    OrganizationSummary,
+    RagPassage,
     RelatedItem,
+    SearchResponse,
+    SeriesDiagnosis,
+    SignalExplanation,
+    SignalMatch,
     SignalView,
     SourceView,
+    TopicList,
     TopicPage,
+    TopicSummary,
+    VocabConcept,
+    VocabResponse,
+    WatchAnswer,
 )
+from .vocab import Vocabulary
 
+if TYPE_CHECKING:
+    from .analysis import Analysis, ClusterMethod
+    from .analysis.families import CompiledFamily
+    from .analysis.tables import ShapeTable, SignalTable
+    from .evaluation import EvalQuery, EvalReport
+    from .importing import ImportOptions, ImportReport
 
-class IncidentNotFound(NotFound):
-    """No incident with that id."""
-
-    def __init__(self, incident_id: str, suggestions: list[str] | None = None):
-        self.incident_id = incident_id
-        super().__init__(incident_id, f"no incident with id {incident_id!r}", suggestions)
-
-
-class FilterError(ValueError):
-    """A filter names something the vocabulary does not know."""
-
-
-class IncidentFilter(BaseModel):
-    """Narrow a listing or a search. Concept filters also match narrower concepts."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    org: str | None = None
-    component: str | None = None
-    cause: str | None = None
-    symptom: str | None = None
-    tag: str | None = None
-    year_from: int | None = Field(default=None, ge=1900, le=2100)
-    year_to: int | None = Field(default=None, ge=1900, le=2100)
-    severity: str | None = None
-
-    @field_validator("severity")
-    @classmethod
-    def _severity(cls, value: str | None) -> str | None:
-        if value is not None and value not in {"sev1", "sev2", "sev3", "sev4"}:
-            raise ValueError("severity must be one of sev1, sev2, sev3, sev4")
-        return value
-
-    def is_empty(self) -> bool:
-        return all(value is None for value in self.model_dump().values())
-
-
-_FILTER_FIELDS: dict[str, tuple[ConceptKind, str]] = {
-    "org": (ConceptKind.organization, "org"),
-    "component": (ConceptKind.component, "components"),
-    "cause": (ConceptKind.cause, "causes"),
-    "symptom": (ConceptKind.symptom, "symptoms"),
-    "tag": (ConceptKind.tag, "tags"),
-}
-
-
-def check_lang(lang: str) -> str:
-    if lang not in LANGS:
-        raise ValueError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
-    return lang
-
-
-MAX_K = 100
-
-
-def check_k(k: int, name: str = "k") -> int:
-    if k < 1 or k > MAX_K:
-        raise ValueError(f"{name} must be between 1 and {MAX_K}, got {k}")
-    return k
-
+#: Kinds listed as "topics" (organizations have their own listing).
+TOPIC_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom, ConceptKind.tag)
+DEFAULT_EMBEDDER = DEFAULT_BACKEND
+assert set(get_args(SearchModeName)) == {m.value for m in SearchMode}
 
 class Library:
     """A loaded, validated incident library."""
 
-    def __init__(self, data: LibraryData, search_config: SearchConfig | None = None):
+    def __init__(self, data: LibraryData, search_config: SearchConfig | None = None,
+                 embedder: Embedder | None = None) -> None:
+        """Wrap loaded ``data``; ``embedder`` replaces the one ``search_config`` names (any :class:`Embedder`)."""
         self.data = data
         self.search_config = search_config or SearchConfig()
+        self._embedder = embedder
 
     @classmethod
-    def open(cls, data_dir: str | Path | None = None, search_config: SearchConfig | None = None) -> Library:
-        """Open ``data_dir``, ``$INCIDENTLIB_DATA`` or the bundled library."""
+    def open(
+        cls,
+        data_dir: str | Path | None = None,
+        search_config: SearchConfig | None = None,
+        *,
+        embedder: str | None = None,
+        cache_dir: Path | None = None,
+        fusion: FusionMethod | str | None = None,
+    ) -> Library:
+        """Open ``data_dir``, ``$INCIDENTLIB_DATA`` or the bundled library.
+
+        ``embedder``, ``cache_dir`` and ``fusion`` build the search configuration when
+        ``search_config`` is not given; a bad value is an :class:`InvalidRequest`.
+        """
+        if search_config is None:
+            search_config = cls.search_settings(embedder=embedder, cache_dir=cache_dir, fusion=fusion)
         return cls(load_library(resolve_data_dir(data_dir)), search_config)
 
     @staticmethod
-    def check(data_dir: str | Path | None = None, strict: bool = False) -> tuple[LibraryData | None, list[Problem]]:
-        """Validate a library directory and return what loaded plus every problem found.
+    def search_settings(embedder: str | None = None, cache_dir: Path | None = None,
+                        fusion: FusionMethod | str | None = None) -> SearchConfig:
+        """A :class:`SearchConfig` from plain values; an unknown embedder or fusion is an :class:`InvalidRequest`."""
+        try:
+            config = SearchConfig(embedder=EmbedderConfig(backend=embedder or DEFAULT_BACKEND), cache_dir=cache_dir)
+            return config.model_copy(update={"fusion": FusionMethod(fusion)}) if fusion else config
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
 
-        The loader's rules always apply (shape, vocabulary references, ids, dates).  With
-        ``strict`` the editorial rules of :mod:`incidentlib.strict` apply too: title,
-        summary and body in both languages, a non-empty symptom list, an explicit kind
-        on every source, Korean particles attached to Latin words and digits, and no
-        duplicate records (a shared source URL not acknowledged by a ``related`` link, or
-        title+summary+body shingle Jaccard ≥ 0.9 in either language).
+    def with_embedder(self, embedder: str) -> Library:
+        """The same loaded data searched with another embedder (same cache and fusion)."""
+        config = self.search_config.model_copy(update={"embedder": EmbedderConfig(backend=embedder)})
+        return type(self)(self.data, config)
+
+    @staticmethod
+    def check(data_dir: str | Path | None = None, strict: bool = False) -> tuple[Path, LibraryData | None, list[Problem]]:
+        """Validate a library directory: its resolved root, the data when it loads, and every problem found.
+
+        The loader's rules always apply (shape, vocabulary references, ids, dates), and the
+        diagnosis tables are checked against the vocabulary.  With ``strict`` the editorial rules
+        of :mod:`incidentlib.strict` apply too: title, summary and body in both languages, a
+        non-empty symptom list, an explicit kind on every source, Korean particles attached to
+        Latin words and digits, and no duplicate records (a shared source URL not acknowledged by
+        a ``related`` link, or title+summary+body shingle Jaccard ≥ 0.9 in either language).
         """
-        data, problems = check_library(resolve_data_dir(data_dir))
-        if strict and data is not None:
+        root = resolve_data_dir(data_dir)
+        loaded, problems = check_library(root)
+        if loaded is not None and not problems:
+            problems = Library(loaded).table_problems()
+        if strict and loaded is not None:
             from .strict import check_strict  # the strict rules are only needed here
 
-            problems = [*problems, *check_strict(data)]
-        return data, problems
+            problems = [*problems, *check_strict(loaded)]
+        return root, loaded, problems
+
+    def table_problems(self) -> list[Problem]:
+        """Problems in the diagnosis tables (data/diagnosis/*.yaml), checked against the vocabulary."""
+        from .errors import TableError
+
+        problems = []
+        for table in ("shape_table", "signal_table"):
+            try:
+                getattr(self, table)
+            except TableError as exc:
+                problems.append(Problem(file=exc.where, message=exc.reason))
+        return problems
 
     # ---- basics ----------------------------------------------------------
     @property
     def root(self) -> Path:
+        """The library directory."""
         return self.data.root
 
     @property
-    def vocab(self):  # noqa: ANN201 - Vocabulary, kept import-light
+    def vocab(self) -> Vocabulary:
+        """The controlled vocabulary."""
         return self.data.vocab
+
+    @property
+    def embedder(self) -> str:
+        """The embedder's name: the configured backend (e.g. ``use-m3``) or the given embedder's name."""
+        return self._embedder.name if self._embedder is not None else self.search_config.embedder.backend
 
     def __len__(self) -> int:
         return len(self.data.incidents)
 
     def incidents(self) -> list[Incident]:
+        """Every incident, in id order."""
         return list(self.data.incidents.values())
 
     def get(self, incident_id: str) -> Incident:
+        """One incident by id (case and surrounding spaces ignored); :class:`IncidentNotFound` with close ids."""
         key = incident_id.strip().upper()
         try:
             return self.data.incidents[key]
         except KeyError:
             raise IncidentNotFound(incident_id, difflib.get_close_matches(key, list(self.data.incidents), n=3)) from None
 
-    # ---- graph -----------------------------------------------------------
+    # ---- graph (private) ---------------------------------------------------
     @cached_property
-    def knowledge(self) -> KnowledgeGraph:
+    def _knowledge(self) -> KnowledgeGraph:
         return KnowledgeGraph(self.data)
 
     @cached_property
-    def rdf(self) -> Graph:
+    def _rdf(self) -> Graph:
         return build_graph(self.data)
+
+    def warm(self) -> None:
+        """Build now what the first requests would build: the RDF graph and the concept recognizer."""
+        _ = self._rdf, self._search_service.recognizer
 
     # ---- listing and filters ----------------------------------------------
     def resolve_filter(self, filters: IncidentFilter) -> dict[str, set[str]]:
         """Concept filters as sets of accepted ids (the concept and its narrower ones)."""
         accepted: dict[str, set[str]] = {}
-        for name, (kind, field) in _FILTER_FIELDS.items():
-            value = getattr(filters, name)
+        for param in CONCEPT_FILTERS:
+            assert param.kind is not None and param.incident_field is not None
+            value = getattr(filters, param.name)
             if value is None:
                 continue
-            concept = self.vocab.resolve(value, kind)
+            concept = self.vocab.resolve(value, param.kind)
             if concept is None:
-                hint = self.vocab.suggest(value, kind)
+                hint = self.vocab.suggest(value, param.kind)
                 extra = f" (did you mean {', '.join(hint)}?)" if hint else ""
-                raise FilterError(f"{name}: unknown {kind.value} {value!r}{extra}")
-            accepted[field] = {concept.id, *self.knowledge.descendants(concept.id)}
+                raise FilterError(f"{param.name}: unknown {param.kind.value} {value!r}{extra}")
+            accepted[param.incident_field] = {concept.id, *self._knowledge.descendants(concept.id)}
         return accepted
 
     def matches(self, incident: Incident, filters: IncidentFilter, accepted: dict[str, set[str]] | None = None) -> bool:
+        """True when ``incident`` passes every filter (concepts match their narrower ones; years inclusive)."""
         accepted = self.resolve_filter(filters) if accepted is None else accepted
         for field, ids in accepted.items():
             values = {incident.org} if field == "org" else set(getattr(incident, field))
@@ -187,11 +224,10 @@ class Library:
             return False
         if filters.year_to is not None and (incident.year is None or incident.year > filters.year_to):
             return False
-        if filters.severity is not None and (incident.severity is None or incident.severity.value != filters.severity):
-            return False
-        return True
+        return filters.severity is None or incident.severity == filters.severity
 
     def filter_ids(self, filters: IncidentFilter | None) -> list[str]:
+        """Ids of the incidents that pass ``filters`` (all ids when there are none), in id order."""
         if filters is None or filters.is_empty():
             return list(self.data.incidents)
         accepted = self.resolve_filter(filters)
@@ -200,20 +236,22 @@ class Library:
     def list_incidents(
         self, filters: IncidentFilter | None = None, lang: str = "en", limit: int | None = None, offset: int = 0
     ) -> IncidentPage:
+        """A page of filtered incidents: ``items = ids[offset : offset + limit]``, ``total`` before paging."""
         check_lang(lang)
         if offset < 0:
-            raise ValueError("offset must be >= 0")
+            raise InvalidRequest("offset must be >= 0")
         if limit is not None and limit < 0:
-            raise ValueError("limit must be >= 0")
+            raise InvalidRequest("limit must be >= 0")
         ids = self.filter_ids(filters)
         window = ids[offset:] if limit is None else ids[offset : offset + limit]
-        return IncidentPage(total=len(ids), items=[self.knowledge.summary(self.data.incidents[i], lang) for i in window])
+        return IncidentPage(total=len(ids), items=[self._knowledge.summary(self.data.incidents[i], lang) for i in window])
 
     # ---- one incident --------------------------------------------------------
     def detail(self, incident_id: str, lang: str = "en", related_limit: int = 10) -> IncidentDetail:
+        """The full record in ``lang`` (the body falls back to the language it exists in), with related incidents."""
         check_lang(lang)
         incident = self.get(incident_id)
-        kg = self.knowledge
+        kg = self._knowledge
         body_lang = lang if getattr(incident.body, lang) else incident.body.languages()[0]
         return IncidentDetail(
             id=incident.id,
@@ -243,42 +281,110 @@ class Library:
         )
 
     def related(self, incident_id: str, lang: str = "en", limit: int | None = 10) -> list[RelatedItem]:
+        """Incidents sharing components or causes; score = Σ ln(1 + N / df(c)) over shared concepts (docs/graph.md)."""
         check_lang(lang)
-        return self.knowledge.related(self.get(incident_id).id, lang=lang, limit=limit)
+        return self._knowledge.related(self.get(incident_id).id, lang=lang, limit=limit)
 
     # ---- concepts and graph walks --------------------------------------------
     def topic(self, concept: str, lang: str = "en") -> TopicPage:
-        return self.knowledge.topic(concept, lang=check_lang(lang))
+        """A concept's page: definition, incidents, co-occurring concepts, organizations."""
+        return self._knowledge.topic(concept, lang=check_lang(lang))
+
+    def _incident_counts(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for incident in self.data.incidents.values():
+            for ids in incident.concept_ids().values():
+                counts.update(ids)
+        return counts
+
+    def topics(self, kind: ConceptKind | str | None = None, lang: str = "en") -> TopicList:
+        """Every component, cause, symptom and tag (or one ``kind``) with its number of incidents."""
+        check_lang(lang)
+        counts = self._incident_counts()
+        kinds = [ConceptKind(kind)] if kind else list(TOPIC_KINDS)
+        return TopicList(items=[
+            TopicSummary(id=c.id, kind=c.kind.value, label=c.label.get(lang), incidents=counts[c.id])
+            for k in kinds for c in self.vocab.of_kind(k)
+        ])
+
+    def concepts(self, kind: ConceptKind | str | None = None) -> list[Concept]:
+        """The vocabulary's concepts of one kind (all kinds when ``kind`` is None), kinds in enum order."""
+        kinds = [ConceptKind(kind)] if kind else list(ConceptKind)
+        return [c for k in kinds for c in self.vocab.of_kind(k)]
+
+    def vocabulary(self, kind: ConceptKind | str | None = None) -> VocabResponse:
+        """The controlled vocabulary with labels, aliases and definitions in both languages, in file order."""
+        wanted = ConceptKind(kind) if kind else None
+        concepts = [
+            VocabConcept(
+                id=c.id, kind=c.kind.value,
+                labels={"en": c.label.en or "", "ko": c.label.ko or ""},
+                alt_labels={"en": c.alt.en, "ko": c.alt.ko},
+                broader=c.broader,
+                definition={lang: text for lang in LANGS if c.definition and (text := getattr(c.definition, lang))},
+                url=str(c.url) if c.url else None,
+            )
+            for c in self.vocab
+            if wanted is None or c.kind is wanted
+        ]
+        return VocabResponse(total=len(concepts), concepts=concepts)
+
+    def organizations(self, lang: str = "en") -> OrganizationList:
+        """Every organization with its number of incidents, most incidents first, then by id."""
+        check_lang(lang)
+        counts = Counter(i.org for i in self.data.incidents.values())
+        items = [
+            OrganizationSummary(id=o.id, label=o.label.get(lang), url=str(o.url) if o.url else None, incidents=counts[o.id])
+            for o in self.vocab.of_kind(ConceptKind.organization)
+        ]
+        items.sort(key=lambda item: (-item.incidents, item.id))
+        return OrganizationList(items=items)
+
+    def organization(self, org_id: str, lang: str = "en") -> TopicPage:
+        """An organization's page; :class:`UnknownNodeError` when ``org_id`` is not an organization."""
+        concept = self.vocab.get(org_id)
+        if concept is None or concept.kind is not ConceptKind.organization:
+            raise UnknownNodeError(org_id, self.vocab.suggest(org_id, ConceptKind.organization))
+        return self.topic(org_id, lang=lang)
 
     def neighbors(self, node: str, depth: int = 1, lang: str = "en") -> NodeLinkGraph:
-        return self.knowledge.neighbors(node, depth=depth, lang=check_lang(lang))
+        """Node-link JSON of everything within ``depth`` hops of ``node``."""
+        return self._knowledge.neighbors(node, depth=depth, lang=check_lang(lang))
 
     def path(self, source: str, target: str, lang: str = "en") -> GraphPath | None:
-        return self.knowledge.path(source, target, lang=check_lang(lang))
+        """The shortest path between two nodes (tags skipped), or None when they are not connected."""
+        return self._knowledge.path(source, target, lang=check_lang(lang))
 
     def sparql(self, query: str) -> SparqlResult:
-        return run_sparql(self.rdf, query)
+        """Run a read-only SPARQL query over the RDF graph; :class:`SparqlError` for syntax errors and updates."""
+        return run_sparql(self._rdf, query)
 
     def export(self, fmt: ExportFormat | str) -> str:
+        """The whole library as Turtle, JSON-LD, N-Triples, GraphML or JSON Lines."""
         fmt = ExportFormat(fmt)
         if fmt is ExportFormat.graphml:
-            return export_graphml(self.knowledge.nx)
+            return export_graphml(self._knowledge.nx)
         if fmt is ExportFormat.jsonl:
             return export_jsonl(self.data)
-        return export_rdf(self.rdf, fmt)
+        return export_rdf(self._rdf, fmt)
 
     # ---- search ----------------------------------------------------------------
     @cached_property
-    def search_engine(self) -> SearchEngine:
-        return SearchEngine(self.data, self.search_config)
+    def _search_engine(self) -> SearchEngine:
+        return SearchEngine(self.data, self.search_config, self._embedder)
 
     @cached_property
-    def search_service(self) -> SearchService:
-        return SearchService(self.search_engine, self.knowledge)
+    def _search_service(self) -> SearchService:
+        return SearchService(self._search_engine, self._knowledge)
 
     def build_index(self, progress: ProgressFn | None = None) -> BuildReport:
         """Build, extend or reuse the persisted dense index for the configured embedder."""
-        return self.search_engine.build(progress)
+        return self._search_engine.build(progress)
+
+    @property
+    def last_build(self) -> BuildReport | None:
+        """The report of the last :meth:`build_index` in this process, or None before the first."""
+        return self._search_engine.last_build
 
     def _allowed(self, filters: IncidentFilter | None) -> set[str] | None:
         if filters is None or filters.is_empty():
@@ -287,27 +393,27 @@ class Library:
 
     def search(self, query: str, k: int = 10, mode: SearchMode | str = SearchMode.hybrid,
                filters: IncidentFilter | None = None, lang: str = "en") -> SearchResponse:
-        """Lexical, dense or hybrid search; filters apply before ranking."""
+        """Lexical, dense or hybrid search; filters apply before ranking (see docs/search.md for the fusion)."""
         check_lang(lang)
         check_k(k)
         mode = SearchMode(mode)
-        results = self.search_service.search(query, k=k, mode=mode, allowed=self._allowed(filters), lang=lang)
+        results = self._search_service.search(query, k=k, mode=mode, allowed=self._allowed(filters), lang=lang)
         return SearchResponse(query=query, mode=mode.value, results=results)
 
     def similar(self, incident_id: str | None = None, text: str | None = None, k: int = 10,
                 filters: IncidentFilter | None = None, lang: str = "en") -> SearchResponse:
-        """"Find incidents like this": an incident id or a free text (an error, a log line, a description)."""
+        """Incidents like an incident id or a free text: score = (1 − β)·text + β·graph, β = 0.35."""
         check_lang(lang)
         check_k(k)
         if (incident_id is None) == (text is None):
-            raise ValueError("give exactly one of incident_id or text")
+            raise InvalidRequest("give exactly one of incident_id or text")
         allowed = self._allowed(filters)
         if incident_id is not None:
             incident = self.get(incident_id)
-            results = self.search_service.similar_to_incident(incident.id, k=k, allowed=allowed, lang=lang)
+            results = self._search_service.similar_to_incident(incident.id, k=k, allowed=allowed, lang=lang)
             return SearchResponse(query=incident.id, mode="similar", results=results)
         assert text is not None
-        results = self.search_service.similar_to_text(text, k=k, allowed=allowed, lang=lang)
+        results = self._search_service.similar_to_text(text, k=k, allowed=allowed, lang=lang)
         return SearchResponse(query=text, mode="similar", results=results)
 
     def rag_context(self, query: str, k: int = 5, lang: str = "en", filters: IncidentFilter | None = None) -> list[RagPassage]:
@@ -330,7 +436,179 @@ class Library:
 
     # ---- root-cause exploration ---------------------------------------------------
     @cached_property
-    def analysis(self):  # noqa: ANN201 - incidentlib.analysis.Analysis (imported lazily: matplotlib, sklearn)
-        from .analysis import Analysis
+    def _analysis(self) -> Analysis:
+        from .analysis import Analysis  # matplotlib and sklearn load only when analysis is used
 
         return Analysis(self)
+
+    def clusters(self, method: ClusterMethod | str = "graph", lang: str = "en") -> ClusterSet:
+        """Root-cause clusters (graph communities or agglomerative embedding clusters) with purity and NMI."""
+        return self._analysis.clusters(method, lang)
+
+    def cluster(self, cluster_id: str, lang: str = "en") -> ClusterView:
+        """One cluster by id (g-NN graph, e-NN embedding); :class:`UnknownClusterError` otherwise."""
+        return self._analysis.cluster(cluster_id, lang)
+
+    def diagnose(self, symptoms: list[str] | None = None, text: str | None = None, lang: str = "en",
+                 limit: int = 5) -> Diagnosis:
+        """Likely causes and components for symptoms and/or pasted text, with the incidents behind each."""
+        return self._analysis.diagnose(symptoms=symptoms, text=text, lang=lang, limit=limit)
+
+    def signals(self, lang: str = "en") -> list[SignalExplanation]:
+        """Every verbatim error signal in the library, explained."""
+        return self._analysis.signals(lang)
+
+    def map_points(self, lang: str = "en") -> list[MapPoint]:
+        """Every incident at its 2D map position (t-SNE of its embedding) with its graph cluster id."""
+        return self._analysis.map_points(lang)
+
+    def map_png(self, lang: str = "en") -> bytes:
+        """The 2D incident map as a PNG."""
+        return self._analysis.map_png(lang)
+
+    def map_html(self, lang: str = "en") -> str:
+        """The 2D incident map as an interactive HTML page."""
+        return self._analysis.map_html(lang)
+
+    def neighbourhood_png(self, incident_id: str, lang: str = "en") -> bytes:
+        """A picture of an incident, its concepts and its closest related incidents."""
+        return self._analysis.neighbourhood_png(incident_id, lang)
+
+    # ---- signals, series and alerts ---------------------------------------------------
+    @cached_property
+    def shape_table(self) -> ShapeTable:
+        """data/diagnosis/shapes.yaml, validated against the vocabulary (bundled table when the library has none)."""
+        from .analysis.tables import load_shapes
+
+        return load_shapes(self.root, self.vocab, set(self.data.incidents))
+
+    @cached_property
+    def signal_table(self) -> SignalTable:
+        """data/diagnosis/signals.yaml, validated against the vocabulary (bundled table when the library has none)."""
+        from .analysis.tables import load_signals
+
+        return load_signals(self.root, self.vocab)
+
+    @cached_property
+    def _signal_patterns(self) -> list[CompiledFamily]:
+        from .analysis.families import compile_table
+
+        return compile_table(self.signal_table)
+
+    def explain_signals(self, text: str, lang: str = "en") -> list[SignalMatch]:
+        """Known error signals in ``text`` (Xid, SXid, NCCL watchdog/results, IB completion statuses,
+        PCIe link messages, ECC events, Kubernetes event reasons), one per family and code, explained."""
+        from .analysis.families import find_signals
+
+        return find_signals(self._signal_patterns, text, self.vocab, check_lang(lang))
+
+    def diagnose_series(self, *, points: Sequence[Mapping[str, Any]] | None = None, text: str | None = None,
+                        path: str | Path | None = None, expected: float | None = None, lang: str = "en",
+                        limit: int = 5) -> SeriesDiagnosis:
+        """Classify an MFU curve by shape (data/diagnosis/shapes.yaml) and rank the incidents that show it.
+
+        Give exactly one of ``points`` (objects with ``seconds``, ``mfu`` and optional ``throttle``,
+        ``event``), ``text`` (CSV or JSON) or ``path``. MFU is a fraction of expected unless
+        ``expected`` is given (then ``mfu / expected``). Features and scoring are described in
+        :mod:`incidentlib.analysis.shapes`; the incident ranking in :mod:`incidentlib.analysis.mfu`.
+        """
+        from .analysis import series as series_io
+        from .analysis.mfu import diagnose_series
+        from .errors import SeriesError
+
+        check_lang(lang)
+        check_k(limit, "limit")
+        given = [name for name, value in (("points", points), ("text", text), ("path", path)) if value is not None]
+        if len(given) != 1:
+            raise SeriesError("series", "give exactly one of points, text or path" + (f" (got {', '.join(given)})" if given else ""))
+        if points is not None:
+            parsed = series_io.parse_json(list(points), "points")
+            source = "points"
+        elif text is not None:
+            parsed = series_io.parse_text(text, "text")
+            source = "text"
+        else:
+            assert path is not None
+            parsed = series_io.read_file(path)
+            source = str(path)
+        series = series_io.build_series(parsed, expected=expected, source=source)
+        return diagnose_series(self, series, self.shape_table, lang, limit)
+
+    def answer_alerts(self, payload: object, lang: str = "en", limit: int = 5) -> AlertsAnswer:
+        """Diagnose each firing alert of an Alertmanager webhook (version 4) or one generic JSON alert:
+        recognised signals, likely causes/components and incidents, and a Markdown message for chat
+        (rules in :mod:`incidentlib.analysis.alerts`)."""
+        from .analysis.alerts import answer_alerts
+
+        check_k(limit, "limit")
+        return answer_alerts(self, payload, check_lang(lang), limit)
+
+    def watch(self, lines: Iterable[str], lang: str = "en", limit: int = 5, clock: Callable[[], float] | None = None,
+              suppressed: dict[str, int] | None = None) -> Iterator[WatchAnswer]:
+        """Answer each distinct problem (``family:code``) in a log stream once per rate-limit window
+        (rules in :mod:`incidentlib.analysis.watch`); ``suppressed`` collects the repeat counts."""
+        from .analysis.watch import RateLimiter, watch
+
+        check_lang(lang)
+        check_k(limit, "limit")
+        limiter = RateLimiter(clock=clock) if clock is not None else RateLimiter()
+        if suppressed is not None:
+            limiter.suppressed = suppressed
+        return watch(self, lines, lang, limit, limiter)
+
+    # ---- evaluation and import -------------------------------------------------------
+    def eval_queries(self, path: Path | None = None) -> list[EvalQuery]:
+        """The evaluation queries (default: eval/queries.jsonl); bad lines are an :class:`InvalidRequest`."""
+        from .evaluation import default_queries_path, load_queries
+
+        try:
+            return load_queries(path or default_queries_path(), self)
+        except InvalidRequest:
+            raise
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+
+    def evaluate(self, items: list[EvalQuery], embedders: list[str], cache_dir: Path | None = None) -> EvalReport:
+        """Recall@1/5/10, MRR and nDCG@10 per mode, embedder and query language (see docs/eval.md)."""
+        from .evaluation import run_evaluation
+
+        return run_evaluation(self, items, embedders, cache_dir=cache_dir)
+
+    @staticmethod
+    def import_records(source: Path, target: Path, fmt: str, maps: list[str], id_prefix: str = "IL", lang: str = "en",
+                       dry_run: bool = False, keep_near_duplicates: bool = False,
+                       progress: Callable[[int, int], None] | None = None) -> ImportReport:
+        """Import a collection into ``target`` as drafts, all or nothing; bad options are an :class:`InvalidRequest`."""
+        from pydantic import ValidationError
+
+        from .importing import ImportFormat, ImportOptions, run_import
+
+        try:
+            options: ImportOptions = ImportOptions(format=ImportFormat(fmt), maps=maps, id_prefix=id_prefix, lang=lang,
+                                                   dry_run=dry_run, keep_near_duplicates=keep_near_duplicates)
+        except ValidationError as exc:
+            raise InvalidRequest("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        return run_import(source, target, options, progress)
+
+
+__all__ = [
+    "CACHE_ENV",
+    "DATA_ENV",
+    "DEFAULT_EMBEDDER",
+    "MEDIA_TYPES",
+    "BuildReport",
+    "ExportFormat",
+    "FusionMethod",
+    "IncidentFilter",
+    "IncidentNotFound",
+    "Library",
+    "SearchConfig",
+    "SearchMode",
+    "SparqlResult",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "check_k",
+    "check_lang",
+]

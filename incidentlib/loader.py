@@ -15,7 +15,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .models import Concept, ConceptKind, Incident
+from .errors import LibraryError
+from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
 from .vocab import Vocabulary
 
 try:  # the C loader is several times faster on a few hundred files
@@ -27,13 +28,7 @@ VOCAB_DIR = "vocab"
 INCIDENTS_DIR = "incidents"
 
 # Which incident field refers to which vocabulary kind.
-REFERENCE_FIELDS: dict[str, ConceptKind] = {
-    "org": ConceptKind.organization,
-    "components": ConceptKind.component,
-    "causes": ConceptKind.cause,
-    "symptoms": ConceptKind.symptom,
-    "tags": ConceptKind.tag,
-}
+REFERENCE_FIELDS = CONCEPT_FIELDS
 
 
 class Problem(BaseModel):
@@ -48,16 +43,6 @@ class Problem(BaseModel):
         return f"{where}: {self.message}"
 
 
-class LibraryError(Exception):
-    """Raised when a library directory cannot be used; carries every problem found."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems[:20])
-        more = f"\n  … and {len(problems) - 20} more" if len(problems) > 20 else ""
-        super().__init__(f"library has {len(problems)} problem(s):\n{lines}{more}")
-
-
 @dataclass(frozen=True)
 class LibraryData:
     """A validated library: its vocabulary, its incidents and where they came from."""
@@ -70,7 +55,7 @@ class LibraryData:
 
 def read_yaml(path: Path) -> object:
     with path.open("rb") as handle:
-        return yaml.load(handle, Loader=_YamlLoader)  # noqa: S506 - safe loader
+        return yaml.load(handle, Loader=_YamlLoader)
 
 
 def load_library(root: Path | str) -> LibraryData:

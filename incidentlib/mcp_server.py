@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -18,15 +18,30 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from . import __version__
-from .errors import NotFound
-from .library import FilterError, IncidentFilter, Library
-from .search.service import QueryError
-from .models import ConceptKind
-from .search.engine import SearchMode
-from .views import ClusterSet, Diagnosis, IncidentDetail, IncidentPage, RelatedItem, SearchResponse, TopicPage
-
-Lang = Literal["en", "ko"]
-KindName = Literal["component", "cause", "symptom", "tag", "organization"]
+from .errors import IncidentlibError
+from .library import Library
+from .requests import (
+    MAX_AGENT_K,
+    MAX_AGENT_LIMIT,
+    MAX_QUERY_CHARS,
+    ClusterMethodName,
+    ConceptKindName,
+    FilterParam,
+    IncidentFilter,
+    Lang,
+    SearchModeName,
+    with_filter_params,
+)
+from .views import (
+    ClusterSet,
+    Diagnosis,
+    IncidentDetail,
+    IncidentPage,
+    RelatedItem,
+    SearchResponse,
+    SeriesDiagnosis,
+    TopicPage,
+)
 
 INSTRUCTIONS = """incidentlib: real, publicly documented infrastructure incidents (GPU/AI training clusters,
 GPU clouds, inference services, cloud/CDN/DNS outages) in Korean and English.
@@ -54,28 +69,24 @@ class VocabList(BaseModel):
     concepts: list[VocabEntry]
 
 
-Org = Annotated[str | None, Field(description="Filter by organization id or name, e.g. 'aws' or 'Cloudflare'.")]
-Component = Annotated[str | None, Field(description="Filter by component id or label, e.g. 'nccl' or 'InfiniBand'.")]
-Cause = Annotated[str | None, Field(description="Filter by cause id or label, e.g. 'configuration-change'.")]
-Symptom = Annotated[str | None, Field(description="Filter by symptom id or label, e.g. 'collective-timeout'.")]
-Tag = Annotated[str | None, Field(description="Filter by tag, e.g. 'ai-infra', 'cloud', 'cdn'.")]
-YearFrom = Annotated[int | None, Field(description="Only incidents from this year on.", ge=1900, le=2100)]
-YearTo = Annotated[int | None, Field(description="Only incidents up to this year.", ge=1900, le=2100)]
-Severity = Annotated[Literal["sev1", "sev2", "sev3", "sev4"] | None, Field(description="Only this severity.")]
+def _field(param: FilterParam) -> Any:
+    return Annotated[param.type | None, Field(description=f"Filter: {param.help}", ge=param.ge, le=param.le)]
+
+
 LangArg = Annotated[Lang, Field(description="Language of titles and text: 'en' or 'ko'.")]
 
 
-_Fn = TypeVar("_Fn", bound=Callable)
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
 
 
 def clear_errors(fn: _Fn) -> _Fn:
     """Report bad ids and arguments to the client in plain words (the SDK hides other exceptions' text)."""
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (NotFound, FilterError, QueryError, ValueError) as exc:
+        except IncidentlibError as exc:
             raise ToolError(str(exc)) from exc
 
     return wrapper  # type: ignore[return-value]
@@ -102,11 +113,6 @@ def _search_text(response: SearchResponse) -> str:
     return "\n".join(lines)
 
 
-def _filters(org, component, cause, symptom, tag, year_from, year_to, severity) -> IncidentFilter:  # noqa: ANN001
-    return IncidentFilter(org=org, component=component, cause=cause, symptom=symptom, tag=tag,
-                          year_from=year_from, year_to=year_to, severity=severity)
-
-
 def build_mcp_server(library: Library) -> MCPServer:
     server = MCPServer(name="incidentlib", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -115,23 +121,23 @@ def build_mcp_server(library: Library) -> MCPServer:
 
     @tool(description="Search incidents with a question, a description or an error message, in Korean or "
                              "English. Returns ranked incidents with the passage that matched and why.")
+    @with_filter_params(_field)
     def search_incidents(
-        query: Annotated[str, Field(description="What to look for, in Korean or English.", min_length=1, max_length=2000)],
-        k: Annotated[int, Field(description="How many incidents (1-50).", ge=1, le=50)] = 5,
-        mode: Annotated[Literal["hybrid", "lexical", "dense"], Field(description="hybrid (default), lexical or dense.")] = "hybrid",
-        org: Org = None, component: Component = None, cause: Cause = None, symptom: Symptom = None, tag: Tag = None,
-        year_from: YearFrom = None, year_to: YearTo = None, severity: Severity = None, lang: LangArg = "en",
+        query: Annotated[str, Field(description="What to look for, in Korean or English.", min_length=1,
+                                    max_length=MAX_QUERY_CHARS)],
+        k: Annotated[int, Field(description=f"How many incidents (1-{MAX_AGENT_K}).", ge=1, le=MAX_AGENT_K)] = 5,
+        mode: Annotated[SearchModeName, Field(description="hybrid (default), lexical or dense.")] = "hybrid",
+        filters: IncidentFilter | None = None, lang: LangArg = "en",
     ) -> Annotated[CallToolResult, SearchResponse]:
-        response = library.search(query, k=k, mode=SearchMode(mode),
-                                  filters=_filters(org, component, cause, symptom, tag, year_from, year_to, severity), lang=lang)
+        response = library.search(query, k=k, mode=mode, filters=filters, lang=lang)
         return _result(_search_text(response), response)
 
     @tool(description="Find incidents like a pasted error, log line or description, or like a known incident "
                              "id. Combines text similarity with shared components, causes and symptoms.")
     def similar_incidents(
-        text: Annotated[str | None, Field(description="Error message, log excerpt or description.", max_length=2000)] = None,
+        text: Annotated[str | None, Field(description="Error message, log excerpt or description.", max_length=MAX_QUERY_CHARS)] = None,
         incident_id: Annotated[str | None, Field(description="Or an incident id such as IL-0025.")] = None,
-        k: Annotated[int, Field(ge=1, le=50)] = 5, lang: LangArg = "en",
+        k: Annotated[int, Field(ge=1, le=MAX_AGENT_K)] = 5, lang: LangArg = "en",
     ) -> Annotated[CallToolResult, SearchResponse]:
         response = library.similar(incident_id=incident_id, text=text, k=k, lang=lang)
         return _result(_search_text(response), response)
@@ -157,13 +163,13 @@ def build_mcp_server(library: Library) -> MCPServer:
 
     @tool(description="List incidents, optionally filtered by organization, component, cause, symptom, tag, "
                              "years or severity.")
+    @with_filter_params(_field)
     def list_incidents(
-        org: Org = None, component: Component = None, cause: Cause = None, symptom: Symptom = None, tag: Tag = None,
-        year_from: YearFrom = None, year_to: YearTo = None, severity: Severity = None,
-        limit: Annotated[int, Field(ge=1, le=200)] = 20, offset: Annotated[int, Field(ge=0)] = 0, lang: LangArg = "en",
+        filters: IncidentFilter | None = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_AGENT_LIMIT)] = 20, offset: Annotated[int, Field(ge=0)] = 0,
+        lang: LangArg = "en",
     ) -> Annotated[CallToolResult, IncidentPage]:
-        page = library.list_incidents(_filters(org, component, cause, symptom, tag, year_from, year_to, severity),
-                                      lang=lang, limit=limit, offset=offset)
+        page = library.list_incidents(filters, lang=lang, limit=limit, offset=offset)
         lines = [f"{page.total} incident(s); showing {len(page.items)} from {offset}:"]
         lines += [f"{i.id} {i.date} {i.org_label}: {i.title}" for i in page.items]
         return _result("\n".join(lines), page)
@@ -171,7 +177,7 @@ def build_mcp_server(library: Library) -> MCPServer:
     @tool(description="Incidents that share components or causes with one incident; rarer shared concepts weigh more.")
     def related_incidents(
         incident_id: Annotated[str, Field(description="Incident id such as IL-0025.")],
-        limit: Annotated[int, Field(ge=1, le=50)] = 10, lang: LangArg = "en",
+        limit: Annotated[int, Field(ge=1, le=MAX_AGENT_K)] = 10, lang: LangArg = "en",
     ) -> Annotated[CallToolResult, RelatedList]:
         items = library.related(incident_id, lang=lang, limit=limit)
         label = "같은 원인 · 공통" if lang == "ko" else "same cause · shared"
@@ -195,13 +201,13 @@ def build_mcp_server(library: Library) -> MCPServer:
     @tool(description="The controlled vocabulary: components, causes, symptoms, tags and organizations with "
                              "labels and aliases. Use the ids as filters.")
     def vocab(
-        kind: Annotated[KindName | None, Field(description="Only this kind; all kinds when omitted.")] = None, lang: LangArg = "en",
+        kind: Annotated[ConceptKindName | None, Field(description="Only this kind; all kinds when omitted.")] = None,
+        lang: LangArg = "en",
     ) -> Annotated[CallToolResult, VocabList]:
-        kinds = [ConceptKind(kind)] if kind else list(ConceptKind)
         entries = [
             VocabEntry(id=c.id, kind=c.kind.value, label=c.label.get(lang), alt_labels=c.alt.get(lang),
                        definition=c.definition.get(lang) if c.definition else None)
-            for k in kinds for c in library.vocab.of_kind(k)
+            for c in library.concepts(kind)
         ]
         text = "\n".join(f"{e.kind}:{e.id} — {e.label}" + (f" ({', '.join(e.alt_labels[:4])})" if e.alt_labels else "") for e in entries)
         return _result(text, VocabList(kind=kind, concepts=entries))
@@ -209,10 +215,10 @@ def build_mcp_server(library: Library) -> MCPServer:
     @tool(description="Root-cause clusters of the library (graph communities or embedding clusters), each with a "
                       "bilingual label, size, representative incident and members.")
     def list_clusters(
-        method: Annotated[Literal["graph", "embedding"], Field(description="graph (default) or embedding.")] = "graph",
+        method: Annotated[ClusterMethodName, Field(description="graph (default) or embedding.")] = "graph",
         lang: LangArg = "en",
     ) -> Annotated[CallToolResult, ClusterSet]:
-        result = library.analysis.clusters(method, lang)
+        result = library.clusters(method, lang)
         lines = [f"{result.quality.clusters} clusters (purity {result.quality.purity:.2f}, NMI {result.quality.nmi:.2f}):"]
         lines += [f"{c.id} ({c.size}) {c.label} — e.g. {c.representative}: " + ", ".join(m.id for m in c.members[:8])
                   for c in result.clusters]
@@ -221,15 +227,35 @@ def build_mcp_server(library: Library) -> MCPServer:
     @tool(description="Likely causes and components for observed symptoms and/or pasted error text (NCCL watchdog "
                       "messages, Xid lines, 'MFU drops every 15 seconds'), with the incidents behind each.")
     def diagnose(
-        text: Annotated[str | None, Field(description="Pasted error text, log lines or a description.", max_length=2000)] = None,
+        text: Annotated[str | None, Field(description="Pasted error text, log lines or a description.", max_length=MAX_QUERY_CHARS)] = None,
         symptoms: Annotated[list[str] | None, Field(description="Symptom ids or labels, e.g. ['collective-timeout'].")] = None,
         lang: LangArg = "en",
     ) -> Annotated[CallToolResult, Diagnosis]:
-        result = library.analysis.diagnose(symptoms=symptoms or [], text=text, lang=lang)
+        result = library.diagnose(symptoms=symptoms or [], text=text, lang=lang)
         lines = [f"{result.note} (confidence: {result.confidence})"]
         lines += [f"cause {c.label} {c.score:.2f}: " + ", ".join(e.id for e in c.evidence) for c in result.causes]
         lines += [f"component {c.label} {c.score:.2f}: " + ", ".join(e.id for e in c.evidence) for c in result.components]
         lines += [f"signal {e.signal} — {e.explanation}" for e in result.signals]
+        return _result("\n".join(lines), result)
+
+    @tool(description="Read the shape of a training run's MFU curve (points of seconds and MFU as a fraction of expected, "
+                      "optional DCGM throttle bitmask and restart events) and name it: fabric-down, gdr-misconfig, "
+                      "degraded-links, gc-drift, thermal-throttle or healthy, with features, likely causes and incidents.")
+    def diagnose_series(
+        points: Annotated[list[dict[str, Any]] | None,
+                          Field(description="[{'seconds': 0, 'mfu': 0.98, 'throttle': 0, 'event': null}, ...]")] = None,
+        text: Annotated[str | None, Field(description="Or the series as CSV (seconds,mfu[,throttle,event]) or JSON text.")] = None,
+        expected: Annotated[float | None, Field(description="The MFU the run should reach, when values are absolute.", gt=0)] = None,
+        lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, SeriesDiagnosis]:
+        result = library.diagnose_series(points=points, text=text, expected=expected, lang=lang)
+        if result.shape is None:
+            lines = [result.cannot_tell or "cannot tell"]
+        else:
+            lines = [f"{result.shape}: {result.label} (confidence {result.confidence:.2f})", result.likely or ""]
+            lines += [f"- {line}" for line in result.evidence]
+            lines += [f"{i.id} — {i.title}" for i in result.incidents]
+        lines.append(result.chart)
         return _result("\n".join(lines), result)
 
     return server

@@ -91,6 +91,16 @@ class ConceptKind(str, Enum):
     organization = "organization"
 
 
+#: Which incident field refers to which vocabulary kind (the one definition; everything else derives from it).
+CONCEPT_FIELDS: dict[str, ConceptKind] = {
+    "org": ConceptKind.organization,
+    "components": ConceptKind.component,
+    "causes": ConceptKind.cause,
+    "symptoms": ConceptKind.symptom,
+    "tags": ConceptKind.tag,
+}
+
+
 class Concept(Record):
     """A controlled-vocabulary entry; becomes a ``skos:Concept``."""
 

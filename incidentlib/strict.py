@@ -89,10 +89,10 @@ def check_incident(incident: Incident, file: str) -> list[Problem]:
         if "kind" not in source.model_fields_set:
             found.append(Problem(file=file, field=f"sources[{index}].kind",
                                        message=f"missing: say what kind of document {source.url} is"))
-    for field, text in _korean_texts(incident):
-        for match in SPACED_PARTICLE_RE.finditer(text):
+    for field, korean in _korean_texts(incident):
+        for match in SPACED_PARTICLE_RE.finditer(korean):
             start = max(0, match.start() - _CONTEXT_CHARS)
-            snippet = text[start:match.end() + _CONTEXT_CHARS].replace("\n", " ")
+            snippet = korean[start:match.end() + _CONTEXT_CHARS].replace("\n", " ")
             fixed = f"{match.group('word')}{match.group('close')}{match.group('particle')}"
             found.append(Problem(file=file, field=field,
                                        message=f"particle spaced from a Latin word or number: {match.group(0)!r} "

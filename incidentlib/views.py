@@ -200,6 +200,16 @@ class ClusterSet(BaseModel):
     clusters: list[ClusterView]
 
 
+class MapPoint(BaseModel):
+    """One incident placed on the 2-D map of the library (t-SNE of its embedding)."""
+
+    id: str
+    title: str
+    x: float
+    y: float
+    cluster: str | None = Field(default=None, description="Graph cluster id, when the incident is in one.")
+
+
 class EvidenceIncident(BaseModel):
     id: str
     title: str
@@ -231,3 +241,136 @@ class Diagnosis(BaseModel):
     signals: list[SignalExplanation]
     confidence: str = Field(description="high, medium or low")
     note: str
+    explained: list[SignalMatch] = Field(default_factory=list,
+                                         description="Known error-signal families (Xid, NCCL, IB, PCIe, ECC, k8s) found in the text.")
+
+
+class TopicSummary(BaseModel):
+    id: str
+    kind: str
+    label: str
+    incidents: int
+
+
+class TopicList(BaseModel):
+    items: list[TopicSummary]
+
+
+class VocabConcept(BaseModel):
+    id: str
+    kind: str
+    labels: dict[str, str]
+    alt_labels: dict[str, list[str]]
+    broader: str | None = None
+    definition: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+
+
+class VocabResponse(BaseModel):
+    total: int
+    concepts: list[VocabConcept]
+
+
+class OrganizationSummary(BaseModel):
+    id: str
+    label: str
+    url: str | None = None
+    incidents: int
+
+
+class OrganizationList(BaseModel):
+    items: list[OrganizationSummary]
+
+
+class SignalMatch(BaseModel):
+    """One error signal recognised by family and code (data/diagnosis/signals.yaml)."""
+
+    family: str = Field(description="xid, sxid, nccl-watchdog, nccl-error, ib-completion, pcie, ecc, k8s-event, ...")
+    family_label: str
+    code: str
+    name: str | None = None
+    known: bool = Field(description="False when the family is known but this code is not in the table.")
+    severity: str = Field(description="info, warning or critical")
+    meaning: str
+    excerpt: str = Field(description="The part of the text that matched.")
+    symptoms: list[ConceptRef]
+    causes: list[ConceptRef]
+    components: list[ConceptRef]
+
+
+class RankedIncident(BaseModel):
+    id: str
+    title: str
+    score: float
+    pinned: bool = Field(default=False, description="Named by the shape table (the incident that describes the pattern).")
+    shared: list[ConceptRef] = Field(default_factory=list, description="Concepts it shares with the shape or signal.")
+
+
+class SeriesFeatures(BaseModel):
+    points: int = Field(description="Usable points after cleaning.")
+    duration_s: float
+    step_s: float = Field(description="Median sampling interval.")
+    warmup_s: float = Field(description="Seconds dropped as warm-up at the start.")
+    pauses: int = Field(description="Runs of near-zero points dropped (checkpoints, restarts).")
+    dropped_share: float = Field(description="Share of input points missing, in warm-up or paused.")
+    level: float | None = Field(description="Median MFU as a fraction of expected.")
+    good_level: float | None = Field(description="90th percentile of MFU as a fraction of expected.")
+    drift: float | None = Field(description="Share of the good level lost over a run segment (Theil–Sen slope).")
+    recovery: float | None = Field(description="Mean rise at restarts as a share of the good level.")
+    restarts: list[float] = Field(description="Times (s) of restarts, marked or detected.")
+    restarts_marked: int
+    dip_period_s: float | None
+    periodicity: float | None = Field(description="Autocorrelation peak of the detrended curve (0-1).")
+    dip_depth: float | None = Field(description="(median - p5) of the detrended curve over the good level.")
+    throttle_overlap: float | None = Field(description="Share of dip samples with a heat/power throttle bit, above the share elsewhere.")
+
+
+class ShapeScore(BaseModel):
+    id: str
+    label: str
+    score: float
+
+
+class SeriesDiagnosis(BaseModel):
+    shape: str | None = Field(description="fabric-down, gdr-misconfig, degraded-links, gc-drift, thermal-throttle, healthy, or null when it cannot tell.")
+    label: str | None
+    description: str | None
+    confidence: float
+    cannot_tell: str | None = Field(description="Why no shape was named, when shape is null.")
+    evidence: list[str] = Field(description="The rules that held, with their reasons.")
+    likely: str | None = Field(description="The usual cause of this shape.")
+    features: SeriesFeatures
+    scores: list[ShapeScore]
+    symptoms: list[ConceptRef]
+    causes: list[ConceptRef]
+    components: list[ConceptRef]
+    incidents: list[RankedIncident]
+    chart: str = Field(description="A small text chart of the curve; the marker line shows dips (v), restarts (|) and drift (\\\\).")
+
+
+class AlertAnswer(BaseModel):
+    alertname: str
+    status: str
+    labels: dict[str, str]
+    text: str = Field(description="What was diagnosed: alert name, annotations and log lines.")
+    signals: list[SignalMatch]
+    causes: list[Candidate]
+    components: list[Candidate]
+    incidents: list[RankedIncident]
+    confidence: str
+    markdown: str = Field(description="A short message ready to post to a chat channel.")
+
+
+class AlertsAnswer(BaseModel):
+    receiver: str | None = None
+    status: str | None = None
+    answered: int
+    skipped: list[str] = Field(description="Alerts not diagnosed (resolved), by name.")
+    alerts: list[AlertAnswer]
+
+
+class WatchAnswer(BaseModel):
+    key: str = Field(description="family:code of the problem.")
+    line: str = Field(description="The first line that showed it.")
+    line_number: int
+    answer: AlertAnswer

@@ -11,7 +11,7 @@ from .models import Concept, ConceptKind
 class Vocabulary:
     """All concepts of a library, indexed by id and by kind."""
 
-    def __init__(self, concepts: list[Concept]):
+    def __init__(self, concepts: list[Concept]) -> None:
         self._by_id: dict[str, Concept] = {c.id: c for c in concepts}
         self._by_kind: dict[ConceptKind, list[Concept]] = {kind: [] for kind in ConceptKind}
         self._narrower: dict[str, list[str]] = {}

@@ -11,6 +11,13 @@ from incidentlib.paths import resolve_data_dir
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need the bundled library embedded with a real model (``search_library``) are slow."""
+    for item in items:
+        if "search_library" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return resolve_data_dir()  # the bundled library unless INCIDENTLIB_DATA says otherwise

@@ -128,3 +128,51 @@ def test_broken_library_gives_clear_error(library_copy: Path) -> None:
     result = run("list", "--data", str(library_copy))
     assert result.exit_code == 1
     assert "IL-0025.yaml" in result.stderr and "incidentlib validate" in result.stderr
+
+
+def _series_csv(path: Path, shape: str, seed: int) -> Path:
+    from incidentlib.analysis.synthetic import generate
+
+    series, _ = generate(shape, seed)
+    rows = ["seconds,mfu,throttle,event"]
+    for p in series.points:
+        rows.append(f"{p.seconds},{'' if p.value is None else p.value},{'' if p.throttle is None else p.throttle},{p.event or ''}")
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_diagnose_series_prints_a_chart_and_the_shape(tmp_path: Path) -> None:
+    path = _series_csv(tmp_path / "run.csv", "gc-drift", 1004)
+    result = run("diagnose", "--series", str(path))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert set(lines[0]) <= set(" ▁▂▃▄▅▆▇█") and len(lines[0]) == 64
+    assert "\\" in lines[1] and "|" in lines[1]
+    assert "gc-drift" in result.stdout and "IL-0025" in result.stdout
+    as_json = json.loads(run("diagnose", "--series", str(path), "--json", "--lang", "ko").stdout)
+    assert as_json["shape"] == "gc-drift" and as_json["label"] == "서서히 처지다 재시작하면 회복되는 MFU"
+
+
+def test_diagnose_series_absolute_values_and_errors(tmp_path: Path) -> None:
+    path = tmp_path / "abs.csv"
+    path.write_text("seconds,mfu\n" + "".join(f"{s},{120 + (s % 3)}\n" for s in range(0, 1200, 5)), encoding="utf-8")
+    result = run("diagnose", "--series", str(path))
+    assert result.exit_code == 2 and "values look absolute" in result.output
+    ok = run("diagnose", "--series", str(path), "--expected", "400", "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["shape"] == "gdr-misconfig"
+    missing = run("diagnose", "--series", str(tmp_path / "nope.csv"))
+    assert missing.exit_code == 2 and "no such file" in missing.output
+    mixed = run("diagnose", "some text", "--series", str(path))
+    assert mixed.exit_code == 2
+
+
+def test_watch_answers_a_flood_once(search_library, cache_dir: Path, data_dir: Path) -> None:
+    log = Path(__file__).parent / "fixtures" / "flood.log"
+    result = run("watch", str(log), "--data", str(data_dir), "--cache", str(cache_dir), "--json")
+    assert result.exit_code == 0, result.output
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [a["key"] for a in answers] == ["nccl-watchdog:_allgather_base", "xid:79", "ib-completion:IBV_WC_RETRY_EXC_ERR"]
+    assert answers[0]["answer"]["incidents"][0]["id"] == "IL-0025"
+    text = run("watch", str(log), "--data", str(data_dir), "--cache", str(cache_dir))
+    assert text.exit_code == 0 and text.stdout.count("**[FIRING]") == 3
+    assert "repeats held back" in text.output and "×255" in text.output

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +54,7 @@ def _tiny_sentence_transformer(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_sentence_transformers_backend_loads_a_local_model(tmp_path: Path) -> None:
     model_dir = _tiny_sentence_transformer(tmp_path / "tiny-st")
     embedder = create_embedder(f"st:{model_dir}")
@@ -62,6 +65,42 @@ def test_sentence_transformers_backend_loads_a_local_model(tmp_path: Path) -> No
     assert vectors[0] @ vectors[2] > vectors[0] @ vectors[1]
 
 
-def test_sentence_transformers_backend_never_downloads(tmp_path: Path) -> None:
-    with pytest.raises(EmbedderUnavailable, match="offline"):
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    attempts: list[object] = []
+
+    def refuse(self: socket.socket, address: object) -> None:
+        attempts.append(address)
+        raise OSError("network disabled in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    return attempts
+
+
+def test_sentence_transformers_backend_never_downloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    attempts = _no_network(monkeypatch)
+    environ_before = dict(os.environ)
+    with pytest.raises(EmbedderUnavailable, match="offline") as caught:
         create_embedder("st:someone/not-a-local-model")
+    message = str(caught.value)
+    assert str(Path("someone/not-a-local-model").resolve()) in message  # names the path it expected
+    assert "\n" not in message
+    assert attempts == []
+    assert dict(os.environ) == environ_before  # nothing forced into the environment
+
+
+def test_cli_reports_a_missing_st_model_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from incidentlib.cli import app
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    attempts = _no_network(monkeypatch)
+    result = CliRunner().invoke(app, ["search", "nccl", "--embedder", "st:someone/not-a-local-model",
+                                      "--cache", str(tmp_path / "cache")])
+    assert result.exit_code == 2
+    assert ("Traceback" not in result.stderr and result.exception is None) or isinstance(result.exception, SystemExit)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "not-a-local-model" in lines[0] and lines[0].startswith("error:")
+    assert attempts == []

@@ -22,11 +22,12 @@ def test_bundled_queries_are_valid_and_bilingual(library) -> None:
 def test_bad_query_file_is_reported(tmp_path: Path, library) -> None:
     path = tmp_path / "q.jsonl"
     path.write_text(json.dumps({"query": "x", "lang": "en", "expected": ["IL-9999"]}) + "\n{oops\n", encoding="utf-8")
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError, match=r"q\.jsonl:1") as info:
         load_queries(path, library)
     assert "q.jsonl:1" in str(info.value) and "IL-9999" in str(info.value) and "q.jsonl:2" in str(info.value)
 
 
+@pytest.mark.slow
 def test_eval_command_prints_a_table(tmp_path: Path, cache_dir: Path, search_library) -> None:
     path = tmp_path / "q.jsonl"
     rows = [

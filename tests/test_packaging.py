@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # servers, subprocesses and wheel builds
+
 REPO = Path(__file__).resolve().parent.parent
 
 

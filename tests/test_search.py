@@ -7,14 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from conftest import small_library
+
 from incidentlib import IncidentFilter, Library
 from incidentlib.embeddings import EmbedderConfig
+from incidentlib.errors import QueryError
 from incidentlib.evaluation import score_ranking
+from incidentlib.requests import MAX_QUERY_CHARS
 from incidentlib.search.engine import SearchConfig, SearchMode
-from incidentlib.search.fusion import FusionMethod, rrf, weighted
-from incidentlib.search.service import MAX_QUERY_CHARS, QueryError
+from incidentlib.search.fusion import RRF_K, FusionMethod, rrf, weighted
 
 SMALL = ["IL-0025", "IL-0126", "IL-0021", "IL-0101", "IL-0076", "IL-0103", "IL-0135", "IL-0055"]
 
@@ -30,6 +31,7 @@ def small(tmp_path: Path, data_dir: Path) -> Path:
 
 # ---- the persisted index -------------------------------------------------------
 
+@pytest.mark.slow
 def test_index_is_built_then_reused_and_self_describing(small: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = use_library(small, cache).build_index()
@@ -43,6 +45,7 @@ def test_index_is_built_then_reused_and_self_describing(small: Path, tmp_path: P
     assert [p.name for p in Path(first.path).glob("build-*")] == [meta["build"]]
 
 
+@pytest.mark.slow
 def test_adding_an_incident_extends_the_index_incrementally(small: Path, tmp_path: Path, data_dir: Path) -> None:
     cache = tmp_path / "cache"
     before = use_library(small, cache).build_index()
@@ -59,6 +62,7 @@ def test_adding_an_incident_extends_the_index_incrementally(small: Path, tmp_pat
     assert hits.results[0].id == "IL-0133"
 
 
+@pytest.mark.slow
 def test_editing_an_incident_reembeds_only_changed_chunks(small: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     before = use_library(small, cache).build_index()
@@ -71,6 +75,7 @@ def test_editing_an_incident_reembeds_only_changed_chunks(small: Path, tmp_path:
     assert after.embedded == 1 and after.reused == before.chunks - 1
 
 
+@pytest.mark.slow
 def test_embedders_never_share_an_index(small: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     use_report = use_library(small, cache).build_index()
@@ -79,6 +84,7 @@ def test_embedders_never_share_an_index(small: Path, tmp_path: Path) -> None:
     assert e5_report.action == "built"
 
 
+@pytest.mark.slow
 def test_corrupt_cache_is_rebuilt(small: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     report = use_library(small, cache).build_index()
@@ -88,6 +94,7 @@ def test_corrupt_cache_is_rebuilt(small: Path, tmp_path: Path) -> None:
     assert json.loads((Path(rebuilt.path) / "meta.json").read_text(encoding="utf-8"))["chunks"] == rebuilt.chunks
 
 
+@pytest.mark.slow
 def test_hnsw_index_above_threshold(small: Path, tmp_path: Path) -> None:
     library = use_library(small, tmp_path / "cache", hnsw_threshold=10)
     report = library.build_index()
@@ -121,6 +128,7 @@ def test_lexical_search_matches_korean_particles_and_error_tokens(small: Path, t
     assert "_allgather_base" in pasted.results[0].why.matched_terms
 
 
+@pytest.mark.slow
 def test_filters_apply_before_ranking(small: Path, tmp_path: Path) -> None:
     library = use_library(small, tmp_path / "cache")
     everything = library.search("outage", k=8, mode="dense")
@@ -203,7 +211,13 @@ def test_score_ranking_metrics() -> None:
 
 
 def test_fusion_override(search_library: Library) -> None:
-    engine = search_library.search_engine
+    engine = search_library._search_engine
     rrf_hits = engine.search("InfiniBand link flapping", k=5, fusion=FusionMethod.rrf)
     weighted_hits = engine.search("InfiniBand link flapping", k=5, fusion=FusionMethod.weighted)
     assert len(rrf_hits) == len(weighted_hits) == 5
+    # RRF scores are sums of 1/(RRF_K + rank) over two lists; weighted scores are min-max blends in [0, 1]
+    # whose best is far above that bound. An ignored override would give both lists the default's scores.
+    rrf_bound = 2 / (RRF_K + 1)
+    assert all(h.score <= rrf_bound + 1e-12 for h in rrf_hits)
+    assert weighted_hits[0].score > rrf_bound
+    assert engine.config.fusion is FusionMethod.weighted  # the default, so the rrf call above really overrode it

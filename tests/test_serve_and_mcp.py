@@ -17,8 +17,17 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+pytestmark = pytest.mark.slow  # servers, subprocesses and wheel builds
+
 TOOLS = {"search_incidents", "get_incident", "list_incidents", "get_topic", "vocab", "similar_incidents", "related_incidents",
-         "list_clusters", "diagnose"}
+         "list_clusters", "diagnose", "diagnose_series"}
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _thermal_points() -> list[dict[str, float | int]]:
+    """30 minutes of MFU at 98% dipping to 70% for 4 s every 15 s, with the HwThermalSlowdown bit (0x40) set."""
+    return [{"seconds": float(s), "mfu": 0.7 if s % 15 < 4 else 0.98, "throttle": 0x40 if s % 15 < 4 else 0}
+            for s in range(0, 1800)]
 
 
 def executable() -> str:
@@ -93,6 +102,7 @@ def _check_tools(client_factory) -> dict[str, object]:
                 "related_incidents": {"incident_id": "IL-0025", "limit": 50},
                 "list_clusters": {"method": "graph"},
                 "diagnose": {"text": "MFU drops to 70% every 15 seconds"},
+                "diagnose_series": {"points": _thermal_points(), "lang": "ko"},
             }
             for name, arguments in calls.items():
                 results[name] = await client.call_tool(name, arguments)
@@ -103,7 +113,7 @@ def _check_tools(client_factory) -> dict[str, object]:
 
 
 def _assert_tool_results(results: dict[str, object]) -> None:
-    assert TOOLS <= results["names"]  # type: ignore[operator]
+    assert results["names"] >= TOOLS  # type: ignore[operator]
     schemas = results["schemas"]
     assert "query" in schemas["search_incidents"]["properties"]  # type: ignore[index]
     for name in TOOLS:
@@ -118,6 +128,10 @@ def _assert_tool_results(results: dict[str, object]) -> None:
     related = {item["id"] for item in results["related_incidents"].structured_content["items"]}  # type: ignore[attr-defined]
     assert {"IL-0126", "IL-0133", "IL-0134", "IL-0021"} <= related
     assert results["similar_incidents"].structured_content["results"][0]["id"] == "IL-0025"  # type: ignore[attr-defined]
+    series = results["diagnose_series"].structured_content  # type: ignore[attr-defined]
+    assert series["shape"] == "thermal-throttle" and series["incidents"][0]["id"] == "IL-0025"
+    assert series["features"]["throttle_overlap"] == 1.0
+    assert "좋다가 주기적으로" in results["diagnose_series"].content[0].text  # type: ignore[attr-defined]
     error = results["error"]
     assert error.is_error and "IL-9999" in error.content[0].text  # type: ignore[attr-defined]
 
@@ -125,7 +139,8 @@ def _assert_tool_results(results: dict[str, object]) -> None:
 def test_mcp_over_stdio(search_library, data_dir: Path, cache_dir: Path) -> None:
     params = StdioServerParameters(
         command=executable(), args=["mcp", "--data", str(data_dir), "--cache", str(cache_dir)],
-        env={"PATH": os.environ.get("PATH", "")},
+        # PYTHONPATH (when set) keeps the server on the code under test rather than another install
+        env={"PATH": os.environ.get("PATH", ""), **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}},
     )
     _assert_tool_results(_check_tools(lambda: Client(params, read_timeout_seconds=120)))
 
@@ -139,3 +154,37 @@ def test_serve_json_shapes_match_cli(server: str) -> None:
     proc = subprocess.run([executable(), "related", "IL-0025", "--json", "--limit", "5"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == over_http
+
+
+def test_real_server_answers_alertmanager_webhooks(server: str) -> None:
+    nccl = json.loads((FIXTURES / "alertmanager-nccl-timeout.json").read_text(encoding="utf-8"))
+    response = httpx.post(f"{server}/alerts/alertmanager", json=nccl, timeout=60)
+    assert response.status_code == 200, response.text
+    [alert] = response.json()["alerts"]
+    assert alert["signals"][0]["family"] == "nccl-watchdog" and alert["signals"][0]["code"] == "_allgather_base"
+    assert alert["incidents"][0]["id"] == "IL-0025"
+    assert {"IL-0025", "IL-0049"} <= {i["id"] for i in alert["incidents"]}  # both have NCCL collective timeouts
+    assert "IL-0025" in alert["markdown"] and alert["markdown"].startswith("**[FIRING] NCCLWatchdogTimeout**")
+
+    xid = json.loads((FIXTURES / "alertmanager-xid79.json").read_text(encoding="utf-8"))
+    body = httpx.post(f"{server}/alerts/alertmanager", params={"lang": "ko"}, json=xid, timeout=60).json()
+    assert body["answered"] == 1 and body["skipped"] == ["GPUXidError"]  # the resolved one is not diagnosed
+    [alert] = body["alerts"]
+    assert alert["signals"][0]["code"] == "79"
+    assert alert["incidents"][0]["id"] in {"IL-0027", "IL-0028", "IL-0041", "IL-0043", "IL-0044"}  # gpu-fell-off-bus incidents
+    assert "**신호:**" in alert["markdown"]
+
+    bad = httpx.post(f"{server}/alerts/alertmanager", json={"version": "3", "alerts": [{}]}, timeout=30)
+    assert bad.status_code == 422 and "version" in bad.json()["detail"]
+
+
+def test_real_server_diagnoses_a_series(server: str) -> None:
+    csv = "seconds,mfu,throttle\n" + "".join(f"{p['seconds']},{p['mfu']},{p['throttle']}\n" for p in _thermal_points())
+    body = httpx.post(f"{server}/diagnose/series", json={"text": csv}, timeout=60).json()
+    assert body["shape"] == "thermal-throttle" and body["features"]["dip_period_s"] == pytest.approx(15, abs=1)
+    short = httpx.post(f"{server}/diagnose/series", json={"points": [{"seconds": 0, "mfu": 0.9}]}, timeout=30).json()
+    assert short["shape"] is None and "too few usable points" in short["cannot_tell"]
+    for payload, where in (({"text": "a,b\n1,2\n"}, "needs a time column"), ({"points": [{"seconds": 0, "mfu": 90}] * 40}, "absolute"),
+                           ({}, "exactly one of points or text")):
+        response = httpx.post(f"{server}/diagnose/series", json=payload, timeout=30)
+        assert response.status_code == 422 and where in response.text

@@ -26,7 +26,7 @@ def write(path: Path, doc: dict) -> None:
 
 
 def strict_problems(root: Path) -> list[tuple[str, str | None, str]]:
-    _, problems = Library.check(root, strict=True)
+    _, _, problems = Library.check(root, strict=True)
     return [(p.file, p.field, p.message) for p in problems]
 
 
@@ -63,7 +63,7 @@ def test_strict_reports_each_rule_with_file_and_field(tmp_path: Path, data_dir: 
     doc["summary"]["ko"] = doc["summary"]["ko"] + " Meta 는 GPU 를 교체했다."
     write(path, doc)
 
-    _, plain = Library.check(root)
+    _, _, plain = Library.check(root)
     assert [p for p in plain if p.file == "incidents/IL-0025.yaml"] == []  # loader rules still pass
 
     found = [p for p in strict_problems(root) if p[0] == "incidents/IL-0025.yaml"]

@@ -2,30 +2,34 @@
 
 from __future__ import annotations
 
-from functools import cached_property, lru_cache
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import NotFound
+from ..errors import UnknownClusterError
 from ..graph.projection import node_id
-from ..library import Library, check_lang
-from ..views import ClusterSet, ClusterView, Diagnosis, SignalExplanation
+from ..requests import check_lang
+from ..views import ClusterSet, ClusterView, Diagnosis, MapPoint, SignalExplanation
 from .clusters import ClusterMethod, RawCluster, describe, embedding_clusters, graph_clusters
 from .diagnosis import diagnose
 from .signatures import explain, library_signals
 
+if TYPE_CHECKING:
+    from ..library import Library
+
+#: Louvain resolution: chosen with eval/cluster_quality.py (best purity/NMI against first-listed causes).
 DEFAULT_RESOLUTION = 2.0
-
-
-class UnknownClusterError(NotFound):
-    def __init__(self, cluster_id: str):
-        self.cluster_id = cluster_id
-        super().__init__(cluster_id, f"no cluster with id {cluster_id!r} (ids look like g-01 for graph and e-01 for embedding clusters)")
+#: Largest neighbourhood picture: past 40 nodes the labels overlap.
+MAX_PICTURE_NODES = 40
 
 
 class Analysis:
-    def __init__(self, library: Library):
+    """Clusters, diagnosis, signal explanations and maps over one :class:`Library` (given, not imported)."""
+
+    def __init__(self, library: Library) -> None:
         self.library = library
+        self._raw_cache: dict[ClusterMethod, tuple[RawCluster, ...]] = {}
 
     # ---- clusters ------------------------------------------------------------------
     @cached_property
@@ -34,19 +38,21 @@ class Analysis:
 
     @cached_property
     def vectors(self) -> np.ndarray:
-        engine = self.library.search_engine
+        engine = self.library._search_engine
         return np.vstack([engine.incident_vector(i) for i in self._ids])
 
-    @lru_cache(maxsize=4)  # noqa: B019 - one Analysis per Library, a handful of methods
     def _raw(self, method: ClusterMethod) -> tuple[RawCluster, ...]:
-        graph_result = graph_clusters(self.library.knowledge, resolution=DEFAULT_RESOLUTION)
-        if method is ClusterMethod.graph:
-            return tuple(graph_result)
-        return tuple(embedding_clusters(self._ids, self.vectors, n_clusters=len(graph_result)))
+        if method not in self._raw_cache:
+            graph_result = graph_clusters(self.library._knowledge, resolution=DEFAULT_RESOLUTION)
+            if method is ClusterMethod.graph:
+                self._raw_cache[method] = tuple(graph_result)
+            else:
+                self._raw_cache[method] = tuple(embedding_clusters(self._ids, self.vectors, n_clusters=len(graph_result)))
+        return self._raw_cache[method]
 
     def clusters(self, method: ClusterMethod | str = ClusterMethod.graph, lang: str = "en") -> ClusterSet:
         method = ClusterMethod(method)
-        return describe(self.library.knowledge, list(self._raw(method)), method, check_lang(lang))
+        return describe(self.library._knowledge, list(self._raw(method)), method, check_lang(lang))
 
     def cluster(self, cluster_id: str, lang: str = "en") -> ClusterView:
         method = ClusterMethod.embedding if cluster_id.startswith("e-") else ClusterMethod.graph
@@ -71,6 +77,12 @@ class Analysis:
 
         return project(self.vectors)
 
+    def map_points(self, lang: str = "en") -> list[MapPoint]:
+        """Every incident at its map position with its graph cluster (what map_png and map_html draw)."""
+        membership = {member.id: c.id for c in self.clusters(ClusterMethod.graph, lang).clusters for member in c.members}
+        return [MapPoint(id=i, title=self.library.get(i).title.get(lang), x=float(x), y=float(y), cluster=membership.get(i))
+                for i, (x, y) in zip(self._ids, self._points, strict=True)]
+
     def map_png(self, lang: str = "en") -> bytes:
         from .maps import map_png
 
@@ -87,7 +99,7 @@ class Analysis:
         from .maps import neighbourhood_png
 
         incident = self.library.get(incident_id)
-        kg = self.library.knowledge
+        kg = self.library._knowledge
         center = node_id("incident", incident.id)
         graph = kg.nx.subgraph([center, *(n for n in kg.nx[center] if not n.startswith("tag:"))]).copy()
         for item in kg.related(incident.id, lang=lang, limit=related):
@@ -96,7 +108,7 @@ class Analysis:
                 graph.add_edge(other, node_id(ref.kind, ref.id))
         labels = {n: (f"{n.split(':', 1)[1]} {kg.node_view(n, lang).label}" if n.startswith("incident:") else kg.node_view(n, lang).label)
                   for n in graph.nodes}
-        return neighbourhood_png(graph, center, labels, check_lang(lang), max_nodes=40)
+        return neighbourhood_png(graph, center, labels, check_lang(lang), max_nodes=MAX_PICTURE_NODES)
 
 
 __all__ = ["Analysis", "ClusterMethod", "UnknownClusterError"]

@@ -24,6 +24,7 @@ import networkx as nx
 import numpy as np
 
 from ..graph.knowledge import KnowledgeGraph
+from ..models import Incident
 from ..search.tokenize import tokenize
 from ..views import ClusterQuality, ClusterSet, ClusterView, ConceptCount
 
@@ -43,7 +44,7 @@ class RawCluster:
     representative: str
 
 
-def _concepts(incident) -> list[tuple[str, str]]:  # noqa: ANN001
+def _concepts(incident: Incident) -> list[tuple[str, str]]:
     return [(field, concept_id) for field in CONCEPT_FIELDS for concept_id in getattr(incident, field)]
 
 

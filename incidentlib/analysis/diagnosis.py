@@ -16,13 +16,17 @@ when the best candidate rests on fewer than two incidents or scores under 0.2,
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
-from ..library import FilterError, Library
+from ..errors import FilterError, InvalidRequest
 from ..models import ConceptKind
 from ..views import Candidate, Diagnosis, EvidenceIncident
 from .signatures import match_signals
 
-MAX_CANDIDATES = 8
+if TYPE_CHECKING:
+    from ..library import Library
+
+#: Incidents most like the pasted text that vote for causes: the head of the ranking, where similarity means something.
 SIMILAR_DEPTH = 10
 
 
@@ -30,11 +34,11 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
              limit: int = 5) -> Diagnosis:
     symptoms = symptoms or []
     if not symptoms and not (text and text.strip()):
-        raise ValueError("give symptoms, text, or both")
+        raise InvalidRequest("give symptoms, text, or both")
     vocab = library.vocab
-    kg = library.knowledge
+    kg = library._knowledge
     symptom_ids: list[str] = []
-    recognizer = library.search_service.recognizer
+    recognizer = library._search_service.recognizer
     for name in symptoms:
         concept = vocab.resolve(name, ConceptKind.symptom)
         if concept is None:  # a free phrase such as "링크 플래핑": accept the one symptom it names
@@ -94,6 +98,7 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
     return Diagnosis(
         symptoms=[kg.concept_ref(s, lang) for s in symptom_ids], recognised=recognised, causes=causes,
         components=components, similar=similar[:5], signals=signals, confidence=confidence, note=note,
+        explained=library.explain_signals(text, lang) if text else [],
     )
 
 

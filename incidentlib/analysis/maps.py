@@ -21,12 +21,12 @@ import matplotlib
 
 matplotlib.use("Agg")  # images are rendered off-screen, also on servers without a display
 
-import matplotlib.pyplot as plt  # noqa: E402
-import networkx as nx  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib import font_manager  # noqa: E402
+import matplotlib.pyplot as plt
+import networkx as nx
+import numpy as np
+from matplotlib import font_manager
 
-from ..views import ClusterSet  # noqa: E402
+from ..views import ClusterSet
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",
@@ -57,7 +57,8 @@ def project(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
     if len(vectors) < 4:
         return np.column_stack([np.arange(len(vectors), dtype=float), np.zeros(len(vectors))])
     perplexity = max(2.0, min(30.0, (len(vectors) - 1) / 3))
-    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed, metric="cosine").fit_transform(vectors)
+    points: np.ndarray = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed, metric="cosine").fit_transform(vectors)
+    return points
 
 
 def _membership(clusters: ClusterSet) -> dict[str, int]:
@@ -164,7 +165,7 @@ document.getElementById('q').addEventListener('input', e => {{
 def neighbourhood_png(graph: nx.Graph, center: str, labels: dict[str, str], lang: str, max_nodes: int = 28) -> bytes:
     """The incident, its concepts and its closest related incidents, drawn so labels stay readable."""
     family = font_family()
-    keep = [center] + [n for n in graph.nodes if n != center][: max_nodes - 1]
+    keep = [center, *[n for n in graph.nodes if n != center][:max_nodes - 1]]
     sub = graph.subgraph(keep)
     layout = nx.kamada_kawai_layout(sub) if len(sub) > 2 else nx.spring_layout(sub, seed=1)
     fig, ax = plt.subplots(figsize=(12, 9), dpi=110)

@@ -5,6 +5,7 @@ The MCP server (streamable HTTP) is mounted at ``/mcp`` on the same service.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -12,11 +13,13 @@ from fastapi import FastAPI
 
 from .. import __version__
 from ..library import Library
+from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
 from . import errors
 from .routes_analysis import router as analysis_router
 from .routes_graph import router as graph_router
 from .routes_library import router as library_router
 from .routes_search import router as search_router
+from .routes_signals import router as signals_router
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class ServiceSettings:
     sparql_timeout: float = 10.0
     mount_mcp: bool = True
     host: str = "127.0.0.1"
+    web: bool = True
 
 
 DESCRIPTION = """
@@ -32,7 +36,7 @@ publicly documented infrastructure incidents: GPU/AI training clusters, GPU
 clouds, inference services, and the big cloud and internet outages.
 
 Text fields follow `lang=ko|en` (default: `Accept-Language`, then English).
-`k` is capped at 100, `limit` at 500, and queries at 2,000 characters.
+`k` is capped at {MAX_K}, `limit` at {MAX_LIMIT}, and queries at {MAX_QUERY_CHARS:,} characters.
 """
 
 
@@ -47,14 +51,14 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
         mcp_routes = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=settings.host).routes
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if mcp_server is None:
             yield
             return
         async with mcp_server.session_manager.run():
             yield
 
-    app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION.format(MAX_K=MAX_K, MAX_LIMIT=MAX_LIMIT, MAX_QUERY_CHARS=MAX_QUERY_CHARS), lifespan=lifespan)
     app.state.library = library
     app.state.settings = settings
     errors.install(app)
@@ -62,6 +66,11 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     app.include_router(search_router)
     app.include_router(graph_router)
     app.include_router(analysis_router)
+    app.include_router(signals_router)
+    if settings.web:
+        from .. import web
+
+        web.install(app)
     if mcp_server is not None:
         app.router.routes.extend(mcp_routes)
     return app

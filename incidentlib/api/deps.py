@@ -1,26 +1,29 @@
-"""Request dependencies: the library, the response language, shared filter parameters."""
+"""Request dependencies: the library, the response language, the shared filter parameters.
+
+The filter parameters are derived from :data:`incidentlib.requests.FILTER_PARAMS`.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Header, Query, Request
 
-from ..library import IncidentFilter, Library
-
-MAX_LIMIT = 500
-MAX_K = 100
-MAX_QUERY_CHARS = 2000
+from ..library import Library
+from ..requests import FilterParam, IncidentFilter, with_filter_params
 
 
 def get_library(request: Request) -> Library:
-    return request.app.state.library
+    """The one library the app serves."""
+    library: Library = request.app.state.library
+    return library
 
 
 def get_lang(
     lang: Annotated[Literal["en", "ko"] | None, Query(description="Language of text fields; default from Accept-Language, then en.")] = None,
     accept_language: Annotated[str | None, Header()] = None,
 ) -> str:
+    """``lang`` if given, else the first of ko/en in ``Accept-Language``, else en."""
     if lang:
         return lang
     for part in (accept_language or "").split(","):
@@ -32,18 +35,14 @@ def get_lang(
     return "en"
 
 
-def get_filters(
-    org: Annotated[str | None, Query(description="Organization id or name.")] = None,
-    component: Annotated[str | None, Query(description="Component id or label; narrower concepts match too.")] = None,
-    cause: Annotated[str | None, Query(description="Cause id or label.")] = None,
-    symptom: Annotated[str | None, Query(description="Symptom id or label.")] = None,
-    tag: Annotated[str | None, Query(description="Tag id or label.")] = None,
-    year_from: Annotated[int | None, Query(ge=1900, le=2100)] = None,
-    year_to: Annotated[int | None, Query(ge=1900, le=2100)] = None,
-    severity: Annotated[Literal["sev1", "sev2", "sev3", "sev4"] | None, Query()] = None,
-) -> IncidentFilter:
-    return IncidentFilter(org=org, component=component, cause=cause, symptom=symptom, tag=tag,
-                          year_from=year_from, year_to=year_to, severity=severity)
+def _query_param(param: FilterParam) -> Any:
+    return Annotated[param.type | None, Query(description=param.help, ge=param.ge, le=param.le)]
+
+
+@with_filter_params(_query_param)
+def get_filters(filters: IncidentFilter) -> IncidentFilter:
+    """The filter query parameters as one :class:`IncidentFilter`."""
+    return filters
 
 
 LibraryDep = Annotated[Library, Depends(get_library)]

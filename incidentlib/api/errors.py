@@ -1,29 +1,34 @@
-"""Domain errors -> JSON error responses with a clear message."""
+"""The error hierarchy -> JSON error responses with a clear message, in one table."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from ..errors import NotFound
-from ..graph.sparql import SparqlError
-from ..library import FilterError
-from ..search.service import QueryError
+from ..errors import IncidentlibError, InvalidRequest, NotFound, SparqlError, SparqlTimeout
+
+#: Most specific class first: the first match decides the status.
+STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
+    (NotFound, 404),
+    (SparqlError, 400),
+    (InvalidRequest, 422),
+    (SparqlTimeout, 503),
+)
+#: Anything else the package raises on purpose is a server-side condition (e.g. no embedder).
+DEFAULT_STATUS = 500
+
+
+def status_for(exc: IncidentlibError) -> int:
+    """The HTTP status of a package error: the first row of ``STATUS`` it is an instance of."""
+    return next((status for cls, status in STATUS if isinstance(exc, cls)), DEFAULT_STATUS)
 
 
 def install(app: FastAPI) -> None:
-    @app.exception_handler(NotFound)
-    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse(status_code=404, content={"detail": str(exc), "id": exc.key})
+    """Register one handler for the whole hierarchy."""
 
-    @app.exception_handler(FilterError)
-    async def _filter(_: Request, exc: FilterError) -> JSONResponse:
-        return JSONResponse(status_code=422, content={"detail": str(exc)})
-
-    @app.exception_handler(QueryError)
-    async def _query(_: Request, exc: QueryError) -> JSONResponse:
-        return JSONResponse(status_code=422, content={"detail": str(exc)})
-
-    @app.exception_handler(SparqlError)
-    async def _sparql(_: Request, exc: SparqlError) -> JSONResponse:
-        return JSONResponse(status_code=400, content={"detail": str(exc)})
+    @app.exception_handler(IncidentlibError)
+    async def _handle(_: Request, exc: IncidentlibError) -> JSONResponse:
+        content: dict[str, str] = {"detail": str(exc)}
+        if isinstance(exc, NotFound):
+            content["id"] = exc.key
+        return JSONResponse(status_code=status_for(exc), content=content)

@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..analysis import ClusterMethod
+from ..requests import MAX_DIAGNOSE_LIMIT, MAX_ID_CHARS, MAX_QUERY_CHARS, MAX_SYMPTOMS, ClusterMethodName, Lang
 from ..views import ClusterSet, ClusterView, Diagnosis, SignalExplanation
-from .deps import MAX_QUERY_CHARS, LangDep, LibraryDep
+from .deps import LangDep, LibraryDep
 from .schemas import ErrorBody
 
 router = APIRouter(tags=["analysis"])
-PNG = {200: {"content": {"image/png": {}}}}
+PNG: dict[int | str, dict[str, Any]] = {200: {"content": {"image/png": {}}}}
 
 
 @router.get("/clusters", response_model=ClusterSet)
-def clusters(library: LibraryDep, lang: LangDep, method: Annotated[ClusterMethod, Query()] = ClusterMethod.graph) -> ClusterSet:
+def clusters(library: LibraryDep, lang: LangDep, method: Annotated[ClusterMethodName, Query()] = "graph") -> ClusterSet:
     """Root-cause clusters with bilingual labels, members, a representative and purity/NMI against cause annotations."""
-    return library.analysis.clusters(method, lang)
+    return library.clusters(method, lang)
 
 
 @router.get("/clusters/{cluster_id}", response_model=ClusterView, responses={404: {"model": ErrorBody}})
 def cluster(cluster_id: Annotated[str, Path(max_length=16)], library: LibraryDep, lang: LangDep) -> ClusterView:
-    return library.analysis.cluster(cluster_id, lang)
+    return library.cluster(cluster_id, lang)
 
 
 class DiagnoseRequest(BaseModel):
@@ -34,10 +34,10 @@ class DiagnoseRequest(BaseModel):
         {"symptoms": ["collective-timeout"], "text": "Watchdog caught collective operation timeout: WorkNCCL(...)"},
     ]})
 
-    symptoms: list[str] = Field(default_factory=list, max_length=20, description="Symptom ids or labels.")
+    symptoms: list[str] = Field(default_factory=list, max_length=MAX_SYMPTOMS, description="Symptom ids or labels.")
     text: str | None = Field(default=None, max_length=MAX_QUERY_CHARS, description="Pasted error text or a description.")
-    limit: int = Field(default=5, ge=1, le=20)
-    lang: Literal["en", "ko"] | None = None
+    limit: int = Field(default=5, ge=1, le=MAX_DIAGNOSE_LIMIT)
+    lang: Lang | None = None
 
     @model_validator(mode="after")
     def _something(self) -> DiagnoseRequest:
@@ -49,24 +49,24 @@ class DiagnoseRequest(BaseModel):
 @router.post("/diagnose", response_model=Diagnosis, responses={422: {"model": ErrorBody}})
 def diagnose(body: DiagnoseRequest, library: LibraryDep, lang: LangDep) -> Diagnosis:
     """Likely causes and components, with the incidents behind each and a plain statement of confidence."""
-    return library.analysis.diagnose(symptoms=body.symptoms, text=body.text, lang=body.lang or lang, limit=body.limit)
+    return library.diagnose(symptoms=body.symptoms, text=body.text, lang=body.lang or lang, limit=body.limit)
 
 
 @router.get("/signals", response_model=list[SignalExplanation])
 def signals(library: LibraryDep, lang: LangDep) -> list[SignalExplanation]:
     """Every verbatim error signal in the library, explained."""
-    return library.analysis.signals(lang)
+    return library.signals(lang)
 
 
 @router.get("/map", responses={200: {"content": {"image/png": {}, "text/html": {}}}})
-def incident_map(library: LibraryDep, lang: LangDep, format: Annotated[Literal["png", "html"], Query()] = "html") -> Response:  # noqa: A002
+def incident_map(library: LibraryDep, lang: LangDep, format: Annotated[Literal["png", "html"], Query()] = "html") -> Response:
     """The 2D incident map: an interactive HTML page (default) or a PNG."""
     if format == "png":
-        return Response(library.analysis.map_png(lang), media_type="image/png")
-    return HTMLResponse(library.analysis.map_html(lang))
+        return Response(library.map_png(lang), media_type="image/png")
+    return HTMLResponse(library.map_html(lang))
 
 
 @router.get("/incidents/{incident_id}/graph.png", responses={**PNG, 404: {"model": ErrorBody}}, tags=["incidents"])
-def neighbourhood(incident_id: Annotated[str, Path(max_length=32)], library: LibraryDep, lang: LangDep) -> Response:
+def neighbourhood(incident_id: Annotated[str, Path(max_length=MAX_ID_CHARS)], library: LibraryDep, lang: LangDep) -> Response:
     """A picture of the incident, its concepts and its closest related incidents."""
-    return Response(library.analysis.neighbourhood_png(incident_id, lang), media_type="image/png")
+    return Response(library.neighbourhood_png(incident_id, lang), media_type="image/png")

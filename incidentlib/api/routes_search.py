@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..library import IncidentFilter
-from ..search.engine import SearchMode
+from ..library import SearchMode
+from ..requests import MAX_ID_CHARS, MAX_K, MAX_QUERY_CHARS, MAX_RAG_K, IncidentFilter, Lang
 from ..views import SearchResponse
-from .deps import MAX_K, MAX_QUERY_CHARS, FiltersDep, LangDep, LibraryDep
+from .deps import FiltersDep, LangDep, LibraryDep
 from .schemas import ErrorBody, RagContext
 
 router = APIRouter(tags=["search"])
@@ -36,10 +36,10 @@ class SimilarRequest(BaseModel):
         {"text": "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)", "k": 5},
     ]})
 
-    incident_id: str | None = Field(default=None, max_length=32)
+    incident_id: str | None = Field(default=None, max_length=MAX_ID_CHARS)
     text: str | None = Field(default=None, min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=10, ge=1, le=MAX_K)
-    lang: Literal["en", "ko"] | None = None
+    lang: Lang | None = None
     filters: IncidentFilter = Field(default_factory=IncidentFilter)
 
     @model_validator(mode="after")
@@ -57,6 +57,6 @@ def similar(body: SimilarRequest, library: LibraryDep, lang: LangDep) -> SearchR
 
 
 @router.get("/rag/context", response_model=RagContext)
-def rag_context(q: QueryText, library: LibraryDep, lang: LangDep, filters: FiltersDep, k: Annotated[int, Query(ge=1, le=20)] = 5) -> RagContext:
+def rag_context(q: QueryText, library: LibraryDep, lang: LangDep, filters: FiltersDep, k: Annotated[int, Query(ge=1, le=MAX_RAG_K)] = 5) -> RagContext:
     """Passages ready to paste into a RAG prompt, each with its incident id, title and source URLs."""
     return RagContext(query=q, passages=library.rag_context(q, k=k, lang=lang, filters=filters))

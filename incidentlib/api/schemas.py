@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from ..views import RagPassage, RelatedItem
+from ..views import (  # noqa: F401 - re-exported: shared with the CLI and MCP
+    OrganizationList,
+    OrganizationSummary,
+    RagPassage,
+    RelatedItem,
+    TopicList,
+    TopicSummary,
+    VocabConcept,
+    VocabResponse,
+)
 
 
 class Health(BaseModel):
@@ -15,43 +24,6 @@ class Health(BaseModel):
 
 class RelatedPage(BaseModel):
     items: list[RelatedItem]
-
-
-class TopicSummary(BaseModel):
-    id: str
-    kind: str
-    label: str
-    incidents: int
-
-
-class TopicList(BaseModel):
-    items: list[TopicSummary]
-
-
-class VocabConcept(BaseModel):
-    id: str
-    kind: str
-    labels: dict[str, str]
-    alt_labels: dict[str, list[str]]
-    broader: str | None = None
-    definition: dict[str, str] = Field(default_factory=dict)
-    url: str | None = None
-
-
-class VocabResponse(BaseModel):
-    total: int
-    concepts: list[VocabConcept]
-
-
-class OrganizationSummary(BaseModel):
-    id: str
-    label: str
-    url: str | None = None
-    incidents: int
-
-
-class OrganizationList(BaseModel):
-    items: list[OrganizationSummary]
 
 
 class RagContext(BaseModel):

@@ -15,12 +15,8 @@ from multiprocessing.connection import Connection
 
 from starlette.concurrency import run_in_threadpool
 
-from ..graph.sparql import SparqlError, SparqlResult
-from ..library import Library
-
-
-class SparqlTimeout(Exception):
-    """The query ran longer than the configured limit and was stopped."""
+from ..errors import ReadOnlyError, SparqlError, SparqlTimeout
+from ..library import Library, SparqlResult
 
 
 def _child(library: Library, query: str, conn: Connection) -> None:
@@ -54,16 +50,14 @@ def _run_forked(library: Library, query: str, timeout: float) -> SparqlResult:
     if status == "ok":
         return SparqlResult.model_validate(payload)
     name, message = payload
-    from ..graph import sparql as sparql_module
-
-    raise getattr(sparql_module, name, SparqlError)(message)
+    raise {cls.__name__: cls for cls in (SparqlError, ReadOnlyError)}.get(name, SparqlError)(message)
 
 
 async def run_with_time_limit(library: Library, query: str, timeout: float) -> SparqlResult:
-    _ = library.rdf  # build the graph in the parent once, so children inherit it
+    library.warm()  # build the graph in the parent once, so children inherit it
     if "fork" in multiprocessing.get_all_start_methods():
         return await run_in_threadpool(_run_forked, library, query, timeout)
     try:
         return await asyncio.wait_for(run_in_threadpool(library.sparql, query), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise SparqlTimeout(f"SPARQL query exceeded the {timeout:g} s time limit") from None

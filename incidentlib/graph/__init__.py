@@ -1,9 +1,10 @@
 """The knowledge graph: RDF (rdflib) for standards and SPARQL, NetworkX for algorithms."""
 
+from ..errors import ReadOnlyError, SparqlError, UnknownNodeError
 from .export import ExportFormat
-from .knowledge import KnowledgeGraph, UnknownNodeError
+from .knowledge import KnowledgeGraph
 from .rdf import build_graph
-from .sparql import ReadOnlyError, SparqlError, SparqlResult, run_sparql
+from .sparql import SparqlResult, run_sparql
 
 __all__ = [
     "ExportFormat",

@@ -19,15 +19,18 @@ overlap), then computed ones; within each group by score, ties by incident id.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from functools import cached_property
 
+import networkx
 import networkx as nx
 
-from ..errors import NotFound
+from ..errors import InvalidRequest, UnknownNodeError
 from ..loader import LibraryData
 from ..models import ConceptKind, Incident
+from ..requests import MAX_DEPTH
 from ..views import (
     ConceptCount,
     ConceptRef,
@@ -42,21 +45,12 @@ from ..views import (
 from .projection import build_projection, node_id, split_node
 
 RELATING_KINDS: tuple[str, ...] = ("component", "cause")
-MAX_DEPTH = 3
-
-
-class UnknownNodeError(NotFound):
-    """A node reference that names no incident or concept."""
-
-    def __init__(self, reference: str, suggestions: list[str] | None = None):
-        self.reference = reference
-        super().__init__(reference, f"unknown incident or concept {reference!r}", suggestions)
 
 
 class KnowledgeGraph:
     """Graph algorithms over one loaded library."""
 
-    def __init__(self, data: LibraryData):
+    def __init__(self, data: LibraryData) -> None:
         self.data = data
 
     @cached_property
@@ -79,10 +73,7 @@ class KnowledgeGraph:
 
     def node_view(self, node: str, lang: str) -> GraphNode:
         kind, key = split_node(node)
-        if kind == "incident":
-            label = self.data.incidents[key].title.get(lang)
-        else:
-            label = self.data.vocab.label(key, lang)
+        label = self.data.incidents[key].title.get(lang) if kind == "incident" else self.data.vocab.label(key, lang)
         return GraphNode(id=node, type=kind, label=label)
 
     # ---- views -----------------------------------------------------------
@@ -172,7 +163,7 @@ class KnowledgeGraph:
     def neighbors(self, reference: str, depth: int = 1, lang: str = "en") -> NodeLinkGraph:
         """Everything within ``depth`` hops of a node (depth is capped at 3)."""
         if depth < 1 or depth > MAX_DEPTH:
-            raise ValueError(f"depth must be between 1 and {MAX_DEPTH}, got {depth}")
+            raise InvalidRequest(f"depth must be between 1 and {MAX_DEPTH}, got {depth}")
         center = self.resolve_node(reference)
         sub = nx.ego_graph(self.nx, center, radius=depth)
         return self._node_link(sub, lang)
@@ -187,11 +178,11 @@ class KnowledgeGraph:
         except nx.NetworkXNoPath:
             return None
         node_views = [self.node_view(n, lang) for n in nodes]
-        links = [GraphLink(source=a, target=b, type=self.nx.edges[a, b]["type"]) for a, b in zip(nodes, nodes[1:], strict=False)]
+        links = [GraphLink(source=a, target=b, type=self.nx.edges[a, b]["type"]) for a, b in itertools.pairwise(nodes)]
         concepts = [view_.label for view_ in node_views if view_.type != "incident"]
         return GraphPath(source=start, target=end, length=len(nodes) - 1, nodes=node_views, concepts=concepts, links=links)
 
-    def _node_link(self, sub: nx.Graph, lang: str) -> NodeLinkGraph:
+    def _node_link(self, sub: networkx.Graph, lang: str) -> NodeLinkGraph:
         nodes = [self.node_view(n, lang) for n in sorted(sub.nodes)]
         links = [
             GraphLink(source=a, target=b, type=attrs["type"]) if a <= b else GraphLink(source=b, target=a, type=attrs["type"])

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rdflib import OWL, RDF, RDFS, Graph, Literal, Namespace, URIRef
-from rdflib.namespace import DCTERMS, SDO, SKOS, XSD
+from rdflib.namespace import DCTERMS, SDO, SKOS, XSD, DefinedNamespace
 
 IL = Namespace("https://w3id.org/incidentlib/ontology#")
 ID = Namespace("https://w3id.org/incidentlib/id/")
 
-PREFIXES: dict[str, Namespace] = {
+PREFIXES: dict[str, Namespace | type[DefinedNamespace]] = {
     "il": IL,
     "ilid": ID,
     "skos": SKOS,

@@ -43,7 +43,7 @@ class Duplicate:
 class DuplicateIndex:
     """Existing incidents and the records accepted so far in this import."""
 
-    def __init__(self, threshold: float = SIMILARITY_THRESHOLD):
+    def __init__(self, threshold: float = SIMILARITY_THRESHOLD) -> None:
         self.threshold = threshold
         self._known: list[Known] = []
         self._by_url: dict[str, str] = {}

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
+
+from ..errors import MappingError
 
 TEXT_FIELDS = ("title", "summary", "body", "detection", "mitigation")
 LIST_FIELDS = ("tags", "components", "causes", "symptoms", "signals", "source_url")
@@ -45,10 +48,6 @@ DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
 }
 
 _STEP = re.compile(r"^(?P<key>[^\[\]]+)?(?P<index>\[(\d*)\])*$")
-
-
-class MappingError(ValueError):
-    """A --map option that cannot be understood."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ def _split_step(step: str) -> tuple[str | None, list[int | None]]:
     return key, indexes
 
 
-def extract(record: dict, maps: list[FieldMap]) -> tuple[dict[str, object], list[str]]:
+def extract(record: dict[str, Any], maps: list[FieldMap]) -> tuple[dict[str, object], list[str]]:
     """Values for every target: explicit mappings first, then the default keys.
 
     Returns the values and a list of problems (explicit mappings that found nothing).

@@ -18,12 +18,14 @@ import tempfile
 from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from ..errors import ImportFailed
 from ..loader import INCIDENTS_DIR, VOCAB_DIR, check_library
-from ..models import LANGS, Concept, ConceptKind, Incident
+from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident
 from ..paths import bundled_data_dir
 from ..search.concepts import ConceptRecognizer
 from ..storage import atomic_write_text
@@ -34,6 +36,10 @@ from .readers import ImportFormat, RawRecord, read_records
 
 ProgressFn = Callable[[int, int], None]
 SUGGESTED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom)
+#: A title made from a summary: its first sentence, cut to a headline's length.
+TITLE_CHARS = 140
+#: A summary made from a body: its first sentence, cut to a paragraph.
+SUMMARY_CHARS = 400
 
 
 class ImportOptions(BaseModel):
@@ -79,10 +85,6 @@ class ImportReport(BaseModel):
     new_tags: list[str] = Field(default_factory=list)
 
 
-class ImportFailed(ValueError):
-    """The import cannot run at all (bad options, unreadable input, broken target library)."""
-
-
 def slugify(text: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     return slug or "unnamed"
@@ -116,13 +118,13 @@ def _as_list(value: object) -> list[str]:
     return [part.strip() for part in re.split(r"[;|]", text) if part.strip()]
 
 
-def _first_sentence(text: str, limit: int = 140) -> str:
+def _first_sentence(text: str, limit: int = TITLE_CHARS) -> str:
     sentence = re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0]
     return sentence if len(sentence) <= limit else sentence[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 class Importer:
-    def __init__(self, target: Path, options: ImportOptions):
+    def __init__(self, target: Path, options: ImportOptions) -> None:
         self.target = target
         self.options = options
         try:
@@ -160,8 +162,8 @@ class Importer:
             return None
         if slug in self.vocab:  # the id exists with another kind: keep ids unique
             slug = f"{slug}-{kind.value}"
-        pending[slug] = Concept(id=slug, kind=kind, label={"en": name, "ko": name},
-                                definition={"en": f"Added by import; review the labels ({name})."})
+        pending[slug] = Concept.model_validate({"id": slug, "kind": kind, "label": {"en": name, "ko": name},
+                                                "definition": {"en": f"Added by import; review the labels ({name})."}})
         return slug
 
     def _next_id(self) -> str:
@@ -173,67 +175,25 @@ class Importer:
 
     # ---- one record ------------------------------------------------------------
     def build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
+        """One record -> a validated draft incident and its report row, or a rejection with every reason."""
         values, unmatched = extract(raw.data, self.maps)
         reasons: list[str] = []
         warnings: list[str] = list(unmatched)  # required fields that stay missing are rejected below
-        lang = self.options.lang
-
-        def text(name: str) -> dict[str, str]:
-            found: dict[str, str] = {}
-            bare = values.get(name)
-            if isinstance(bare, dict):  # already {en: …, ko: …}
-                found.update({k: str(v).strip() for k, v in bare.items() if k in LANGS and v})
-            elif bare not in (None, ""):
-                found[lang] = " ".join(str(bare).split()) if name != "body" else str(bare).strip()
-            for code in LANGS:
-                value = values.get(f"{name}.{code}")
-                if value not in (None, ""):
-                    found[code] = str(value).strip()
-            return found
-
-        summary = text("summary")
-        body = text("body")
-        title = text("title")
-        if not title and (summary or body):
-            base = summary or body
-            title = {code: _first_sentence(value) for code, value in base.items()}
-        if not summary and body:
-            summary = {code: _first_sentence(value, 400) for code, value in body.items()}
-        if not body and summary:
-            body = dict(summary)
+        title, summary, body = _bilingual_texts(values, self.options.lang)
         if not title:
             reasons.append("no title, summary or body text (map one with --map title=…)")
-
         org_name = values.get("org")
         org = self._concept(str(org_name).strip(), ConceptKind.organization, create=True) if org_name else None
         if org is None:
             reasons.append("no organization (map one with --map org=…)")
-
         urls = _as_list(values.get("source_url"))
         if not urls:
             reasons.append("no source URL (map one with --map source_url=…)")
-
-        record_date = None
-        if values.get("date") not in (None, ""):
-            try:
-                record_date = parse_date(values["date"])
-            except ValueError as exc:
-                reasons.append(str(exc))
-
+        record_date = _record_date(values, reasons)
         tags = [self._concept(t, ConceptKind.tag, create=True) for t in _as_list(values.get("tags"))]
-        if raw.extra.get("heading"):
-            tags.append(self._concept(raw.extra["heading"], ConceptKind.tag, create=True))
-        concept_fields: dict[str, list[str]] = {}
-        for field, kind in (("components", ConceptKind.component), ("causes", ConceptKind.cause), ("symptoms", ConceptKind.symptom)):
-            resolved = []
-            for name in _as_list(values.get(field)):
-                concept_id = self._concept(name, kind, create=False)
-                if concept_id is None:
-                    warnings.append(f"{field}: {name!r} is not in the vocabulary; left out")
-                else:
-                    resolved.append(concept_id)
-            concept_fields[field] = list(dict.fromkeys(resolved))
-
+        if raw.heading:
+            tags.append(self._concept(raw.heading, ConceptKind.tag, create=True))
+        concept_fields = self._asserted_concepts(values, warnings)
         if reasons:
             return None, Rejected(location=raw.location, reasons=reasons)
 
@@ -242,19 +202,10 @@ class Importer:
         if duplicate and (duplicate.reason.startswith("same source URL") or not self.options.keep_near_duplicates):
             return None, Rejected(location=raw.location, reasons=[duplicate.reason], duplicate_of=duplicate.of)
 
-        recognised = self.recognizer.recognise(" ".join([*title.values(), *summary.values(), *body.values()]))
-        asserted = {c for ids in concept_fields.values() for c in ids}
-        suggestions = [
-            {"concept": m.concept_id, "kind": m.kind, "evidence": m.matched}
-            for m in recognised
-            if m.kind in {k.value for k in SUGGESTED_KINDS} and m.concept_id not in asserted
-        ]
-        record_id = str(values.get("id") or "")
-        if not re.fullmatch(rf"{self.options.id_prefix}-\d{{4,6}}", record_id) or record_id in self.data.incidents:
-            record_id = self._next_id()
+        suggestions = self._suggestions([*title.values(), *summary.values(), *body.values()], concept_fields)
         status = str(values.get("status") or "draft")
         document = {
-            "id": record_id,
+            "id": self._record_id(values),
             "status": status,
             "org": org,
             "date": record_date,
@@ -265,38 +216,124 @@ class Importer:
             "body": body,
             **concept_fields,
             "signals": _as_list(values.get("signals")),
-            "detection": text("detection") or None,
-            "mitigation": text("mitigation") or None,
-            "sources": [{"url": url, "title": str(values.get("source_title") or f"{org_name}: {_first_sentence(next(iter(title.values())), 80)}"),
-                         "publisher": values.get("source_publisher") or str(org_name), "kind": values.get("source_kind") or "postmortem"}
-                        for url in urls],
+            "detection": _text(values, "detection", self.options.lang) or None,
+            "mitigation": _text(values, "mitigation", self.options.lang) or None,
+            "sources": _sources(values, urls, org_name, title),
             "suggestions": suggestions,
         }
         document = {k: v for k, v in document.items() if v not in (None, [], {})}
-        try:
-            incident = Incident.model_validate(document)
-        except ValidationError as exc:
-            if status != "draft":  # a record that claims to be complete but is not: keep it as a draft
-                document["status"] = "draft"
-                warnings.append(f"kept as a draft: {exc.error_count()} rule(s) for published incidents not met")
-                try:
-                    incident = Incident.model_validate(document)
-                except ValidationError as inner:
-                    return None, Rejected(location=raw.location, reasons=_reasons(inner))
-            else:
-                return None, Rejected(location=raw.location, reasons=_reasons(exc))
-        self.duplicates.add(incident.id, urls, texts)
-        accepted = Accepted(id=incident.id, location=raw.location, title=next(iter(title.values())), status=incident.status.value,
-                            suggestions=[f"{s['kind']}:{s['concept']} ({s['evidence']})" for s in suggestions], warnings=warnings)
-        return incident, accepted
+        validated = _validate(document, status, warnings, raw.location)
+        if isinstance(validated, Rejected):
+            return None, validated
+        self.duplicates.add(validated.id, urls, texts)
+        accepted = Accepted(id=validated.id, location=raw.location, title=next(iter(title.values())),
+                            status=validated.status.value,
+                            suggestions=[f"{s['kind']}:{s['concept']} ({s['evidence']})" for s in suggestions],
+                            warnings=warnings)
+        return validated, accepted
+
+    def _asserted_concepts(self, values: dict[str, Any], warnings: list[str]) -> dict[str, list[str]]:
+        """Components, causes and symptoms the record names that the vocabulary knows (others become warnings)."""
+        concept_fields: dict[str, list[str]] = {}
+        for field in ASSERTED_FIELDS:
+            resolved = []
+            for name in _as_list(values.get(field)):
+                concept_id = self._concept(name, CONCEPT_FIELDS[field], create=False)
+                if concept_id is None:
+                    warnings.append(f"{field}: {name!r} is not in the vocabulary; left out")
+                else:
+                    resolved.append(concept_id)
+            concept_fields[field] = list(dict.fromkeys(resolved))
+        return concept_fields
+
+    def _suggestions(self, texts: list[str], concept_fields: dict[str, list[str]]) -> list[dict[str, str]]:
+        """Concepts recognised in the text and not already asserted: suggestions with their evidence."""
+        asserted = {c for ids in concept_fields.values() for c in ids}
+        return [
+            {"concept": m.concept_id, "kind": m.kind, "evidence": m.matched}
+            for m in self.recognizer.recognise(" ".join(texts))
+            if m.kind in {k.value for k in SUGGESTED_KINDS} and m.concept_id not in asserted
+        ]
+
+    def _record_id(self, values: dict[str, Any]) -> str:
+        """The record's own id when it fits the prefix and is free, else the next free one."""
+        record_id = str(values.get("id") or "")
+        if not re.fullmatch(rf"{self.options.id_prefix}-\d{{4,6}}", record_id) or record_id in self.data.incidents:
+            record_id = self._next_id()
+        return record_id
+
+
+#: Incident fields an import may assert directly (tags and organizations are created when new).
+ASSERTED_FIELDS = ("components", "causes", "symptoms")
+
+
+def _text(values: dict[str, Any], name: str, lang: str) -> dict[str, str]:
+    """A text field as ``{lang: text}``: a bare value is in ``lang``; ``name.en`` / ``name.ko`` or a mapping add languages."""
+    found: dict[str, str] = {}
+    bare = values.get(name)
+    if isinstance(bare, dict):  # already {en: …, ko: …}
+        found.update({k: str(v).strip() for k, v in bare.items() if k in LANGS and v})
+    elif bare not in (None, ""):
+        found[lang] = " ".join(str(bare).split()) if name != "body" else str(bare).strip()
+    for code in LANGS:
+        value = values.get(f"{name}.{code}")
+        if value not in (None, ""):
+            found[code] = str(value).strip()
+    return found
+
+
+def _bilingual_texts(values: dict[str, Any], lang: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Title, summary and body, each filled from the others when missing (first sentence, 140 / 400 characters)."""
+    summary = _text(values, "summary", lang)
+    body = _text(values, "body", lang)
+    title = _text(values, "title", lang)
+    if not title and (summary or body):
+        base = summary or body
+        title = {code: _first_sentence(value) for code, value in base.items()}
+    if not summary and body:
+        summary = {code: _first_sentence(value, SUMMARY_CHARS) for code, value in body.items()}
+    if not body and summary:
+        body = dict(summary)
+    return title, summary, body
+
+
+def _record_date(values: dict[str, Any], reasons: list[str]) -> str | None:
+    if values.get("date") in (None, ""):
+        return None
+    try:
+        return parse_date(values["date"])
+    except ValueError as exc:
+        reasons.append(str(exc))
+        return None
+
+
+def _sources(values: dict[str, Any], urls: list[str], org_name: object, title: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"url": url, "title": str(values.get("source_title") or f"{org_name}: {_first_sentence(next(iter(title.values())), 80)}"),
+             "publisher": values.get("source_publisher") or str(org_name), "kind": values.get("source_kind") or "postmortem"}
+            for url in urls]
+
+
+def _validate(document: dict[str, Any], status: str, warnings: list[str], location: str) -> Incident | Rejected:
+    """The incident, or (for a record claiming to be published but incomplete) the same record kept as a draft."""
+    try:
+        return Incident.model_validate(document)
+    except ValidationError as exc:
+        if status == "draft":
+            return Rejected(location=location, reasons=_reasons(exc))
+        document["status"] = "draft"
+        warnings.append(f"kept as a draft: {exc.error_count()} rule(s) for published incidents not met")
+    try:
+        return Incident.model_validate(document)
+    except ValidationError as inner:
+        return Rejected(location=location, reasons=_reasons(inner))
 
 
 def _reasons(exc: ValidationError) -> list[str]:
     return [f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()]
 
 
-def _dump(document: dict) -> str:
-    return yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100)
+def _dump(document: dict[str, Any]) -> str:
+    return str(yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100))
 
 
 def ensure_library(target: Path) -> None:

@@ -9,11 +9,14 @@ from __future__ import annotations
 import csv
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from ..errors import ReadError
 
 
 class ImportFormat(str, Enum):
@@ -24,15 +27,17 @@ class ImportFormat(str, Enum):
     markdown = "markdown"
 
 
-class ReadError(ValueError):
-    """The input file cannot be read as the given format."""
+#: One source record as read: field names to whatever the format held (strings, lists, nested mappings).
+RecordData = dict[str, Any]
 
 
 @dataclass
 class RawRecord:
+    """A record before mapping: where it came from, its fields, and what the reader derived."""
+
     location: str
-    data: dict
-    extra: dict = field(default_factory=dict)  # facts a reader derived, e.g. a Markdown heading
+    data: RecordData
+    heading: str | None = None  # the Markdown heading above an entry, which becomes a tag
 
 
 def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
@@ -72,7 +77,7 @@ def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
     return [RawRecord(f"{name}#{index}", item) for index, item in enumerate(items) if isinstance(item, dict)]
 
 
-def _find_list(value: object) -> list | None:
+def _find_list(value: object) -> list[Any] | None:
     if isinstance(value, list):
         return value
     if isinstance(value, dict):
@@ -112,7 +117,7 @@ def read_markdown_list(text: str, name: str) -> list[RawRecord]:
                 f"{name}:{number}",
                 {"org": entry.group("org").strip(), "url": entry.group("url").strip(),
                  "summary": entry.group("blurb").strip()},
-                {"heading": heading} if heading else {},
+                heading or None,
             )
             records.append(current)
         elif current is not None:

@@ -28,7 +28,7 @@ class Mention:
 
 
 class ConceptRecognizer:
-    def __init__(self, vocab: Vocabulary):
+    def __init__(self, vocab: Vocabulary) -> None:
         self._patterns: list[tuple[re.Pattern[str], str, str, str]] = []
         for kind in RECOGNISED_KINDS:
             for concept in vocab.of_kind(kind):

@@ -8,30 +8,19 @@ measures where the switch pays off (see docs/benchmarks.md).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
 
 import faiss
 import numpy as np
 
 DEFAULT_HNSW_THRESHOLD = 50_000
-
-
-class VectorIndex(Protocol):
-    kind: str
-
-    def __len__(self) -> int: ...
-
-    def add(self, vectors: np.ndarray) -> None: ...
-
-    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]: ...
-
-    def save(self, path: Path) -> None: ...
+#: HNSW search breadth (faiss default 16): wider means higher recall and slower queries; see docs/benchmarks.md.
+EF_SEARCH = 128
 
 
 class FaissIndex:
     """Inner product over L2-normalised vectors, i.e. cosine similarity."""
 
-    def __init__(self, index: faiss.Index, kind: str):
+    def __init__(self, index: faiss.Index, kind: str) -> None:
         self._index = index
         self.kind = kind
 
@@ -40,7 +29,7 @@ class FaissIndex:
         if expected_size >= hnsw_threshold:
             index = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = 80
-            index.hnsw.efSearch = 128
+            index.hnsw.efSearch = EF_SEARCH
             return cls(index, "hnsw")
         return cls(faiss.IndexFlatIP(dim), "flat")
 
@@ -49,7 +38,7 @@ class FaissIndex:
         index = faiss.read_index(str(path))
         kind = "hnsw" if isinstance(index, faiss.IndexHNSW) or "HNSW" in type(index).__name__ else "flat"
         if kind == "hnsw":
-            faiss.downcast_index(index).hnsw.efSearch = 128
+            faiss.downcast_index(index).hnsw.efSearch = EF_SEARCH  # type: ignore[attr-defined]  # faiss stubs type downcast_index as the base Index
         return cls(index, kind)
 
     @property
@@ -75,7 +64,8 @@ class FaissIndex:
                 return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
             k = min(k, len(allowed))
             selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
-            params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(128, k)) if self.kind == "hnsw" else faiss.SearchParameters(sel=selector)
+            params = (faiss.SearchParametersHNSW(sel=selector, efSearch=max(EF_SEARCH, k))  # type: ignore[attr-defined]  # missing from faiss stubs
+                      if self.kind == "hnsw" else faiss.SearchParameters(sel=selector))  # type: ignore[call-arg]  # stubs lack sel=
         k = min(k, total)
         scores, ids = self._index.search(query, k, params=params)
         keep = ids[0] >= 0

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..embeddings import EmbedderConfig, create_embedder
+from ..embeddings import Embedder, EmbedderConfig, create_embedder
 from ..loader import LibraryData
 from ..paths import default_cache_dir
 from .chunks import Chunk, library_chunks
@@ -59,10 +59,13 @@ class Hit:
 
 
 class SearchEngine:
-    def __init__(self, data: LibraryData, config: SearchConfig | None = None):
+    def __init__(self, data: LibraryData, config: SearchConfig | None = None, embedder: Embedder | None = None) -> None:
         self.data = data
         self.config = config or SearchConfig()
+        self._given_embedder = embedder
         self.last_build: BuildReport | None = None
+        self._dense: LoadedIndex | None = None
+        self._row_maps_cache: tuple[np.ndarray, np.ndarray] | None = None
 
     # ---- corpus ------------------------------------------------------------
     @cached_property
@@ -84,8 +87,9 @@ class SearchEngine:
 
     # ---- dense ---------------------------------------------------------------
     @cached_property
-    def embedder(self):  # noqa: ANN201 - Embedder
-        return create_embedder(self.config.embedder)
+    def embedder(self) -> Embedder:
+        """The embedder given to the constructor, else the one ``config.embedder`` names."""
+        return self._given_embedder or create_embedder(self.config.embedder)
 
     @property
     def cache_dir(self) -> Path:
@@ -93,10 +97,8 @@ class SearchEngine:
 
     def build(self, progress: ProgressFn | None = None) -> BuildReport:
         """Make sure the dense index is fresh (reuse, extend or rebuild) and return what was done."""
-        self.__dict__.pop("dense", None)
-        self.__dict__.pop("_row_maps", None)
-        loaded, report = self._ensure(progress)
-        self.__dict__["dense"] = loaded
+        self._row_maps_cache = None  # row order may change with the index
+        self._dense, report = self._ensure(progress)
         return report
 
     def _ensure(self, progress: ProgressFn | None) -> tuple[LoadedIndex, BuildReport]:
@@ -107,13 +109,21 @@ class SearchEngine:
         self.last_build = report
         return loaded, report
 
-    @cached_property
+    @property
     def dense(self) -> LoadedIndex:
-        return self._ensure(None)[0]
+        """The dense index, loaded (or built without progress) on first use."""
+        if self._dense is None:
+            self._dense = self._ensure(None)[0]
+        return self._dense
 
-    @cached_property
+    @property
     def _row_maps(self) -> tuple[np.ndarray, np.ndarray]:
         """Index row -> chunk position, and chunk position -> index row."""
+        if self._row_maps_cache is None:
+            self._row_maps_cache = self._compute_row_maps()
+        return self._row_maps_cache
+
+    def _compute_row_maps(self) -> tuple[np.ndarray, np.ndarray]:
         position = {chunk.id: i for i, chunk in enumerate(self.chunks)}
         row_to_chunk = np.array([position[chunk_id] for chunk_id in self.dense.chunk_ids], dtype=np.int64)
         chunk_to_row = np.empty(len(self.chunks), dtype=np.int64)
@@ -196,4 +206,5 @@ class SearchEngine:
         rows = [chunk_to_row[i] for i, c in enumerate(self.chunks) if c.incident_id == incident_id and c.kind in wanted]
         vector = self.dense.vectors[rows].mean(axis=0)
         norm = float(np.linalg.norm(vector)) or 1.0
-        return (vector / norm).astype(np.float32)
+        result: np.ndarray = (vector / norm).astype(np.float32)
+        return result

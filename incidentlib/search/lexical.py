@@ -13,7 +13,7 @@ from .tokenize import tokenize
 class LexicalIndex:
     """Scores every chunk for a query; filtering is a mask applied before ranking."""
 
-    def __init__(self, texts: Sequence[str], k1: float = 1.2, b: float = 0.75):
+    def __init__(self, texts: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
         self._tokens = [tokenize(text) for text in texts]
         self._retriever = bm25s.BM25(k1=k1, b=b)
         self._size = len(texts)

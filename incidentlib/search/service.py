@@ -20,35 +20,33 @@ from functools import cached_property
 
 from ..graph.knowledge import KnowledgeGraph
 from ..models import Incident
+from ..requests import check_query
 from ..views import MatchedChunk, SearchResult, Why
 from .concepts import ConceptRecognizer, Mention
 from .engine import Hit, SearchEngine, SearchMode
+from .fusion import min_max
 
+#: β, the graph share of a "similar" score: chosen by ``incidentlib eval`` (the similar row; higher hurt R@5).
 GRAPH_WEIGHT = 0.35
+#: Snippet length: two lines of a terminal or a result card.
 SNIPPET_CHARS = 240
+#: Candidates per result before re-ranking, and the floor: enough for the graph evidence to lift an incident in.
+CANDIDATES_PER_RESULT = 5
+MIN_CANDIDATES = 50
+
+
+def candidate_depth(k: int) -> int:
+    """How many incidents each ranking contributes before "similar" re-ranks them: max(5·k, 50)."""
+    return max(k * CANDIDATES_PER_RESULT, MIN_CANDIDATES)
 SIMILAR_KINDS = ("component", "cause", "symptom")
 
 
-class QueryError(ValueError):
-    """A query that cannot be run (empty or too long)."""
-
-
-MAX_QUERY_CHARS = 2000
-
-
-def check_query(query: str) -> str:
-    text = (query or "").strip()
-    if not text:
-        raise QueryError("query is empty")
-    if len(text) > MAX_QUERY_CHARS:
-        raise QueryError(f"query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}")
-    return text
 
 
 class SearchService:
     """Turns engine hits into explained results; knows nothing of HTTP or the CLI."""
 
-    def __init__(self, engine: SearchEngine, knowledge: KnowledgeGraph):
+    def __init__(self, engine: SearchEngine, knowledge: KnowledgeGraph) -> None:
         self.engine = engine
         self.knowledge = knowledge
 
@@ -68,7 +66,7 @@ class SearchService:
     def similar_to_text(self, text: str, k: int = 10, allowed: set[str] | None = None, lang: str = "en") -> list[SearchResult]:
         text = check_query(text)
         mentions = [m for m in self.recognizer.recognise(text) if m.kind in SIMILAR_KINDS]
-        depth = max(k * 5, 50)
+        depth = candidate_depth(k)
         lexical = self.engine.rank_lexical(text, allowed, depth)
         dense = self.engine.rank_dense(text, allowed, depth)
         hits = self.engine.fuse_rankings(lexical, dense, depth)
@@ -78,49 +76,40 @@ class SearchService:
             if all(h.incident_id != incident_id for h in hits):
                 hits.append(Hit(incident_id, 0.0, self._title_chunk(incident_id, lang)))
         graph = {h.incident_id: self._concept_weight_sum(concept_ids, self._concepts(h.incident_id)) for h in hits}
-        combined = self._combine({h.incident_id: h.score for h in hits}, graph)
         by_id = {h.incident_id: h for h in hits}
-        ranked = sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-        return [
-            self._result(by_id[i], text, mentions, lang, score=score, graph_score=graph.get(i))
-            for i, score in ranked
-        ]
+        return self._rank_similar(by_id, {h.incident_id: h.score for h in hits}, graph, text, mentions, lang, k)
 
     def similar_to_incident(self, incident_id: str, k: int = 10, allowed: set[str] | None = None, lang: str = "en") -> list[SearchResult]:
         source = self.engine.data.incidents[incident_id]
         vector = self.engine.incident_vector(incident_id)
         candidates = None if allowed is None else allowed - {incident_id}
-        dense = [r for r in self.engine.rank_dense_vector(vector, candidates, depth=max(k * 5, 50) + 1) if r[0] != incident_id]
+        dense = [r for r in self.engine.rank_dense_vector(vector, candidates, depth=candidate_depth(k) + 1) if r[0] != incident_id]
         related = {item.id: item.score for item in self.knowledge.related(incident_id, lang=lang, limit=None)
                    if candidates is None or item.id in candidates}
         text_scores = {i: s for i, s, _ in dense}
         chunk_of = {i: c for i, _, c in dense}
         for other in related:
             chunk_of.setdefault(other, self._title_chunk(other, lang))
-        combined = self._combine(text_scores, related)
-        ranked = sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         own = set(self._concepts(incident_id))
         # the source's own components and causes play the part of concepts "recognised" in a query
         mentions = [Mention(c, kind, c) for c in sorted(own) if (kind := self._kind(c)) in ("component", "cause")]
         dense_rank = {i: r for r, (i, _, _) in enumerate(dense, 1)}
-        results = []
-        for other, score in ranked:
-            hit = Hit(other, score, chunk_of[other], dense_rank=dense_rank.get(other))
-            results.append(self._result(hit, source.title.get(lang), mentions, lang, score=score, graph_score=related.get(other)))
-        return results
+        hits = {other: Hit(other, 0.0, chunk, dense_rank=dense_rank.get(other)) for other, chunk in chunk_of.items()}
+        return self._rank_similar(hits, text_scores, related, source.title.get(lang), mentions, lang, k)
 
     # ---- helpers ---------------------------------------------------------------
     @staticmethod
     def _combine(text: dict[str, float], graph: dict[str, float]) -> dict[str, float]:
-        def norm(values: dict[str, float]) -> dict[str, float]:
-            if not values:
-                return {}
-            high, low = max(values.values()), min(values.values())
-            span = high - low
-            return {key: ((v - low) / span if span > 1e-12 else (1.0 if v > 0 else 0.0)) for key, v in values.items()}
-
-        t, g = norm(text), norm(graph)
+        """``(1 − β)·minmax(text) + β·minmax(graph)``, β = :data:`GRAPH_WEIGHT`; missing = 0."""
+        t, g = min_max(text, zero_stays_zero=True), min_max(graph, zero_stays_zero=True)
         return {key: round((1 - GRAPH_WEIGHT) * t.get(key, 0.0) + GRAPH_WEIGHT * g.get(key, 0.0), 6) for key in {*t, *g}}
+
+    def _rank_similar(self, hits: dict[str, Hit], text: dict[str, float], graph: dict[str, float], query: str,
+                      mentions: list[Mention], lang: str, k: int) -> list[SearchResult]:
+        """The one "similar" pipeline tail: combine text and graph scores, keep the best k, explain each."""
+        combined = self._combine(text, graph)
+        ranked = sorted(combined.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        return [self._result(hits[i], query, mentions, lang, score=score, graph_score=graph.get(i)) for i, score in ranked]
 
     def _concepts(self, incident_id: str) -> list[str]:
         incident: Incident = self.engine.data.incidents[incident_id]

@@ -28,7 +28,9 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 from pydantic import BaseModel
@@ -38,9 +40,32 @@ from ..storage import atomic_write_text
 from .chunks import Chunk
 from .dense import DEFAULT_HNSW_THRESHOLD, FaissIndex
 
+#: On-disk layout version; a different number means "rebuild".
 FORMAT_VERSION = 1
+#: Texts per embedder call while building: amortises the call overhead and keeps progress updates frequent.
+EMBED_BATCH = 64
 
 ProgressFn = Callable[[int, int], None]
+
+
+class IndexRow(TypedDict):
+    """One row of ``chunks.jsonl``: the chunk in that index row, its text digest and its incident."""
+
+    id: str
+    digest: str
+    incident: str
+
+
+def index_row(chunk: Chunk) -> IndexRow:
+    """The persisted row describing ``chunk``."""
+    return {"id": chunk.id, "digest": chunk.digest, "incident": chunk.incident_id}
+
+
+def _parse_row(line: str) -> IndexRow:
+    value = json.loads(line)
+    if not isinstance(value, dict) or not all(isinstance(value.get(key), str) for key in IndexRow.__annotations__):
+        raise ValueError(f"not an index row: {line[:80]!r}")
+    return {"id": value["id"], "digest": value["digest"], "incident": value["incident"]}
 
 
 class IndexMeta(BaseModel):
@@ -79,12 +104,14 @@ def store_dir(cache_dir: Path, library_root: Path, embedder_name: str) -> Path:
     return cache_dir / library_key / _slug(embedder_name)
 
 
+@dataclass(frozen=True)
 class LoadedIndex:
-    def __init__(self, index: FaissIndex, chunk_ids: list[str], vectors: np.ndarray, meta: IndexMeta):
-        self.index = index
-        self.chunk_ids = chunk_ids
-        self.vectors = vectors
-        self.meta = meta
+    """A usable index: the FAISS index, the chunk id of each row, the row vectors and the metadata."""
+
+    index: FaissIndex
+    chunk_ids: list[str]
+    vectors: np.ndarray
+    meta: IndexMeta
 
 
 def _read_meta(folder: Path) -> IndexMeta | None:
@@ -94,10 +121,10 @@ def _read_meta(folder: Path) -> IndexMeta | None:
         return None
 
 
-def _read_build(folder: Path, meta: IndexMeta) -> tuple[list[dict], np.ndarray] | None:
+def _read_build(folder: Path, meta: IndexMeta) -> tuple[list[IndexRow], np.ndarray] | None:
     build = folder / meta.build
     try:
-        rows = [json.loads(line) for line in (build / "chunks.jsonl").read_text(encoding="utf-8").splitlines() if line]
+        rows = [_parse_row(line) for line in (build / "chunks.jsonl").read_text(encoding="utf-8").splitlines() if line]
         vectors = np.load(build / "vectors.npy")
     except (OSError, ValueError):
         return None
@@ -112,7 +139,7 @@ def ensure_index(
     embedder: Embedder,
     folder: Path,
     hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
-    batch_size: int = 64,
+    batch_size: int = EMBED_BATCH,
     progress: ProgressFn | None = None,
 ) -> tuple[LoadedIndex, BuildReport]:
     """Return a fresh index for ``chunks``, building or updating the persisted one as needed.
@@ -132,7 +159,7 @@ def ensure_index(
         if loaded is not None and set(loaded.chunk_ids) == wanted and len(loaded.chunk_ids) == len(wanted):
             return loaded, _report("reused", meta, 0, len(chunks), folder, started)
 
-    old_rows: list[dict] = []
+    old_rows: list[IndexRow] = []
     old_vectors = np.zeros((0, embedder.dim), dtype=np.float32)
     if compatible and meta is not None:
         read = _read_build(folder, meta)
@@ -149,12 +176,12 @@ def ensure_index(
         existing = _load(folder, meta)
         if existing is not None and existing.index.kind == expected_kind:
             existing.index.add(fresh)
-            order = [*old_rows, *({"id": c.id, "digest": c.digest, "incident": c.incident_id} for c in missing)]
+            order = [*old_rows, *(index_row(c) for c in missing)]
             vectors = np.vstack([old_vectors, fresh]) if len(fresh) else old_vectors
             action = "extended" if missing else "refreshed"
             return _finish(action, existing.index, order, vectors, content_hash, embedder, folder, len(missing), started)
 
-    order = [{"id": c.id, "digest": c.digest, "incident": c.incident_id} for c in chunks]
+    order = [index_row(c) for c in chunks]
     vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
     fresh_row = {c.id: i for i, c in enumerate(missing)}
     for row, chunk in enumerate(chunks):
@@ -166,7 +193,7 @@ def ensure_index(
     return _finish(action, index, order, vectors, content_hash, embedder, folder, len(missing), started)
 
 
-def _finish(action: str, index: FaissIndex, order: list[dict], vectors: np.ndarray, content_hash: str, embedder: Embedder,
+def _finish(action: str, index: FaissIndex, order: list[IndexRow], vectors: np.ndarray, content_hash: str, embedder: Embedder,
             folder: Path, embedded: int, started: float) -> tuple[LoadedIndex, BuildReport]:
     meta = IndexMeta(
         format_version=FORMAT_VERSION,
@@ -213,7 +240,7 @@ def _load(folder: Path, meta: IndexMeta) -> LoadedIndex | None:
     return LoadedIndex(index, [row["id"] for row in rows], vectors, meta)
 
 
-def _write_build(folder: Path, meta: IndexMeta, order: list[dict], vectors: np.ndarray, index: FaissIndex) -> None:
+def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], vectors: np.ndarray, index: FaissIndex) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
     try:

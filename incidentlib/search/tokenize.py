@@ -39,9 +39,7 @@ _CODE_NUMBER = re.compile(r"\b([A-Za-z]{2,})\s+(\d{1,4})(?![0-9A-Za-z_])")  # Xi
 _LINK_WIDTH = re.compile(r"\b(x\d{1,2})\s*([<>]=?)\s*(x\d{1,2})\b", re.IGNORECASE)  # x4 < x16
 
 _STOPWORDS = frozenset(
-    "a an and are as at be but by for from has have in into is it its of on or that the this to was were "
-    "with which when what how why did do does we our their they than then there these those after before "
-    "over under about".split()
+    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have", "in", "into", "is", "it", "its", "of", "on", "or", "that", "the", "this", "to", "was", "were", "with", "which", "when", "what", "how", "why", "did", "do", "does", "we", "our", "their", "they", "than", "then", "there", "these", "those", "after", "before", "over", "under", "about"]
 )
 
 

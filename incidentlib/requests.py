@@ -1,0 +1,219 @@
+"""Request rules, defined once: limits, enums, filters and the field -> concept-kind mapping.
+
+The CLI options, the FastAPI parameters and the MCP tool schemas are all derived from
+these definitions (see :func:`with_filter_params`), so a limit or a filter changes here only.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import FilterError, InvalidRequest, QueryError
+from .models import CONCEPT_FIELDS, LANGS, ConceptKind, Lang, Severity
+
+#: Results per search or similar call: beyond this, rankings are noise and responses get large.
+MAX_K = 100
+#: Results per MCP search/similar call: an agent's context window is the scarce resource.
+MAX_AGENT_K = 50
+#: Longest query or pasted text: a screenful of log lines; longer text dilutes BM25 and the embedder.
+MAX_QUERY_CHARS = 2000
+#: Longest page of a listing over HTTP or the CLI (the library is a few hundred incidents).
+MAX_LIMIT = 500
+#: Longest page of a listing over MCP (keeps tool answers readable for an agent).
+MAX_AGENT_LIMIT = 200
+#: Passages in a RAG context: more than this rarely fits a prompt.
+MAX_RAG_K = 20
+#: Candidates in a diagnosis: past 20 the scores are too small to mean anything.
+MAX_DIAGNOSE_LIMIT = 20
+#: Points in one metric series: a day of per-batch MFU fits; more should be downsampled first.
+MAX_SERIES_POINTS = 200_000
+#: Bytes of CSV/JSON series text (about 40 bytes a row at MAX_SERIES_POINTS rows, with room for extra columns).
+MAX_SERIES_BYTES = 16_000_000
+#: Alerts diagnosed per webhook call: Alertmanager groups a few dozen at most by default.
+MAX_ALERTS = 50
+#: Symptoms named in one diagnosis request.
+MAX_SYMPTOMS = 20
+#: Hops in a neighbourhood walk: at 3 hops the graph is most of the library.
+MAX_DEPTH = 3
+#: Plausible incident years (the records start in the 2000s; the bounds catch typos).
+MIN_YEAR, MAX_YEAR = 1900, 2100
+#: Longest incident id, concept reference or cluster id accepted in a path parameter.
+MAX_ID_CHARS = 32
+MAX_REF_CHARS = 200
+#: Longest SPARQL query: generous for hand-written queries, small enough to refuse pasted dumps.
+MAX_SPARQL_CHARS = 20_000
+
+
+#: Concept kinds by name, as parameters spell them (the values of :class:`ConceptKind`).
+ConceptKindName = Literal["component", "cause", "symptom", "tag", "organization"]
+#: Search modes (values of ``incidentlib.search.engine.SearchMode``).
+SearchModeName = Literal["hybrid", "lexical", "dense"]
+#: Root-cause clustering methods (values of ``incidentlib.analysis.ClusterMethod``).
+ClusterMethodName = Literal["graph", "embedding"]
+#: The kinds listed as topics (organizations have their own listing).
+TopicKind = Literal["component", "cause", "symptom", "tag"]
+assert set(get_args(ConceptKindName)) == {k.value for k in ConceptKind}
+
+
+@dataclass(frozen=True)
+class FilterParam:
+    """One filter: its parameter name, type, help text and (for concept filters) vocabulary kind."""
+
+    name: str
+    type: Any
+    help: str
+    kind: ConceptKind | None = None
+    incident_field: str | None = None
+    ge: int | None = None
+    le: int | None = None
+
+
+FILTER_PARAMS: tuple[FilterParam, ...] = (
+    FilterParam("org", str, "Organization id or name, e.g. 'aws' or 'Cloudflare'.", ConceptKind.organization, "org"),
+    FilterParam("component", str, "Component id or label, e.g. 'nccl' or 'InfiniBand'; narrower concepts match too.",
+                ConceptKind.component, "components"),
+    FilterParam("cause", str, "Cause id or label, e.g. 'configuration-change'.", ConceptKind.cause, "causes"),
+    FilterParam("symptom", str, "Symptom id or label, e.g. 'collective-timeout'.", ConceptKind.symptom, "symptoms"),
+    FilterParam("tag", str, "Tag id or label, e.g. 'ai-infra', 'cloud', 'cdn'.", ConceptKind.tag, "tags"),
+    FilterParam("year_from", int, "Only incidents from this year on.", ge=MIN_YEAR, le=MAX_YEAR),
+    FilterParam("year_to", int, "Only incidents up to this year.", ge=MIN_YEAR, le=MAX_YEAR),
+    FilterParam("severity", Severity, "Only this severity (sev1 is the worst)."),
+)
+CONCEPT_FILTERS: tuple[FilterParam, ...] = tuple(p for p in FILTER_PARAMS if p.kind is not None)
+assert all(CONCEPT_FIELDS[p.incident_field] is p.kind for p in CONCEPT_FILTERS if p.incident_field)
+
+
+class IncidentFilter(BaseModel):
+    """Narrow a listing or a search. Concept filters also match narrower concepts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    org: str | None = None
+    component: str | None = None
+    cause: str | None = None
+    symptom: str | None = None
+    tag: str | None = None
+    year_from: int | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
+    year_to: int | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
+    severity: Severity | None = None
+
+    def is_empty(self) -> bool:
+        """True when no filter is set."""
+        return all(value is None for value in self.model_dump().values())
+
+    @classmethod
+    def of(cls, **values: Any) -> IncidentFilter:
+        """Build from adapter parameters; a bad value is a :class:`FilterError` naming the parameter."""
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            reasons = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise FilterError(reasons) from None
+
+
+assert {p.name for p in FILTER_PARAMS} == set(IncidentFilter.model_fields)
+
+
+def check_lang(lang: str) -> str:
+    """``lang`` if it is one of :data:`LANGS`, else :class:`InvalidRequest`."""
+    if lang not in LANGS:
+        raise InvalidRequest(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
+    return lang
+
+
+def check_k(k: int, name: str = "k") -> int:
+    """``k`` if 1 <= k <= :data:`MAX_K`, else :class:`InvalidRequest` naming the parameter."""
+    if k < 1 or k > MAX_K:
+        raise InvalidRequest(f"{name} must be between 1 and {MAX_K}, got {k}")
+    return k
+
+
+def check_query(query: str) -> str:
+    """The stripped query; :class:`QueryError` when it is empty or longer than :data:`MAX_QUERY_CHARS`."""
+    text = (query or "").strip()
+    if not text:
+        raise QueryError("query is empty")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(f"query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}")
+    return text
+
+
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+def with_filter_params(annotate: Callable[[FilterParam], Any]) -> Callable[[_Fn], _Fn]:
+    """Replace a function's ``filters: IncidentFilter`` parameter by one keyword per :data:`FILTER_PARAMS`.
+
+    ``annotate`` turns a rule into the adapter's annotation (a typer Option, a FastAPI Query,
+    a pydantic Field for MCP). The wrapper collects the values into an :class:`IncidentFilter`.
+    """
+
+    def decorate(fn: _Fn) -> _Fn:
+        signature = inspect.signature(fn, eval_str=True)
+        flat = [
+            inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotate(p))
+            for p in FILTER_PARAMS
+        ]
+        params: list[inspect.Parameter] = []
+        for param in signature.parameters.values():
+            if param.name == "filters":
+                params.extend(flat)
+            else:
+                params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+                              if param.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and params
+                              and params[-1].kind is inspect.Parameter.KEYWORD_ONLY else param)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            values = {p.name: kwargs.pop(p.name, None) for p in FILTER_PARAMS}
+            return fn(*args, filters=IncidentFilter.of(**values), **kwargs)
+
+        new_signature = signature.replace(parameters=params)
+        wrapper.__signature__ = new_signature  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {
+            **{p.name: p.annotation for p in params},
+            "return": signature.return_annotation,
+        }
+        del wrapper.__wrapped__  # introspection must see the new signature
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+__all__ = [
+    "CONCEPT_FIELDS",
+    "CONCEPT_FILTERS",
+    "FILTER_PARAMS",
+    "LANGS",
+    "MAX_AGENT_K",
+    "MAX_AGENT_LIMIT",
+    "MAX_ALERTS",
+    "MAX_DEPTH",
+    "MAX_DIAGNOSE_LIMIT",
+    "MAX_ID_CHARS",
+    "MAX_K",
+    "MAX_LIMIT",
+    "MAX_QUERY_CHARS",
+    "MAX_RAG_K",
+    "MAX_REF_CHARS",
+    "MAX_SERIES_BYTES",
+    "MAX_SERIES_POINTS",
+    "MAX_SPARQL_CHARS",
+    "MAX_SYMPTOMS",
+    "MAX_YEAR",
+    "MIN_YEAR",
+    "FilterParam",
+    "IncidentFilter",
+    "Lang",
+    "Severity",
+    "check_k",
+    "check_lang",
+    "check_query",
+    "with_filter_params",
+]

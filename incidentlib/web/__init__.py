@@ -1,0 +1,27 @@
+"""The web app for people: server-rendered pages over the :class:`~incidentlib.library.Library`.
+
+Search as you type, "have we seen this?", incident pages with the related list and an
+interactive neighbourhood graph, topic pages with a timeline, clusters with a map, and the
+review queue. Templates are Jinja2; the little JavaScript there is (``static/app.js``) only
+enhances pages that work without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from ._routes import router
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def install(app: FastAPI) -> None:
+    """Serve the pages at ``/`` and ``/ui/…`` and their assets at ``/ui/static``."""
+    app.include_router(router)
+    app.mount("/ui/static", StaticFiles(directory=str(STATIC_DIR)), name="ui-static")
+
+
+__all__ = ["install"]

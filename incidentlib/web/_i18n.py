@@ -1,0 +1,108 @@
+"""The web app's own words, in both languages.
+
+Incident text comes from the library in the requested language; these are only the
+labels of the pages themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+_TEXT: dict[str, tuple[str, str]] = {
+    # key: (English, Korean)
+    "site": ("incidentlib", "incidentlib"),
+    "tagline": ("Infrastructure incidents, searchable in Korean and English",
+                "한국어와 영어로 찾는 인프라 장애 사례"),
+    "nav_search": ("Search", "검색"),
+    "nav_seen": ("Have we seen this?", "본 적 있는 장애인가?"),
+    "nav_topics": ("Topics", "주제"),
+    "nav_clusters": ("Clusters", "클러스터"),
+    "nav_review": ("Review", "검토"),
+    "switch_lang": ("한국어", "English"),
+    "switch_lang_label": ("Switch language", "언어 바꾸기"),
+    "search_label": ("Search incidents", "장애 사례 검색"),
+    "search_placeholder": ("e.g. NCCL watchdog timeout, 타임아웃, Xid 79", "예: NCCL 워치독 타임아웃, Xid 79, cooling"),
+    "search_button": ("Search", "검색"),
+    "filters": ("Filters", "필터"),
+    "any": ("any", "전체"),
+    "org": ("Organization", "조직"),
+    "component": ("Component", "구성 요소"),
+    "cause": ("Cause", "원인"),
+    "symptom": ("Symptom", "증상"),
+    "tag": ("Tag", "태그"),
+    "year": ("Year", "연도"),
+    "severity": ("Severity", "심각도"),
+    "results_for": ("Results for", "검색 결과:"),
+    "no_results": ("No incident matches. Try fewer words or remove a filter.",
+                   "맞는 사례가 없습니다. 검색어를 줄이거나 필터를 빼 보세요."),
+    "start_hint": ("Type a symptom, an error message or a component; results appear as you type. "
+                   "Press / to jump to the search box.",
+                   "증상, 오류 메시지, 구성 요소를 입력하면 바로 결과가 나옵니다. / 키로 검색창에 갈 수 있습니다."),
+    "matched_terms": ("matched", "일치한 말"),
+    "shared_concepts": ("shared", "공통"),
+    "passage": ("passage", "구절"),
+    "seen_title": ("Have we seen this before?", "이런 장애를 본 적이 있나?"),
+    "seen_label": ("Paste an error, a log excerpt or a description", "오류, 로그 일부, 설명을 붙여 넣으세요"),
+    "seen_button": ("Find similar incidents", "비슷한 사례 찾기"),
+    "seen_hint": ("Hostnames, ranks and addresses may differ from yours; the shape of the message is what counts.",
+                  "호스트 이름, 랭크, 주소는 달라도 됩니다. 메시지의 모양이 중요합니다."),
+    "similar": ("Similar incidents", "비슷한 사례"),
+    "likely_causes": ("Likely causes", "유력한 원인"),
+    "likely_components": ("Components involved", "관련 구성 요소"),
+    "confidence": ("Confidence", "신뢰도"),
+    "because_of": ("seen in", "근거 사례"),
+    "signals": ("Error signals", "오류 신호"),
+    "recognised": ("Recognised in your text", "입력에서 알아본 개념"),
+    "narrative": ("What happened", "무슨 일이 있었나"),
+    "summary": ("Summary", "요약"),
+    "detection": ("Detection", "탐지"),
+    "mitigation": ("Mitigation", "대응"),
+    "lessons": ("Lessons", "교훈"),
+    "sources": ("Sources", "출처"),
+    "components": ("Components", "구성 요소"),
+    "causes": ("Causes", "원인"),
+    "symptoms": ("Symptoms", "증상"),
+    "tags": ("Tags", "태그"),
+    "related": ("Related incidents", "관련 사례"),
+    "same_cause": ("Same cause · shared", "같은 원인 · 공통"),
+    "curated": ("curated link", "큐레이터 연결"),
+    "graph": ("Neighbourhood graph", "이웃 그래프"),
+    "graph_help": ("Drag to pan, scroll or use + and − to zoom, click a node to open it.",
+                   "끌어서 이동하고, 스크롤이나 + − 로 확대·축소하고, 노드를 눌러 여세요."),
+    "zoom_in": ("Zoom in", "확대"),
+    "zoom_out": ("Zoom out", "축소"),
+    "zoom_reset": ("Reset view", "처음 보기"),
+    "body_fallback": ("This narrative is only available in English.", "이 본문은 한국어로만 있습니다."),
+    "incidents": ("Incidents", "사례"),
+    "timeline": ("Timeline", "연대표"),
+    "broader": ("Broader", "상위 개념"),
+    "narrower": ("Narrower", "하위 개념"),
+    "co_occurring": ("Often together with", "함께 나타나는 개념"),
+    "organizations": ("Organizations", "조직"),
+    "clusters_title": ("Root-cause clusters", "근본 원인 클러스터"),
+    "clusters_intro": ("Incidents grouped by the components and causes they share; the map places similar incidents close together.",
+                       "공유하는 구성 요소와 원인으로 사례를 묶었습니다. 지도에서는 비슷한 사례가 가까이 놓입니다."),
+    "cluster_map": ("Cluster map", "클러스터 지도"),
+    "quality": ("Agreement with cause labels", "원인 라벨과의 일치도"),
+    "members": ("members", "개 사례"),
+    "review_title": ("Review queue", "검토 대기열"),
+    "review_intro": ("Drafts from imports wait here until a reviewer publishes them.",
+                     "가져오기로 들어온 초안이 검토자가 게시할 때까지 여기서 기다립니다."),
+    "review_readonly": ("This service is read-only: edit drafts in the library's YAML files, then run `incidentlib validate`.",
+                        "이 서비스는 읽기 전용입니다. 라이브러리 YAML 파일에서 초안을 고친 뒤 `incidentlib validate`를 실행하세요."),
+    "no_drafts": ("No drafts are waiting.", "기다리는 초안이 없습니다."),
+    "not_found": ("Not found", "찾을 수 없음"),
+    "did_you_mean": ("Did you mean", "혹시 이것인가요"),
+    "bad_request": ("Cannot run this request", "요청을 처리할 수 없음"),
+    "topics_title": ("Topics", "주제"),
+    "date_unknown": ("date unknown", "날짜 미상"),
+    "api_link": ("JSON API", "JSON API"),
+    "footer": ("Real, publicly documented incidents with sources. The JSON API and its documentation are at /docs.",
+               "출처가 있는 실제 공개 장애 사례입니다. JSON API와 문서는 /docs에 있습니다."),
+}
+
+
+def texts(lang: str) -> Mapping[str, str]:
+    """The page labels in ``lang`` (``ko`` or ``en``)."""
+    index = 1 if lang == "ko" else 0
+    return {key: pair[index] for key, pair in _TEXT.items()}

@@ -1,0 +1,234 @@
+"""Page routes. Every page is a plain GET with its state in the query string, so each
+page and each search has a permanent URL that can be shared and bookmarked.
+
+Pages go through the :class:`~incidentlib.library.Library` only; the JSON API keeps its own
+paths (``/incidents``, ``/search``…), the pages live at ``/`` and under ``/ui/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path as FilePath
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from markupsafe import escape
+from pydantic import ValidationError
+
+from ..errors import IncidentlibError, NotFound
+from ..library import Library
+from ..requests import MAX_ID_CHARS, MAX_QUERY_CHARS, MAX_REF_CHARS, IncidentFilter
+from . import _figures
+from ._i18n import texts
+
+HERE = FilePath(__file__).parent
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+templates.env.filters["highlight"] = _figures.highlight
+
+router = APIRouter(include_in_schema=False)
+
+# Results shown per search: a screenful on a laptop; the JSON API serves deeper pages.
+RESULTS_PER_PAGE = 20
+# Similar incidents and likely causes on "have we seen this?": the CLI's defaults.
+SEEN_SIMILAR, SEEN_CAUSES = 10, 5
+SEVERITIES = ("sev1", "sev2", "sev3", "sev4")
+FILTER_FIELDS = ("org", "component", "cause", "tag", "year", "severity")
+INCIDENT_HREF = "/ui/incidents/{id}"
+TOPIC_HREF = "/ui/topics/{id}"
+LANGS = ("en", "ko")
+
+
+def _library(request: Request) -> Library:
+    library: Library = request.app.state.library
+    return library
+
+
+def _lang(lang: str | None, accept_language: str | None) -> str:
+    """``?lang=`` wins, then the first of ko/en in Accept-Language, then English."""
+    if lang in LANGS:
+        return lang
+    for part in (accept_language or "").split(","):
+        tag = part.split(";")[0].strip().lower()
+        if tag.startswith("ko"):
+            return "ko"
+        if tag.startswith("en"):
+            return "en"
+    return "en"
+
+
+def _url(path: str, **params: Any) -> str:
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return f"{path}?{query}" if query else path
+
+
+def _page(request: Request, template: str, lang: str, title: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    path = request.url.path
+    params = dict(request.query_params)
+    params.pop("lang", None)
+    other = "en" if lang == "ko" else "ko"
+    return templates.TemplateResponse(
+        request, template, status_code=status_code,
+        context={"t": texts(lang), "lang": lang, "title": title, "switch_url": _url(path, **params, lang=other),
+                 "incident_href": INCIDENT_HREF, "topic_href": TOPIC_HREF, "url": _url, **context},
+    )
+
+
+def _error(request: Request, lang: str, status_code: int, message: str, suggestions: list[str] | None = None) -> HTMLResponse:
+    t = texts(lang)
+    heading = t["not_found"] if status_code == 404 else t["bad_request"]
+    return _page(request, "error.html", lang, heading, status_code=status_code, heading=heading, message=message,
+                 suggestions=suggestions or [])
+
+
+def _filters(org: str, component: str, cause: str, tag: str, year: str, severity: str) -> IncidentFilter:
+    year_value = int(year) if year.isdigit() else None
+    # validated like every other request, so a bad value is a 400 page naming the field
+    return IncidentFilter.model_validate({"org": org or None, "component": component or None, "cause": cause or None,
+                                          "tag": tag or None, "year_from": year_value, "year_to": year_value,
+                                          "severity": severity or None})
+
+
+def _filter_options(library: Library, lang: str) -> dict[str, list[tuple[str, str]]]:
+    options: dict[str, list[tuple[str, str]]] = {}
+    for kind in ("organization", "component", "cause", "tag"):
+        concepts = [c for c in library.vocab if c.kind.value == kind]
+        options["org" if kind == "organization" else kind] = sorted(((c.id, c.label.get(lang)) for c in concepts),
+                                                                    key=lambda pair: pair[1].lower())
+    years = sorted({i.date.year for i in library.incidents() if i.date is not None and hasattr(i.date, "year")}, reverse=True)
+    options["year"] = [(str(y), str(y)) for y in years]
+    options["severity"] = [(s, s) for s in SEVERITIES]
+    return options
+
+
+Text = Annotated[str, Query(max_length=MAX_QUERY_CHARS)]
+Field = Annotated[str, Query(max_length=MAX_REF_CHARS)]
+Lang = Annotated[str | None, Query()]
+AcceptLanguage = Annotated[str | None, Header()]
+
+
+def _search(library: Library, q: str, filters: IncidentFilter, lang: str) -> list[Any]:
+    if not q.strip():
+        return []
+    return library.search(q, k=RESULTS_PER_PAGE, filters=filters, lang=lang).results
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request, q: Text = "", org: Field = "", component: Field = "", cause: Field = "", tag: Field = "",
+         year: Field = "", severity: Field = "", lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    language = _lang(lang, accept_language)
+    library = _library(request)
+    selected = {"org": org, "component": component, "cause": cause, "tag": tag, "year": year, "severity": severity}
+    try:
+        results = _search(library, q, _filters(**selected), language)
+    except (IncidentlibError, ValueError, ValidationError) as exc:
+        return _error(request, language, 400, str(exc))
+    title = f"{q} · {texts(language)['site']}" if q else texts(language)["site"]
+    return _page(request, "home.html", language, title, q=q, results=results, selected=selected,
+                 options=_filter_options(library, language))
+
+
+@router.get("/favicon.ico")
+def favicon() -> RedirectResponse:
+    """Browsers ask for /favicon.ico whatever the page says."""
+    return RedirectResponse("/ui/static/icon.svg", status_code=308)
+
+
+@router.get("/ui/results", response_class=HTMLResponse)
+def results_fragment(request: Request, q: Text = "", org: Field = "", component: Field = "", cause: Field = "", tag: Field = "",
+                     year: Field = "", severity: Field = "", lang: Lang = None,
+                     accept_language: AcceptLanguage = None) -> Response:
+    """The result list alone, swapped into the home page as the user types."""
+    language = _lang(lang, accept_language)
+    selected = {"org": org, "component": component, "cause": cause, "tag": tag, "year": year, "severity": severity}
+    try:
+        results = _search(_library(request), q, _filters(**selected), language)
+    except (IncidentlibError, ValueError, ValidationError) as exc:
+        return HTMLResponse(f'<p class="error" role="alert">{escape(texts(language)["bad_request"])}: {escape(str(exc))}</p>',
+                            status_code=400)
+    return templates.TemplateResponse(request, "_results.html", context={"t": texts(language), "lang": language, "q": q,
+                                                                          "results": results, "incident_href": INCIDENT_HREF})
+
+
+@router.get("/ui/seen", response_class=HTMLResponse)
+def seen(request: Request, text: Text = "", lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    language = _lang(lang, accept_language)
+    library = _library(request)
+    similar, diagnosis = [], None
+    if text.strip():
+        try:
+            similar = library.similar(text=text, k=SEEN_SIMILAR, lang=language).results
+            diagnosis = library.diagnose(text=text, lang=language, limit=SEEN_CAUSES)
+        except (IncidentlibError, ValueError, ValidationError) as exc:
+            return _error(request, language, 400, str(exc))
+    return _page(request, "seen.html", language, texts(language)["seen_title"], text=text, similar=similar, diagnosis=diagnosis)
+
+
+@router.get("/ui/incidents/{incident_id}", response_class=HTMLResponse)
+def incident(request: Request, incident_id: Annotated[str, Path(max_length=MAX_ID_CHARS)], lang: Lang = None,
+             accept_language: AcceptLanguage = None) -> Response:
+    language = _lang(lang, accept_language)
+    library = _library(request)
+    try:
+        detail = library.detail(incident_id, lang=language)
+    except NotFound as exc:
+        return _error(request, language, 404, str(exc), exc.suggestions)
+    if detail.id != incident_id:  # ids are matched case-insensitively: one canonical URL
+        return RedirectResponse(_url(INCIDENT_HREF.format(id=detail.id), lang=lang), status_code=308)
+    figure = _figures.neighbourhood(detail, INCIDENT_HREF + f"?lang={language}", TOPIC_HREF + f"?lang={language}")
+    return _page(request, "incident.html", language, f"{detail.id} {detail.title}", d=detail, figure=figure)
+
+
+@router.get("/ui/topics", response_class=HTMLResponse)
+def topics(request: Request, lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    language = _lang(lang, accept_language)
+    library = _library(request)
+    counts: dict[str, int] = {}
+    for item in library.incidents():
+        for concept_id in {item.org, *(c for ids in item.concept_ids().values() for c in ids)}:
+            counts[concept_id] = counts.get(concept_id, 0) + 1
+    groups = []
+    for kind in ("component", "cause", "symptom", "organization"):
+        concepts = sorted((c for c in library.vocab if c.kind.value == kind and counts.get(c.id)),
+                          key=lambda c: (-counts[c.id], c.label.get(language)))
+        groups.append((kind, [(c.id, c.label.get(language), counts[c.id]) for c in concepts]))
+    return _page(request, "topics.html", language, texts(language)["topics_title"], groups=groups)
+
+
+@router.get("/ui/topics/{concept_id}", response_class=HTMLResponse)
+def topic(request: Request, concept_id: Annotated[str, Path(max_length=MAX_REF_CHARS)], lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    language = _lang(lang, accept_language)
+    try:
+        page = _library(request).topic(concept_id, lang=language)
+    except NotFound as exc:
+        return _error(request, language, 404, str(exc), exc.suggestions)
+    line = _figures.timeline([(i.id, i.title, i.date) for i in page.incidents], INCIDENT_HREF + f"?lang={language}")
+    return _page(request, "topic.html", language, f"{page.label} · {texts(language)[page.kind if page.kind != 'organization' else 'org']}",
+                 page=page, line=line)
+
+
+@router.get("/ui/clusters", response_class=HTMLResponse)
+def clusters(request: Request, lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    language = _lang(lang, accept_language)
+    library = _library(request)
+    found = library.clusters("graph", language)
+    points = library.map_points(language)
+    order = {c.id: index for index, c in enumerate(found.clusters)}
+    xs = [p.x for p in points] or [0.0]
+    ys = [p.y for p in points] or [0.0]
+    width, height, margin = 960, 640, 24
+    span_x, span_y = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
+    dots = [{"id": p.id, "title": p.title, "colour": order.get(p.cluster or "", -1),
+             "x": round(margin + (p.x - min(xs)) / span_x * (width - 2 * margin), 1),
+             "y": round(margin + (p.y - min(ys)) / span_y * (height - 2 * margin), 1)} for p in points]
+    return _page(request, "clusters.html", language, texts(language)["clusters_title"], found=found, dots=dots,
+                 width=width, height=height)
+
+
+@router.get("/ui/review", response_class=HTMLResponse)
+def review(request: Request, lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    language = _lang(lang, accept_language)
+    page = _library(request).list_incidents(lang=language)
+    drafts = [item for item in page.items if item.status == "draft"]
+    return _page(request, "review.html", language, texts(language)["review_title"], drafts=drafts)

@@ -1,0 +1,103 @@
+"""Unit tests of the index store and the search engine with an instant fake embedder (real FAISS, real BM25)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import small_library
+from fakes import HashEmbedder
+
+from incidentlib import Library
+from incidentlib.library import SearchConfig
+from incidentlib.loader import load_library
+from incidentlib.search.engine import SearchEngine, SearchMode
+from incidentlib.search.store import ensure_index, index_row, store_dir
+
+IDS = ["IL-0025", "IL-0126", "IL-0133", "IL-0134", "IL-0021", "IL-0001", "IL-0002"]
+
+
+@pytest.fixture()
+def small(tmp_path: Path, data_dir: Path) -> Path:
+    return small_library(tmp_path / "small", data_dir, IDS)
+
+
+def engine_for(root: Path, cache: Path, embedder: HashEmbedder | None = None) -> SearchEngine:
+    return SearchEngine(load_library(root), SearchConfig(cache_dir=cache), embedder or HashEmbedder())
+
+
+def test_store_builds_then_reuses_then_extends(small: Path, tmp_path: Path) -> None:
+    embedder = HashEmbedder()
+    data = load_library(small)
+    engine = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
+    folder = store_dir(tmp_path / "cache", small, embedder.name)
+    loaded, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
+    assert report.action == "built" and report.embedded == len(engine.chunks) == embedder.documents_encoded
+    rows = [json.loads(line) for line in (folder / loaded.meta.build / "chunks.jsonl").read_text().splitlines()]
+    assert rows == [index_row(c) for c in engine.chunks]  # typed rows, in row order
+    again, second = ensure_index(engine.chunks, data.content_hash, embedder, folder)
+    assert second.action == "reused" and embedder.documents_encoded == len(engine.chunks)
+    assert again.chunk_ids == loaded.chunk_ids and np.array_equal(again.vectors, loaded.vectors)
+
+    # one chunk more: only it is embedded, the index is extended in place
+    edited = small / "incidents" / "IL-0025.yaml"
+    doc = yaml.safe_load(edited.read_text(encoding="utf-8"))
+    doc["lessons"] = [*doc.get("lessons", []), {"en": "Check the fabric before blaming NCCL.",
+                                                "ko": "NCCL을 탓하기 전에 패브릭을 확인한다."}]
+    edited.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    data2 = load_library(small)
+    engine2 = SearchEngine(data2, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
+    before = embedder.documents_encoded
+    _, third = ensure_index(engine2.chunks, data2.content_hash, embedder, folder)
+    changed = len(engine2.chunks) - len(engine.chunks)
+    assert third.action in ("extended", "updated") and third.embedded == embedder.documents_encoded - before
+    assert 0 < third.embedded <= changed + 2  # the new lesson, plus at most the chunks that now read differently
+
+
+def test_store_rejects_a_corrupt_row_file(small: Path, tmp_path: Path) -> None:
+    embedder = HashEmbedder()
+    data = load_library(small)
+    engine = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
+    folder = store_dir(tmp_path / "cache", small, embedder.name)
+    loaded, _ = ensure_index(engine.chunks, data.content_hash, embedder, folder)
+    (folder / loaded.meta.build / "chunks.jsonl").write_text('{"id": 1}\n' * len(engine.chunks), encoding="utf-8")
+    _, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
+    assert report.action == "built"  # unreadable rows are never trusted
+
+
+def test_engine_modes_and_allowed(small: Path, tmp_path: Path) -> None:
+    engine = engine_for(small, tmp_path / "cache")
+    engine.build()
+    assert engine.last_build is not None and engine.last_build.embedder == "fake-hash"
+    for mode in SearchMode:
+        hits = engine.search("NCCL watchdog timeout", k=3, mode=mode)
+        assert 1 <= len(hits) <= 3
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        assert len({h.incident_id for h in hits}) == len(hits)
+    only = {"IL-0001", "IL-0002"}
+    assert {h.incident_id for h in engine.search("NCCL watchdog timeout", k=5, allowed=only)} <= only
+
+
+def test_rebuild_resets_the_row_maps(small: Path, tmp_path: Path) -> None:
+    engine = engine_for(small, tmp_path / "cache")
+    engine.build()
+    first = engine.search("outage", k=3, mode=SearchMode.dense)
+    rows_before = engine._row_maps
+    engine.build()  # a second build replaces the index: cached row maps must follow it
+    assert engine._row_maps is not rows_before
+    assert [h.incident_id for h in engine.search("outage", k=3, mode=SearchMode.dense)] == [h.incident_id for h in first]
+
+
+def test_library_with_a_given_embedder(small: Path, tmp_path: Path) -> None:
+    library = Library(load_library(small), SearchConfig(cache_dir=tmp_path / "cache"), embedder=HashEmbedder())
+    assert library.embedder == "fake-hash"
+    report = library.build_index()
+    assert report.action == "built" and library.last_build == report
+    response = library.similar(text="NCCL watchdog caught collective operation timeout", k=3)
+    assert response.results and all(r.id in IDS for r in response.results)
+    assert response.results[0].score == pytest.approx(max(r.score for r in response.results))
+    by_incident = library.similar(incident_id="IL-0025", k=3)
+    assert "IL-0025" not in {r.id for r in by_incident.results}

@@ -1,0 +1,149 @@
+"""The web app's pages through the ASGI app: content, language, errors, and the pictures' geometry."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+from fastapi.testclient import TestClient
+
+from incidentlib.api.app import ServiceSettings, create_app
+from incidentlib.web._figures import highlight, neighbourhood, timeline
+
+
+@pytest.fixture(scope="module")
+def client(search_library) -> TestClient:
+    return TestClient(create_app(search_library, ServiceSettings(mount_mcp=False)))
+
+
+class _Controls(HTMLParser):
+    """Collects <title>, form controls and <label for=…> of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.title, self.in_title = "", False
+        self.controls: list[dict[str, str | None]] = []
+        self.label_for: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag == "title":
+            self.in_title = True
+        elif tag in {"input", "select", "textarea"} and values.get("type") != "hidden":
+            self.controls.append(values)
+        elif tag == "label" and values.get("for"):
+            self.label_for.add(values["for"] or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title += data
+
+
+PAGES = ["/", "/?q=NCCL", "/ui/seen", "/ui/seen?text=Xid+79", "/ui/incidents/IL-0025", "/ui/topics", "/ui/topics/nccl",
+         "/ui/topics/imbue", "/ui/clusters", "/ui/review"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_every_page_has_a_title_and_labelled_controls(client: TestClient, path: str, lang: str) -> None:
+    response = client.get(path, params={"lang": lang})
+    assert response.status_code == 200, response.text[:500]
+    assert response.headers["content-type"].startswith("text/html")
+    page = _Controls()
+    page.feed(response.text)
+    assert page.title.strip()
+    assert f'<html lang="{lang}">' in response.text
+    for control in page.controls:
+        assert control.get("id") in page.label_for or control.get("aria-label"), control
+
+
+def test_language_follows_query_then_accept_language(client: TestClient) -> None:
+    assert '<html lang="ko">' in client.get("/", headers={"Accept-Language": "ko-KR,ko;q=0.9"}).text
+    assert '<html lang="en">' in client.get("/", params={"lang": "en"}, headers={"Accept-Language": "ko"}).text
+    # the switch link keeps the rest of the URL and flips only the language
+    text = client.get("/ui/topics/nccl", params={"lang": "en"}).text
+    assert 'href="/ui/topics/nccl?lang=ko"' in text
+
+
+def test_search_page_highlights_the_matched_passage(client: TestClient) -> None:
+    text = client.get("/", params={"q": "NCCL watchdog timeout", "lang": "en"}).text
+    assert "IL-0025" in text
+    assert re.search(r"<mark>(?i:nccl|watchdog|timeout)</mark>", text)
+    fragment = client.get("/ui/results", params={"q": "워치독 타임아웃", "lang": "ko"})
+    assert fragment.status_code == 200 and "<html" not in fragment.text and "IL-" in fragment.text
+
+
+def test_filters_narrow_the_results_and_bad_filters_say_why(client: TestClient, search_library) -> None:
+    text = client.get("/", params={"q": "outage", "org": "cloudflare"}).text
+    ids = set(re.findall(r'href="/ui/incidents/(IL-\d{4})', text))
+    assert ids and all(search_library.get(i).org == "cloudflare" for i in ids)
+    bad = client.get("/", params={"q": "x", "severity": "sev9"})
+    assert bad.status_code == 400 and "severity" in bad.text
+
+
+def test_incident_page_shows_related_in_the_seed_form(client: TestClient, search_library) -> None:
+    text = client.get("/ui/incidents/IL-0025", params={"lang": "ko"}).text
+    related = search_library.related("IL-0025", lang="ko", limit=10)
+    assert related
+    for item in related[:4]:
+        assert item.id in text
+        if item.shared:
+            assert f"같은 원인 · 공통 {', '.join(item.shared)}" in text
+    assert text.count('data-node="') >= 5  # the neighbourhood graph has nodes
+    assert 'href="/ui/topics/nccl?lang=ko"' in text
+
+
+def test_unknown_incident_is_a_404_page_with_suggestions(client: TestClient) -> None:
+    response = client.get("/ui/incidents/IL-00251")
+    assert response.status_code == 404 and "IL-00251" in response.text
+    assert client.get("/ui/topics/no-such-concept").status_code == 404
+
+
+def test_lower_case_id_redirects_to_the_canonical_url(client: TestClient) -> None:
+    response = client.get("/ui/incidents/il-0025", follow_redirects=False)
+    assert response.status_code == 308 and response.headers["location"].startswith("/ui/incidents/IL-0025")
+
+
+def test_seen_page_diagnoses_a_pasted_watchdog_line(client: TestClient) -> None:
+    line = ("[rank12]:[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=77120, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=600000) "
+            "ran for 600184 milliseconds before timing out.")
+    text = client.get("/ui/seen", params={"text": line, "lang": "en"}).text
+    assert "IL-0025" in text and "NCCL" in text
+    assert 'id="h-causes"' in text
+
+
+def test_json_api_is_unchanged_beside_the_pages(client: TestClient) -> None:
+    assert client.get("/incidents/IL-0025").headers["content-type"].startswith("application/json")
+    assert "/ui/seen" not in client.get("/openapi.json").text  # pages stay out of the API contract
+
+
+def test_highlight_escapes_text_and_marks_terms() -> None:
+    out = str(highlight("<b>NCCL</b> 타임아웃이 났다", ["nccl", "타임아웃", "a"]))
+    assert out == "&lt;b&gt;<mark>NCCL</mark>&lt;/b&gt; <mark>타임아웃</mark>이 났다"
+
+
+def test_timeline_orders_dates_and_stacks_close_ones() -> None:
+    line = timeline([("IL-2", "b", "2024-06-25"), ("IL-1", "a", "2021"), ("IL-3", "c", "2024-06-26"), ("IL-4", "d", None)],
+                    "/ui/incidents/{id}")
+    assert line is not None
+    assert [p.id for p in line.points] == ["IL-1", "IL-2", "IL-3"]
+    assert line.points[0].x < line.points[1].x <= line.points[2].x
+    assert line.points[1].y != line.points[2].y  # a day apart: drawn on different rows
+    assert [y for y, _ in line.years] == [2021, 2022, 2023, 2024, 2025]
+    assert timeline([("IL-4", "d", None)], "/{id}") is None
+
+
+def test_neighbourhood_is_deterministic_and_inside_the_canvas(search_library) -> None:
+    detail = search_library.detail("IL-0025", lang="en")
+    first = neighbourhood(detail, "/i/{id}", "/t/{id}")
+    second = neighbourhood(detail, "/i/{id}", "/t/{id}")
+    assert first == second
+    assert sum(n.center for n in first.nodes) == 1
+    assert all(0 <= n.x <= first.width and 0 <= n.y <= first.height for n in first.nodes)
+    assert {n.href for n in first.nodes if n.kind == "incident"} >= {f"/i/{r.id}" for r in detail.related[:3]}
