@@ -168,9 +168,15 @@ def _root() -> None:
 
 
 @app.command()
-def validate(data: DataOpt = None, as_json: JsonOpt = False) -> None:
+def validate(
+    data: DataOpt = None,
+    as_json: JsonOpt = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Also apply the editorial rules: both languages in title, summary and body; symptoms; "
+                         "source kinds; Korean particle spacing; duplicates.")] = False,
+) -> None:
     """Check a library directory and list every problem at once (exit 1 if any)."""
-    root, loaded, problems = Library.check(data)
+    root, loaded, problems = Library.check(data, strict=strict)
     if as_json:
         emit_json({"root": str(root), "ok": not problems, "problems": [p.model_dump() for p in problems],
                    "incidents": len(loaded.incidents) if loaded else 0})

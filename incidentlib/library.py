@@ -125,12 +125,24 @@ class Library:
         return type(self)(self.data, config)
 
     @staticmethod
-    def check(data_dir: str | Path | None = None) -> tuple[Path, LibraryData | None, list[Problem]]:
-        """Validate a library directory: its resolved root, the data when it loads, and every problem found."""
+    def check(data_dir: str | Path | None = None, strict: bool = False) -> tuple[Path, LibraryData | None, list[Problem]]:
+        """Validate a library directory: its resolved root, the data when it loads, and every problem found.
+
+        The loader's rules always apply (shape, vocabulary references, ids, dates), and the
+        diagnosis tables are checked against the vocabulary.  With ``strict`` the editorial rules
+        of :mod:`incidentlib.strict` apply too: title, summary and body in both languages, a
+        non-empty symptom list, an explicit kind on every source, Korean particles attached to
+        Latin words and digits, and no duplicate records (a shared source URL not acknowledged by
+        a ``related`` link, or title+summary+body shingle Jaccard ≥ 0.9 in either language).
+        """
         root = resolve_data_dir(data_dir)
         loaded, problems = check_library(root)
         if loaded is not None and not problems:
             problems = Library(loaded).table_problems()
+        if strict and loaded is not None:
+            from .strict import check_strict  # the strict rules are only needed here
+
+            problems = [*problems, *check_strict(loaded)]
         return root, loaded, problems
 
     def table_problems(self) -> list[Problem]:
