@@ -38,7 +38,7 @@ def fake_library(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Li
 
 @pytest.fixture(scope="module")
 def client(fake_library: Library) -> Iterator[TestClient]:
-    with TestClient(create_app(fake_library, ServiceSettings(mount_mcp=False))) as test_client:
+    with TestClient(create_app(fake_library, ServiceSettings(mount_mcp=False)), base_url="http://127.0.0.1:8000") as test_client:
         yield test_client
 
 
