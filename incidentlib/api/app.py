@@ -9,17 +9,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from .. import __version__
 from ..library import Library
 from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
 from . import errors
+from .deps import read_access
 from .routes_analysis import router as analysis_router
 from .routes_graph import router as graph_router
 from .routes_library import router as library_router
 from .routes_search import router as search_router
 from .routes_signals import router as signals_router
+from .routes_write import router as write_router
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class ServiceSettings:
     mount_mcp: bool = True
     host: str = "127.0.0.1"
     web: bool = True
+    #: Reads need a token too (writes always do).
+    require_auth: bool = False
 
 
 DESCRIPTION = """
@@ -36,6 +40,10 @@ publicly documented infrastructure incidents: GPU/AI training clusters, GPU
 clouds, inference services, and the big cloud and internet outages.
 
 Text fields follow `lang=ko|en` (default: `Accept-Language`, then English).
+Writes (POST/PATCH/DELETE) need an editor token (`Authorization: Bearer il_...`), token
+management an admin token; reads are open unless the service runs with `--require-auth`.
+Updates need `If-Match` with the record's `ETag` (412 when stale, 428 when missing).
+
 `k` is capped at {MAX_K}, `limit` at {MAX_LIMIT}, and queries at {MAX_QUERY_CHARS:,} characters.
 """
 
@@ -58,7 +66,8 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
         async with mcp_server.session_manager.run():
             yield
 
-    app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION.format(MAX_K=MAX_K, MAX_LIMIT=MAX_LIMIT, MAX_QUERY_CHARS=MAX_QUERY_CHARS), lifespan=lifespan)
+    app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION.format(MAX_K=MAX_K, MAX_LIMIT=MAX_LIMIT, MAX_QUERY_CHARS=MAX_QUERY_CHARS), lifespan=lifespan,
+                  dependencies=[Depends(read_access)])
     app.state.library = library
     app.state.settings = settings
     errors.install(app)
@@ -67,6 +76,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     app.include_router(graph_router)
     app.include_router(analysis_router)
     app.include_router(signals_router)
+    app.include_router(write_router)
     if settings.web:
         from .. import web
 

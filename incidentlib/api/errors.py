@@ -5,11 +5,30 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from ..errors import IncidentlibError, InvalidRequest, NotFound, SparqlError, SparqlTimeout
+from ..errors import (
+    AuthError,
+    Forbidden,
+    IncidentlibError,
+    InvalidRequest,
+    NotFound,
+    PreconditionFailed,
+    PreconditionRequired,
+    SparqlError,
+    SparqlTimeout,
+    StateConflict,
+    ValidationFailed,
+    WriteError,
+)
 
 #: Most specific class first: the first match decides the status.
 STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
     (NotFound, 404),
+    (Forbidden, 403),
+    (AuthError, 401),
+    (PreconditionFailed, 412),
+    (PreconditionRequired, 428),
+    (StateConflict, 409),
+    (WriteError, 409),
     (SparqlError, 400),
     (InvalidRequest, 422),
     (SparqlTimeout, 503),
@@ -28,7 +47,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(IncidentlibError)
     async def _handle(_: Request, exc: IncidentlibError) -> JSONResponse:
-        content: dict[str, str] = {"detail": str(exc)}
+        content: dict[str, object] = {"detail": str(exc)}
         if isinstance(exc, NotFound):
             content["id"] = exc.key
-        return JSONResponse(status_code=status_for(exc), content=content)
+        if isinstance(exc, ValidationFailed):
+            content["problems"] = [p.model_dump() for p in exc.problems]
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, AuthError) and not isinstance(exc, Forbidden) else None
+        return JSONResponse(status_code=status_for(exc), content=content, headers=headers)
