@@ -688,6 +688,7 @@ def serve(
     data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     sparql_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a SPARQL query may run.")] = 10.0,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not mount the MCP endpoint at /mcp.")] = False,
+    require_auth: Annotated[bool, typer.Option("--require-auth", help="Reads need a token too (writes always do).")] = False,
 ) -> None:
     """Serve the HTTP API (and MCP at /mcp). The first start builds the index; later starts reuse it."""
     import uvicorn
@@ -698,7 +699,8 @@ def serve(
     build_with_progress(library)
     library.warm()
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
-    application = create_app(library, ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host))
+    application = create_app(library, ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host,
+                                                            require_auth=require_auth))
     uvicorn.run(application, host=host, port=port, log_level="info")
 
 
@@ -714,3 +716,12 @@ def mcp(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: C
 
 def main() -> None:
     app()
+
+
+def _register_write_commands() -> None:
+    from .cli_write import register
+
+    register(app)
+
+
+_register_write_commands()

@@ -36,8 +36,8 @@ Doc = dict[str, Any]
 
 
 def dump(incident: Incident) -> Doc:
-    """The stored form of an incident: JSON types, no empty optional fields."""
-    return incident.model_dump(mode="json", exclude_none=True)
+    """The stored form of an incident: JSON types, fields left at their defaults omitted (as a curator writes YAML)."""
+    return incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
 
 
 def etag(doc: Doc) -> str:
