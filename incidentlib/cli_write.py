@@ -192,7 +192,7 @@ def register(app: typer.Typer) -> None:
         if prov:
             params = {"incident": incident_id} if incident_id else {}
             sys.stdout.write(remote.call("GET", "/history", params=params) if remote
-                             else Library.open(data).history_rdf("turtle", incident_id))
+                             else Library.open(data).history_rdf("ttl", incident_id))
             return
         if incident_id is None:
             raise _fail("give an incident id (or --prov for the whole log)", 2)

@@ -705,7 +705,7 @@ class Library:
         changes = self._store.history(incident_id.strip().upper()) if incident_id else self._store.all_changes()
         fmt = ExportFormat(fmt)
         if fmt in (ExportFormat.graphml, ExportFormat.jsonl):
-            raise InvalidRequest("format: provenance is RDF: use turtle, jsonld or nt")
+            raise InvalidRequest("format: provenance is RDF: use ttl, jsonld or nt")
         return export_rdf(provenance_graph(changes), fmt)
 
     def import_drafts(self, source: Path, fmt: str, maps: list[str], id_prefix: str = "IL", lang: str = "en",

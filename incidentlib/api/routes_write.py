@@ -127,7 +127,7 @@ def history(incident_id: IncidentId, library: LibraryDep) -> HistoryPage:
 
 @router.get("/history", tags=["writes"], response_class=Response,
             responses={200: {"content": {MEDIA_TYPES[ExportFormat.turtle]: {}}}})
-def provenance(library: LibraryDep, fmt: Annotated[Literal["turtle", "jsonld", "nt"], Query(alias="format")] = "turtle",
+def provenance(library: LibraryDep, fmt: Annotated[Literal["ttl", "jsonld", "nt"], Query(alias="format")] = "ttl",
                incident: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None) -> Response:
     """The change log as PROV-O (prov:Activity, prov:wasAssociatedWith, prov:generatedAtTime ...)."""
     return Response(library.history_rdf(fmt, incident), media_type=MEDIA_TYPES[ExportFormat(fmt)])

@@ -37,7 +37,8 @@ Doc = dict[str, Any]
 
 def dump(incident: Incident) -> Doc:
     """The stored form of an incident: JSON types, fields left at their defaults omitted (as a curator writes YAML)."""
-    return incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    doc = incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    return {"id": incident.id, "status": incident.status.value, **doc}  # the status is always explicit
 
 
 def etag(doc: Doc) -> str:
