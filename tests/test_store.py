@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import small_library
+from fakes import HashEmbedder
 from rdflib import Graph
 from rdflib.namespace import PROV
 
-from fakes import HashEmbedder
 from incidentlib import Library
 from incidentlib.errors import (
     AuthError,
@@ -23,8 +24,6 @@ from incidentlib.errors import (
 )
 from incidentlib.loader import load_library
 from incidentlib.store import STORE_FILE
-
-from conftest import small_library
 
 IDS = ["IL-0001", "IL-0002", "IL-0070"]
 
