@@ -30,6 +30,7 @@ from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_l
 from .models import LANGS, Concept, ConceptKind, Incident
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
 from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
+from .search.concepts import ConceptRecognizer
 from .search.engine import SearchConfig, SearchEngine, SearchMode
 from .search.fusion import FusionMethod
 from .search.service import SearchService
@@ -100,6 +101,8 @@ class Library:
         self._tokens = TokenStore(self._store)
         self._seq = 0
         self._refresh_lock = threading.Lock()
+        self._recognizer: ConceptRecognizer | None = None
+        self._token_memo: dict[str, list[str]] = {}  # chunk text -> BM25 tokens, carried across refreshes
         if self._store.exists:
             self.refresh()
 
@@ -386,11 +389,14 @@ class Library:
     # ---- search ----------------------------------------------------------------
     @cached_property
     def _search_engine(self) -> SearchEngine:
-        return SearchEngine(self.data, self.search_config, self._embedder)
+        return SearchEngine(self.data, self.search_config, self._embedder, token_memo=self._token_memo)
 
     @cached_property
     def _search_service(self) -> SearchService:
-        return SearchService(self._search_engine, self._knowledge)
+        # the vocabulary does not change with incident writes: keep its recognizer across refreshes
+        service = SearchService(self._search_engine, self._knowledge, self._recognizer)
+        self._recognizer = service.recognizer
+        return service
 
     def build_index(self, progress: ProgressFn | None = None) -> BuildReport:
         """Build, extend or reuse the persisted dense index for the configured embedder."""
@@ -624,6 +630,7 @@ class Library:
                 return False
             if any(c.action == "export" for c in self._store.changes_since(self._seq)):
                 self._base_data = load_library(self.root)  # the YAML base itself changed
+                self._recognizer = None
             data = merged(self._base_data, self._store.records(), seq)
             for name in ("_knowledge", "_rdf", "_search_engine", "_search_service", "_analysis"):
                 self.__dict__.pop(name, None)
