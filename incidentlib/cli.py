@@ -711,7 +711,7 @@ def mcp(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: C
 
     library = open_library(data, embedder, cache)
     build_with_progress(library)  # progress goes to stderr; stdout belongs to the protocol
-    build_mcp_server(library).run("stdio")
+    build_mcp_server(library, local_writes=True).run("stdio")
 
 
 def main() -> None:
