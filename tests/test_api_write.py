@@ -31,6 +31,7 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+@pytest.mark.slow
 def test_roles_etags_and_named_fields(lib: Library) -> None:
     editor, reader, admin = (lib.create_token(r, r).token for r in ("editor", "reader", "admin"))
     client = TestClient(create_app(lib, ServiceSettings(mount_mcp=False)))
@@ -68,6 +69,7 @@ def test_roles_etags_and_named_fields(lib: Library) -> None:
     assert client.post("/incidents", json=DRAFT, headers=bearer(made.json()["token"])).status_code == 401
 
 
+@pytest.mark.slow
 def test_openapi_declares_bearer_and_reads_close_with_require_auth(lib: Library) -> None:
     spec = TestClient(create_app(lib, ServiceSettings(mount_mcp=False))).get("/openapi.json").json()
     assert spec["components"]["securitySchemes"]["HTTPBearer"] == {
@@ -78,6 +80,7 @@ def test_openapi_declares_bearer_and_reads_close_with_require_auth(lib: Library)
     assert closed.get("/incidents", headers=bearer(lib.create_token("r", "reader").token)).status_code == 200
 
 
+@pytest.mark.slow
 def test_import_over_http_dry_run_then_for_real(lib: Library) -> None:
     editor = lib.create_token("importer", "editor").token
     client = TestClient(create_app(lib, ServiceSettings(mount_mcp=False)))

@@ -52,6 +52,7 @@ def open_lib(root: Path) -> Library:
     return Library(load_library(root), embedder=HashEmbedder())
 
 
+@pytest.mark.slow
 def test_a_draft_is_stored_searchable_and_seen_by_another_instance(root: Path) -> None:
     lib, other = open_lib(root), open_lib(root)
     record = lib.create_draft(draft("quokka"), actor="ci-bot")
@@ -114,6 +115,7 @@ def test_publish_applies_the_published_rules(root: Path) -> None:
     assert lib.history(record.id).items[-1].patch == [{"op": "replace", "path": "/status", "value": "published"}]
 
 
+@pytest.mark.slow
 def test_reject_delete_and_restore(root: Path) -> None:
     lib = open_lib(root)
     record = lib.create_draft(draft("wombat"))
