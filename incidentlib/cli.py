@@ -689,19 +689,25 @@ def serve(
     sparql_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a SPARQL query may run.")] = 10.0,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not mount the MCP endpoint at /mcp.")] = False,
     require_auth: Annotated[bool, typer.Option("--require-auth", help="Reads need a token too (writes always do).")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes; they share the library's write store.")] = 1,
 ) -> None:
     """Serve the HTTP API (and MCP at /mcp). The first start builds the index; later starts reuse it."""
     import uvicorn
 
-    from .api import ServiceSettings, create_app
+    from .api import SERVE_ENV, ServiceSettings, create_app
 
     library = open_library(data, embedder, cache)
     build_with_progress(library)
     library.warm()
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
-    application = create_app(library, ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host,
-                                                            require_auth=require_auth))
-    uvicorn.run(application, host=host, port=port, log_level="info")
+    settings = ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host, require_auth=require_auth)
+    if workers > 1:
+        # each worker opens the library itself (the index is built and cached above) and follows the shared store
+        os.environ[SERVE_ENV] = json.dumps({"data": str(library.root), "embedder": embedder,
+                                            "cache": str(cache) if cache else None, **settings.__dict__})
+        uvicorn.run("incidentlib.api:app_from_env", factory=True, host=host, port=port, workers=workers, log_level="info")
+        return
+    uvicorn.run(create_app(library, settings), host=host, port=port, log_level="info")
 
 
 @app.command()

@@ -84,3 +84,20 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     if mcp_server is not None:
         app.router.routes.extend(mcp_routes)
     return app
+
+
+#: Environment variable through which `serve --workers N` hands its settings to each worker process.
+SERVE_ENV = "INCIDENTLIB_SERVE"
+
+
+def app_from_env() -> FastAPI:
+    """The app of one `serve --workers N` worker: settings from ``$INCIDENTLIB_SERVE`` (JSON)."""
+    import json
+    import os
+    from pathlib import Path
+
+    config = json.loads(os.environ[SERVE_ENV])
+    cache = config.pop("cache")
+    library = Library.open(config.pop("data"), embedder=config.pop("embedder"), cache_dir=Path(cache) if cache else None)
+    library.warm()
+    return create_app(library, ServiceSettings(**config))
