@@ -38,7 +38,7 @@ from .search.store import BuildReport, ProgressFn
 from .storage import atomic_write_bytes, atomic_write_text
 from .store import STORE_FILE, OverlayStore
 from .store.auth import ROLES, TokenInfo, TokenStore
-from .store.live import Doc, Writer, dump, etag, json_patch, merged
+from .store.live import Doc, Writer, dump, etag, json_patch, merged, patched
 from .views import (
     AlertsAnswer,
     ClusterSet,
@@ -628,10 +628,16 @@ class Library:
         with self._refresh_lock:
             if seq == self._seq:
                 return False
-            if any(c.action == "export" for c in self._store.changes_since(self._seq)):
-                self._base_data = load_library(self.root)  # the YAML base itself changed
-                self._recognizer = None
-            data = merged(self._base_data, self._store.records(), seq)
+            changes = self._store.changes_since(self._seq)
+            seq = max([seq, *(c.seq for c in changes)])
+            if self._seq == 0 or any(c.action == "export" for c in changes):
+                if self._seq:
+                    self._base_data = load_library(self.root)  # the YAML base itself changed
+                    self._recognizer = None
+                data = merged(self._base_data, self._store.records(), seq)
+            else:  # only the incidents named in the new changes are re-read
+                changed = {c.incident_id: self._store.record(c.incident_id) for c in changes}
+                data = patched(self.data, changed, self._base_data, seq)
             for name in ("_knowledge", "_rdf", "_search_engine", "_search_service", "_analysis"):
                 self.__dict__.pop(name, None)
             self.data = data

@@ -74,6 +74,26 @@ def json_patch(before: Doc | None, after: Doc | None) -> list[dict[str, Any]]:
     return ops
 
 
+def patched(data: LibraryData, records: dict[str, OverlayRecord | None], base: LibraryData, seq: int) -> LibraryData:
+    """``data`` with only the changed incidents replaced: O(changes), not O(overlay).
+
+    ``records`` maps each changed id to its overlay row (None: no row any more, so the base record shows).
+    """
+    incidents = dict(data.incidents)
+    for incident_id, record in records.items():
+        if record is None:
+            if incident_id in base.incidents:
+                incidents[incident_id] = base.incidents[incident_id]
+            else:
+                incidents.pop(incident_id, None)
+        elif record.deleted:
+            incidents.pop(incident_id, None)
+        else:
+            incidents[incident_id] = Incident.model_validate(record.doc)
+    digest = hashlib.sha256(f"{base.content_hash}:{seq}".encode()).hexdigest()
+    return replace(data, incidents=dict(sorted(incidents.items())), content_hash=digest)
+
+
 def merged(base: LibraryData, records: list[OverlayRecord], seq: int) -> LibraryData:
     """``base`` with the overlay applied: live records replace or add incidents, tombstones remove them."""
     incidents = dict(base.incidents)
@@ -96,10 +116,8 @@ class Writer:
     # ---- reading inside a transaction ------------------------------------------------
     def _live_ids(self, tx: Transaction) -> set[str]:
         ids = set(self._base().incidents)
-        for record in (tx.record(i) for i in tx.ids()):
-            if record is None:
-                continue
-            (ids.discard if record.deleted else ids.add)(record.id)
+        for incident_id, deleted in tx.states().items():
+            (ids.discard if deleted else ids.add)(incident_id)
         return ids
 
     def _current(self, tx: Transaction, incident_id: str, deleted: bool = False) -> Doc:

@@ -107,6 +107,10 @@ class Transaction:
     def ids(self) -> list[str]:
         return [row[0] for row in self.conn.execute("SELECT id FROM records")]
 
+    def states(self) -> dict[str, bool]:
+        """Every overlay id and whether it is a tombstone (one query, no documents parsed)."""
+        return {row[0]: bool(row[1]) for row in self.conn.execute("SELECT id, deleted FROM records")}
+
     def put(self, incident_id: str, action: str, actor: str, before: dict[str, Any] | None,
             after: dict[str, Any] | None, deleted: bool = False) -> int:
         """Log the change and store ``after`` (or a tombstone keeping ``before`` for restore); returns its seq."""
@@ -197,6 +201,12 @@ class OverlayStore:
         """Every overlay row, live and deleted."""
         rows = self._read(lambda c: c.execute("SELECT id, doc, deleted, seq FROM records ORDER BY id").fetchall(), [])
         return [OverlayRecord(r[0], json.loads(r[1]), bool(r[2]), r[3]) for r in rows]
+
+    def record(self, incident_id: str) -> OverlayRecord | None:
+        """One overlay row, or None when the incident was never written through the store."""
+        row = self._read(lambda c: c.execute("SELECT id, doc, deleted, seq FROM records WHERE id = ?",
+                                             (incident_id,)).fetchone(), None)
+        return None if row is None else OverlayRecord(row[0], json.loads(row[1]), bool(row[2]), row[3])
 
     def history(self, incident_id: str) -> list[Change]:
         """The change log of one incident, oldest first."""
