@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 from incidentlib import Library  # noqa: E402
 from incidentlib.paths import resolve_data_dir  # noqa: E402
 
-SMALL_IDS = ["IL-0001", "IL-0002", "IL-0070"]
+SMALL_IDS = ["IL-0001", "IL-0002", "IL-0025", "IL-0070"]
 #: Pause between polls of /search: short against the latency measured, long enough not to starve the server.
 POLL_S = 0.01
 

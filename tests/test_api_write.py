@@ -17,7 +17,7 @@ from incidentlib.api import ServiceSettings, create_app
 from incidentlib.loader import load_library
 from incidentlib.mcp_server import build_mcp_server
 
-IDS = ["IL-0001", "IL-0002", "IL-0070"]
+IDS = ["IL-0001", "IL-0002", "IL-0025", "IL-0070"]  # IL-0025: named by data/diagnosis/shapes.yaml
 DRAFT = {"org": "meta", "title": {"en": "Quokka storage stall"}, "summary": {"en": "s"}, "body": {"en": "quokka"},
          "sources": [{"url": "https://example.com/x", "title": "x"}]}
 

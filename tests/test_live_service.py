@@ -23,7 +23,7 @@ from incidentlib.store import STORE_FILE
 
 pytestmark = pytest.mark.slow  # real server processes with a real embedder
 
-IDS = ["IL-0001", "IL-0002", "IL-0070"]
+IDS = ["IL-0001", "IL-0002", "IL-0025", "IL-0070"]  # IL-0025: named by data/diagnosis/shapes.yaml
 WRITERS = 8
 WRITES = 200
 #: Deadline for a write on one process to show up in /search on the other. The design makes it visible

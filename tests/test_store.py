@@ -25,7 +25,7 @@ from incidentlib.errors import (
 from incidentlib.loader import load_library
 from incidentlib.store import STORE_FILE
 
-IDS = ["IL-0001", "IL-0002", "IL-0070"]
+IDS = ["IL-0001", "IL-0002", "IL-0025", "IL-0070"]  # IL-0025: named by data/diagnosis/shapes.yaml
 
 
 def draft(word: str = "pangolin") -> dict[str, object]:
