@@ -801,6 +801,8 @@ def serve(
     workers: Annotated[int, typer.Option(min=1, help="CPU-heavy requests (search, similar, diagnose, maps) running at once.")] = DEFAULT_HEAVY_WORKERS,
     queue: Annotated[int, typer.Option(min=0, help="CPU-heavy requests waiting for a worker; more get 503 at once.")] = DEFAULT_HEAVY_QUEUE,
     sparql_concurrency: Annotated[int, typer.Option(min=1, help="SPARQL queries running at once; more get 503 at once.")] = DEFAULT_MAX_CONCURRENT,
+    require_auth: Annotated[bool, typer.Option("--require-auth", help="Reads need a token too (writes always do).")] = False,
+    processes: Annotated[int, typer.Option(min=1, help="Server processes on one port; they share the library's write store.")] = 1,
 ) -> None:
     """Serve the HTTP API (and MCP at /mcp). The first start builds the index; later starts reuse it.
 
@@ -809,7 +811,7 @@ def serve(
     """
     import uvicorn
 
-    from .api import ServiceSettings, create_app
+    from .api import SERVE_ENV, ServiceSettings, create_app
 
     library = open_library(data, embedder, cache)
     build_with_progress(library)
@@ -817,9 +819,17 @@ def serve(
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
     guards = GuardSettings(allowed_hosts=tuple(allow_host or ()), cors_origins=tuple(cors_origin or ()),
                            rate_per_second=rate_limit, rate_burst=rate_burst, heavy_workers=workers, heavy_queue=queue)
-    application = create_app(library, ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host,
-                                                      sparql_max_concurrent=sparql_concurrency, guards=guards))
-    uvicorn.run(application, host=host, port=port, log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
+    settings = ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host,
+                               sparql_max_concurrent=sparql_concurrency, guards=guards, require_auth=require_auth)
+    if processes > 1:
+        # each process opens the library itself (the index is built and cached above) and follows the shared store
+        os.environ[SERVE_ENV] = json.dumps({"data": str(library.root), "embedder": embedder,
+                                            "cache": str(cache) if cache else None,
+                                            **{**settings.__dict__, "guards": guards.model_dump(mode="json")}})
+        uvicorn.run("incidentlib.api:app_from_env", factory=True, host=host, port=port, workers=processes, log_level="info",
+                    h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
+        return
+    uvicorn.run(create_app(library, settings), host=host, port=port, log_level="info", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
 
 
 @app.command()
@@ -829,8 +839,17 @@ def mcp(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: C
 
     library = open_library(data, embedder, cache)
     build_with_progress(library)  # progress goes to stderr; stdout belongs to the protocol
-    build_mcp_server(library).run("stdio")
+    build_mcp_server(library, local_writes=True).run("stdio")
 
 
 def main() -> None:
     app()
+
+
+def _register_write_commands() -> None:
+    from .cli_write import register
+
+    register(app)
+
+
+_register_write_commands()

@@ -11,10 +11,11 @@
     │   ├── InputError                      (names ``where`` and ``reason``)
     │   │   ├── SeriesError                 a metric series that cannot be read
     │   │   └── AlertError                  an alert payload that cannot be read
-    │   └── SparqlError                     -> HTTP 400
-    │       ├── ReadOnlyError
-    │       ├── RemoteAccessError
-    │       └── SparqlMemoryError
+    │   ├── SparqlError                     -> HTTP 400
+    │   │   ├── ReadOnlyError
+    │   │   ├── RemoteAccessError
+    │   │   └── SparqlMemoryError
+    │   └── ValidationFailed                -> HTTP 422 naming every problem's field
     ├── DataError (also ValueError)         -> a library or an input file cannot be used
     │   ├── LibraryError
     │   ├── ReadError
@@ -23,7 +24,14 @@
     │   └── TableError                      a data/diagnosis/*.yaml table that does not validate
     ├── EmbedderUnavailable (also RuntimeError)
     ├── SparqlTimeout                       -> HTTP 503
-    └── SparqlBusy                          -> HTTP 503 with Retry-After
+    ├── SparqlBusy                          -> HTTP 503 with Retry-After
+    ├── WriteError                          -> a write that cannot be applied
+    │   ├── PreconditionFailed              -> HTTP 412 (stale If-Match)
+    │   ├── PreconditionRequired            -> HTTP 428 (no If-Match)
+    │   ├── StateConflict                   -> HTTP 409 (e.g. publishing a published record)
+    │   └── ReadOnlyLibrary                 -> HTTP 409 (no writable store, e.g. the bundled library)
+    └── AuthError                           -> HTTP 401 (no, unknown, revoked or expired token)
+        └── Forbidden                       -> HTTP 403 (the token's role is too low)
 
 The extra built-in bases keep ``except KeyError`` / ``except ValueError`` callers working.
 Every message names the file, field or parameter and the reason.
@@ -180,6 +188,43 @@ class TableError(DataError):
         super().__init__(f"{where}: {reason}")
 
 
+class ValidationFailed(InvalidRequest):
+    """A written record breaks a rule of ``incidentlib validate``; ``problems`` name each field."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems[:MAX_PROBLEMS_SHOWN]))
+
+
+# ---- writes and access --------------------------------------------------------------------
+class WriteError(IncidentlibError):
+    """A write that cannot be applied as asked; nothing was stored."""
+
+
+class PreconditionFailed(WriteError):
+    """The If-Match ETag is not the record's current one: someone else wrote first."""
+
+
+class PreconditionRequired(WriteError):
+    """An update without If-Match: updates must name the version they change."""
+
+
+class StateConflict(WriteError):
+    """The record is not in a state that allows this change (e.g. publishing a published record)."""
+
+
+class ReadOnlyLibrary(WriteError):
+    """The library has no writable store (e.g. the bundled library inside the wheel)."""
+
+
+class AuthError(IncidentlibError):
+    """No token, or an unknown, revoked or expired one."""
+
+
+class Forbidden(AuthError):
+    """The token is valid but its role does not allow this operation."""
+
+
 # ---- environment -----------------------------------------------------------------------
 class EmbedderUnavailable(IncidentlibError, RuntimeError):
     """The embedding backend cannot run here (missing package or model files)."""
@@ -199,9 +244,11 @@ class SparqlBusy(IncidentlibError):
 
 __all__ = [
     "AlertError",
+    "AuthError",
     "DataError",
     "EmbedderUnavailable",
     "FilterError",
+    "Forbidden",
     "ImportFailed",
     "IncidentNotFound",
     "IncidentlibError",
@@ -211,9 +258,12 @@ __all__ = [
     "LibraryError",
     "MappingError",
     "NotFound",
+    "PreconditionFailed",
+    "PreconditionRequired",
     "QueryError",
     "ReadError",
     "ReadOnlyError",
+    "ReadOnlyLibrary",
     "RemoteAccessError",
     "ReviewError",
     "SeriesError",
@@ -221,7 +271,10 @@ __all__ = [
     "SparqlError",
     "SparqlMemoryError",
     "SparqlTimeout",
+    "StateConflict",
     "TableError",
     "UnknownClusterError",
     "UnknownNodeError",
+    "ValidationFailed",
+    "WriteError",
 ]

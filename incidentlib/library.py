@@ -11,6 +11,7 @@ and :mod:`incidentlib.views`; the few enums and helpers they need are re-exporte
 from __future__ import annotations
 
 import difflib
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
@@ -25,22 +26,30 @@ from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_json
 from .graph.knowledge import KnowledgeGraph
 from .graph.rdf import build_graph
 from .graph.sparql import SparqlResult, run_sparql
-from .loader import LibraryData, Problem, check_library, load_library
+from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, load_library
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
 from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
+from .search.concepts import ConceptRecognizer
 from .search.engine import SearchConfig, SearchEngine, SearchMode
 from .search.fusion import FusionMethod
 from .search.service import SearchService
 from .search.store import BuildReport, ProgressFn
 from .storage import atomic_write_bytes, atomic_write_text
+from .store import STORE_FILE, OverlayStore
+from .store.auth import ROLES, TokenInfo, TokenStore
+from .store.live import Doc, Writer, dump, etag, json_patch, merged, patched
 from .tagging.tagger import ConceptTagger
 from .views import (
     AlertsAnswer,
     ClusterSet,
     ClusterView,
+    CreatedToken,
     Diagnosis,
+    ExportReport,
     GraphPath,
+    HistoryEntry,
+    HistoryPage,
     IncidentDetail,
     IncidentPage,
     InferredView,
@@ -57,7 +66,9 @@ from .views import (
     SignalMatch,
     SignalView,
     SourceView,
+    StoredRecord,
     TagResult,
+    TokenView,
     TopicList,
     TopicPage,
     TopicSummary,
@@ -89,6 +100,16 @@ class Library:
         self.data = data
         self.search_config = search_config or SearchConfig()
         self._embedder = embedder
+        self._base_data = data
+        self._store = OverlayStore.for_library(data.root)
+        self._writer = Writer(self._store, lambda: self._base_data)
+        self._tokens = TokenStore(self._store)
+        self._seq = 0
+        self._refresh_lock = threading.Lock()
+        self._recognizer: ConceptRecognizer | None = None
+        self._token_memo: dict[str, list[str]] = {}  # chunk text -> BM25 tokens, carried across refreshes
+        if self._store.exists:
+            self.refresh()
 
     @classmethod
     def open(
@@ -139,6 +160,15 @@ class Library:
         loaded, problems = check_library(root)
         if loaded is not None and not problems:
             problems = Library(loaded).table_problems()
+        store = OverlayStore.for_library(root)
+        if loaded is not None and store.exists:
+            records = store.records()
+            live = (set(loaded.incidents) | {r.id for r in records if not r.deleted}) - {r.id for r in records if r.deleted}
+            for record in records:
+                if not record.deleted:
+                    problems.extend(check_incident(f"{STORE_FILE}#{record.id}", record.doc, live, loaded.vocab)[1])
+            if not problems:
+                loaded = merged(loaded, records, store.last_seq())
         if strict and loaded is not None:
             from .strict import check_strict  # the strict rules are only needed here
 
@@ -377,11 +407,13 @@ class Library:
     # ---- search ----------------------------------------------------------------
     @cached_property
     def _search_engine(self) -> SearchEngine:
-        return SearchEngine(self.data, self.search_config, self._embedder)
+        return SearchEngine(self.data, self.search_config, self._embedder, token_memo=self._token_memo)
 
     @cached_property
     def _search_service(self) -> SearchService:
-        service = SearchService(self._search_engine, self._knowledge)
+        # the vocabulary does not change with incident writes: keep its recognizer across refreshes
+        service = SearchService(self._search_engine, self._knowledge, self._recognizer)
+        self._recognizer = service.recognizer
         # pasted text gets the same concept inference as stored records (trained on first use)
         service.tagger_factory = lambda: self.tagger
         return service
@@ -682,6 +714,200 @@ class Library:
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
         return run_import(source, target, options, progress)
+
+    # ---- live writes (docs/storage.md) ---------------------------------------------------
+    def refresh(self) -> bool:
+        """Apply changes other processes committed since the last look; True when something changed.
+
+        Cost when nothing changed: one indexed SQLite read (``max(seq)`` of the change log).
+        On a change the merged records are swapped in and the derived structures (graph, RDF,
+        BM25, search service, analysis) are dropped; the dense index is then extended with the
+        new chunks only (cached vectors are reused by chunk text hash, see search/store.py).
+        """
+        seq = self._store.last_seq()
+        if seq == self._seq:
+            return False
+        with self._refresh_lock:
+            if seq == self._seq:
+                return False
+            changes = self._store.changes_since(self._seq)
+            seq = max([seq, *(c.seq for c in changes)])
+            if self._seq == 0 or any(c.action == "export" for c in changes):
+                if self._seq:
+                    self._base_data = load_library(self.root)  # the YAML base itself changed
+                    self._recognizer = None
+                data = merged(self._base_data, self._store.records(), seq)
+            else:  # only the incidents named in the new changes are re-read
+                changed = {c.incident_id: self._store.record(c.incident_id) for c in changes}
+                data = patched(self.data, changed, self._base_data, seq)
+            for name in ("_knowledge", "_rdf", "_search_engine", "_search_service", "_analysis"):
+                self.__dict__.pop(name, None)
+            self.data = data
+            self._seq = seq
+        return True
+
+    @property
+    def change_seq(self) -> int:
+        """The id of the newest change this process has applied (0 for a library never written)."""
+        return self._seq
+
+    def _stored(self, doc: Doc) -> StoredRecord:
+        self.refresh()  # the writer sees its own write at once
+        return StoredRecord(id=doc["id"], status=doc.get("status", "published"), etag=etag(doc), record=doc)
+
+    def record(self, incident_id: str) -> StoredRecord:
+        """One incident as stored (drafts included) with its ETag, for editing."""
+        self.refresh()
+        return StoredRecord(id=self.get(incident_id).id, status=self.get(incident_id).status.value,
+                            etag=etag(dump(self.get(incident_id))), record=dump(self.get(incident_id)))
+
+    def drafts(self) -> list[StoredRecord]:
+        """Every draft awaiting review, in id order (the review queue)."""
+        self.refresh()
+        return [StoredRecord(id=i.id, status=i.status.value, etag=etag(dump(i)), record=dump(i))
+                for i in self.data.incidents.values() if i.is_draft]
+
+    def create_draft(self, doc: Doc, actor: str = "local") -> StoredRecord:
+        """Store a new draft (the next free IL-NNNN unless ``doc`` names a free id); validated like ``incidentlib validate``."""
+        return self._stored(self._writer.create_draft(doc, actor))
+
+    def update_incident(self, incident_id: str, patch: Doc, if_match: str | None, actor: str = "local") -> StoredRecord:
+        """Apply a JSON Merge Patch (RFC 7386) when ``if_match`` is the current ETag: 412 stale, 428 missing."""
+        return self._stored(self._writer.update(incident_id, patch, if_match, actor))
+
+    def publish(self, incident_id: str, actor: str = "local", if_match: str | None = None) -> StoredRecord:
+        """Publish a draft; it must now meet the published rules (both languages, a date, a component)."""
+        return self._stored(self._writer.publish(incident_id, actor, if_match))
+
+    def reject(self, incident_id: str, actor: str = "local") -> StoredRecord:
+        """Reject a draft: it leaves every view, restorable with :meth:`restore`."""
+        return self._stored(self._writer.reject(incident_id, actor))
+
+    def delete(self, incident_id: str, actor: str = "local") -> StoredRecord:
+        """Soft delete: the record leaves every view, restorable with :meth:`restore`."""
+        return self._stored(self._writer.delete(incident_id, actor))
+
+    def restore(self, incident_id: str, actor: str = "local") -> StoredRecord:
+        """Bring back a deleted or rejected record as it was."""
+        return self._stored(self._writer.restore(incident_id, actor))
+
+    def add_link(self, incident_id: str, target: str, reason: dict[str, str], actor: str = "local") -> StoredRecord:
+        """Add a curated related link ``incident_id`` -> ``target`` with its reason ({"en": ..., "ko": ...})."""
+        return self._stored(self._writer.add_link(incident_id, target, reason, actor))
+
+    def remove_link(self, incident_id: str, target: str, actor: str = "local") -> StoredRecord:
+        """Remove the curated related link ``incident_id`` -> ``target``."""
+        return self._stored(self._writer.remove_link(incident_id, target, actor))
+
+    def review_concept(self, incident_id: str, concept: str, accept: bool, actor: str = "local") -> StoredRecord:
+        """Accept (into its field) or reject a concept suggested for ``incident_id``."""
+        return self._stored(self._writer.review_concept(incident_id, concept, accept, actor))
+
+    def history(self, incident_id: str) -> HistoryPage:
+        """Every change of one incident, oldest first: who, when, a JSON Patch and the before/after documents."""
+        key = incident_id.strip().upper()
+        changes = self._store.history(key)
+        if not changes and key not in self.data.incidents:
+            self.get(incident_id)  # raises IncidentNotFound with suggestions
+        return HistoryPage(id=key, items=[
+            HistoryEntry(seq=c.seq, action=c.action, actor=c.actor, at=c.at, patch=json_patch(c.before, c.after),
+                         before=c.before, after=c.after) for c in changes])
+
+    def history_rdf(self, fmt: ExportFormat | str = ExportFormat.turtle, incident_id: str | None = None) -> str:
+        """The change log (of one incident, or all) as PROV-O in an RDF format."""
+        from .store.provenance import provenance_graph
+
+        changes = self._store.history(incident_id.strip().upper()) if incident_id else self._store.all_changes()
+        fmt = ExportFormat(fmt)
+        if fmt in (ExportFormat.graphml, ExportFormat.jsonl):
+            raise InvalidRequest("format: provenance is RDF: use ttl, jsonld or nt")
+        return export_rdf(provenance_graph(changes), fmt)
+
+    def import_drafts(self, source: Path, fmt: str, maps: list[str], id_prefix: str = "IL", lang: str = "en",
+                      dry_run: bool = False, keep_near_duplicates: bool = False, actor: str = "local") -> ImportReport:
+        """``incidentlib import`` through the write store: same formats and mapping, all or nothing.
+
+        The importer runs against a scratch copy of the live library; its drafts are then stored in one
+        transaction. An import that needs new vocabulary (organizations, tags) is refused: vocabulary is
+        curated in git.
+        """
+        import shutil
+        import tempfile
+
+        import yaml
+
+        self.refresh()
+        with tempfile.TemporaryDirectory(prefix="incidentlib-import-") as scratch:
+            work = Path(scratch) / "library"
+            shutil.copytree(self.root / "vocab", work / "vocab")
+            (work / INCIDENTS_DIR).mkdir()
+            for incident in self.data.incidents.values():
+                (work / INCIDENTS_DIR / f"{incident.id}.yaml").write_text(
+                    yaml.safe_dump(dump(incident), allow_unicode=True, sort_keys=False), encoding="utf-8")
+            report = self.import_records(source, work, fmt, maps, id_prefix=id_prefix, lang=lang, dry_run=dry_run,
+                                         keep_near_duplicates=keep_near_duplicates)
+            report.into = str(self.root)
+            if dry_run or not report.accepted:
+                return report
+            if report.new_organizations or report.new_tags:
+                raise InvalidRequest("vocab: the import needs new concepts "
+                                     f"({', '.join([*report.new_organizations, *report.new_tags])}); add them to vocab/ "
+                                     "in git first, or import on the command line")
+            docs = [dict(yaml.safe_load((work / INCIDENTS_DIR / f"{item.id}.yaml").read_text(encoding="utf-8")))
+                    for item in report.accepted]
+        self._writer.import_drafts(docs, actor)
+        self.refresh()
+        return report
+
+    def export_yaml(self, actor: str = "local") -> ExportReport:
+        """Write the overlay back into the YAML library (atomic renames) and empty it; the history stays.
+
+        After this, ``incidents/*.yaml`` alone holds the library again (review it with ``git diff``).
+        """
+        import yaml
+
+        written, removed = [], []
+        with self._store.write() as tx:
+            for record in (tx.record(i) for i in sorted(tx.ids())):
+                if record is None:
+                    continue
+                path = self.root / INCIDENTS_DIR / f"{record.id}.yaml"
+                if record.deleted:
+                    if path.exists():
+                        path.unlink()
+                        removed.append(record.id)
+                else:
+                    atomic_write_text(path, yaml.safe_dump(record.doc, allow_unicode=True, sort_keys=False))
+                    written.append(record.id)
+                tx.drop(record.id)
+            tx.log("*", "export", actor)
+        self.refresh()
+        return ExportReport(written=written, removed=removed)
+
+    # ---- tokens ----------------------------------------------------------------------------
+    @staticmethod
+    def _token_view(info: TokenInfo) -> TokenView:
+        return TokenView(id=info.id, name=info.name, role=info.role, created=info.created, expires=info.expires,
+                         revoked=info.revoked, active=info.active)
+
+    def create_token(self, name: str, role: str, expires_days: int | None = None) -> CreatedToken:
+        """A new API token (reader, editor or admin); the secret is in the result only."""
+        token, info = self._tokens.create(name, role, expires_days)
+        return CreatedToken(token=token, **self._token_view(info).model_dump())
+
+    def tokens(self) -> list[TokenView]:
+        """Every token ever created (secrets are never stored, only salted hashes)."""
+        return [self._token_view(t) for t in self._tokens.list()]
+
+    def revoke_token(self, token_id: str) -> TokenView:
+        """Revoke a token by its id (the 8 hex digits after ``il_``)."""
+        return self._token_view(self._tokens.revoke(token_id))
+
+    def authorize(self, token: str | None, need: str) -> str:
+        """The token's name when it is valid with a role of at least ``need``; :class:`AuthError` / :class:`Forbidden`."""
+        if need not in ROLES:
+            raise InvalidRequest(f"role: must be one of {', '.join(ROLES)}, got {need!r}")
+        return self._tokens.verify(token, need).name
 
 
 __all__ = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,34 +234,52 @@ def _load_incidents(root: Path, problems: list[Problem]) -> dict[str, Incident]:
 
 def _check_incident_links(root: Path, incidents: dict[str, Incident], vocab: Vocabulary, problems: list[Problem]) -> None:
     for incident in incidents.values():
-        file = f"{INCIDENTS_DIR}/{incident.id}.yaml"
-        for field, kind in REFERENCE_FIELDS.items():
-            value = getattr(incident, field)
-            values = [value] if isinstance(value, str) else value
-            for index, concept_id in enumerate(values):
-                concept = vocab.get(concept_id)
-                label = field if isinstance(value, str) else f"{field}[{index}]"
-                if concept is None:
-                    problems.append(Problem(file=file, field=label, message=f"unknown {kind.value} {concept_id!r}{_did_you_mean(vocab.suggest(concept_id, kind))}"))
-                elif concept.kind != kind:
-                    problems.append(Problem(file=file, field=label, message=f"{concept_id!r} is a {concept.kind.value}, not a {kind.value}"))
-            if not isinstance(value, str) and len(set(values)) != len(values):
-                problems.append(Problem(file=file, field=field, message="lists the same id twice"))
-        for index, suggestion in enumerate(incident.suggestions):
-            concept = vocab.get(suggestion.concept)
-            if concept is None or concept.kind != suggestion.kind:
-                problems.append(Problem(file=file, field=f"suggestions[{index}].concept",
-                                        message=f"unknown {suggestion.kind.value} {suggestion.concept!r}{_did_you_mean(vocab.suggest(suggestion.concept, suggestion.kind))}"))
-        for index, inferred in enumerate(incident.inferred):
-            concept = vocab.get(inferred.concept)
-            if concept is None or concept.kind != inferred.kind:
-                problems.append(Problem(file=file, field=f"inferred[{index}].concept",
-                                        message=f"unknown {inferred.kind.value} {inferred.concept!r}{_did_you_mean(vocab.suggest(inferred.concept, inferred.kind))}"))
-        for index, link in enumerate(incident.related):
-            if link.id not in incidents:
-                problems.append(Problem(file=file, field=f"related[{index}].id", message=f"unknown incident {link.id!r}{_did_you_mean(difflib.get_close_matches(link.id, list(incidents), n=3, cutoff=0.5))}"))
-            elif link.id == incident.id:
-                problems.append(Problem(file=file, field=f"related[{index}].id", message="an incident cannot relate to itself"))
+        check_references(f"{INCIDENTS_DIR}/{incident.id}.yaml", incident, incidents, vocab, problems)
+
+
+def check_references(file: str, incident: Incident, incident_ids: Collection[str], vocab: Vocabulary,
+                     problems: list[Problem]) -> None:
+    """Append to ``problems`` every concept or related-incident reference of ``incident`` that does not resolve."""
+    for field, kind in REFERENCE_FIELDS.items():
+        value = getattr(incident, field)
+        values = [value] if isinstance(value, str) else value
+        for index, concept_id in enumerate(values):
+            concept = vocab.get(concept_id)
+            label = field if isinstance(value, str) else f"{field}[{index}]"
+            if concept is None:
+                problems.append(Problem(file=file, field=label, message=f"unknown {kind.value} {concept_id!r}{_did_you_mean(vocab.suggest(concept_id, kind))}"))
+            elif concept.kind != kind:
+                problems.append(Problem(file=file, field=label, message=f"{concept_id!r} is a {concept.kind.value}, not a {kind.value}"))
+        if not isinstance(value, str) and len(set(values)) != len(values):
+            problems.append(Problem(file=file, field=field, message="lists the same id twice"))
+    for index, suggestion in enumerate(incident.suggestions):
+        concept = vocab.get(suggestion.concept)
+        if concept is None or concept.kind != suggestion.kind:
+            problems.append(Problem(file=file, field=f"suggestions[{index}].concept",
+                                    message=f"unknown {suggestion.kind.value} {suggestion.concept!r}{_did_you_mean(vocab.suggest(suggestion.concept, suggestion.kind))}"))
+    for index, inferred in enumerate(incident.inferred):
+        concept = vocab.get(inferred.concept)
+        if concept is None or concept.kind != inferred.kind:
+            problems.append(Problem(file=file, field=f"inferred[{index}].concept",
+                                    message=f"unknown {inferred.kind.value} {inferred.concept!r}{_did_you_mean(vocab.suggest(inferred.concept, inferred.kind))}"))
+    for index, link in enumerate(incident.related):
+        if link.id not in incident_ids:
+            problems.append(Problem(file=file, field=f"related[{index}].id", message=f"unknown incident {link.id!r}{_did_you_mean(difflib.get_close_matches(link.id, list(incident_ids), n=3, cutoff=0.5))}"))
+        elif link.id == incident.id:
+            problems.append(Problem(file=file, field=f"related[{index}].id", message="an incident cannot relate to itself"))
+
+
+def check_incident(file: str, doc: object, incident_ids: Collection[str], vocab: Vocabulary) -> tuple[Incident | None, list[Problem]]:
+    """Validate one incident document by the rules of ``incidentlib validate`` (shape, then references)."""
+    if not isinstance(doc, dict):
+        return None, [Problem(file=file, message="expected a mapping of incident fields")]
+    try:
+        incident = Incident.model_validate(doc)
+    except ValidationError as exc:
+        return None, _pydantic_problems(file, exc)
+    problems: list[Problem] = []
+    check_references(file, incident, incident_ids, vocab, problems)
+    return incident, problems
 
 
 def _did_you_mean(close: list[str]) -> str:

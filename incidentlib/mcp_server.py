@@ -40,6 +40,7 @@ from .views import (
     RelatedItem,
     SearchResponse,
     SeriesDiagnosis,
+    StoredRecord,
     TopicPage,
 )
 
@@ -113,7 +114,9 @@ def _search_text(response: SearchResponse) -> str:
     return "\n".join(lines)
 
 
-def build_mcp_server(library: Library) -> MCPServer:
+def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
+    """The MCP tools over ``library``; ``local_writes`` lets ``create_draft`` run without a token (stdio: the
+    caller is the local user, as with the CLI). Over HTTP every draft needs an editor token."""
     server = MCPServer(name="incidentlib", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     def tool(description: str) -> Callable[[_Fn], _Fn]:
@@ -257,5 +260,16 @@ def build_mcp_server(library: Library) -> MCPServer:
             lines += [f"{i.id} — {i.title}" for i in result.incidents]
         lines.append(result.chart)
         return _result("\n".join(lines), result)
+
+    @tool(description="File a new DRAFT incident for a human reviewer (it is not published). `record` holds incident "
+                      "fields as in the YAML library: org, title {en, ko}, summary, body, sources [{url, title}], and "
+                      "optionally date, components, causes, symptoms, signals. Invalid fields are named in the error.")
+    def create_draft(
+        record: Annotated[dict[str, Any], Field(description="Incident fields; the id is assigned.")],
+        token: Annotated[str | None, Field(description="An editor API token (required over HTTP).")] = None,
+    ) -> Annotated[CallToolResult, StoredRecord]:
+        actor = "mcp:local" if local_writes and token is None else library.authorize(token, "editor")
+        stored = library.create_draft(record, actor=actor)
+        return _result(f"Filed draft {stored.id} (etag {stored.etag}); a reviewer publishes it.", stored)
 
     return server

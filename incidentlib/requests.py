@@ -35,6 +35,11 @@ MAX_DIAGNOSE_LIMIT = 20
 MAX_SERIES_POINTS = 200_000
 #: Bytes of CSV/JSON series text (about 40 bytes a row at MAX_SERIES_POINTS rows, with room for extra columns).
 MAX_SERIES_BYTES = 16_000_000
+#: Largest import collection accepted over HTTP (characters); bigger collections go through the CLI.
+MAX_IMPORT_CHARS = 5_000_000
+#: Its body in bytes: 4 bytes per character is the UTF-8 worst case (JSON escapes of control
+#: characters aside), which keeps a full-size Korean collection inside the limit.
+MAX_IMPORT_BYTES = 4 * MAX_IMPORT_CHARS
 #: Alerts diagnosed per webhook call: Alertmanager groups a few dozen at most by default.
 MAX_ALERTS = 50
 #: Symptoms named in one diagnosis request.
@@ -197,6 +202,8 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_DIAGNOSE_LIMIT",
     "MAX_ID_CHARS",
+    "MAX_IMPORT_BYTES",
+    "MAX_IMPORT_CHARS",
     "MAX_K",
     "MAX_LIMIT",
     "MAX_QUERY_CHARS",

@@ -6,6 +6,8 @@ never renamed or removed without a version bump.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 
@@ -409,3 +411,55 @@ class WatchAnswer(BaseModel):
     line: str = Field(description="The first line that showed it.")
     line_number: int
     answer: AlertAnswer
+
+
+# ---- writes, history and tokens (docs/api.md "Writing") ---------------------------------
+class StoredRecord(BaseModel):
+    """An incident document as stored, with the ETag to send back in ``If-Match``."""
+
+    id: str
+    status: str
+    etag: str
+    record: dict[str, Any]
+
+
+class HistoryEntry(BaseModel):
+    """One change: who (token name), when, what (a JSON Patch, plus the whole before/after)."""
+
+    seq: int
+    action: str
+    actor: str
+    at: str
+    patch: list[dict[str, Any]]
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+
+
+class HistoryPage(BaseModel):
+    id: str
+    items: list[HistoryEntry]
+
+
+class TokenView(BaseModel):
+    """A token as listed; its secret is never shown again."""
+
+    id: str
+    name: str
+    role: str
+    created: str
+    expires: str | None
+    revoked: str | None
+    active: bool
+
+
+class CreatedToken(TokenView):
+    """A new token: ``token`` is shown this once and stored only as a salted hash."""
+
+    token: str
+
+
+class ExportReport(BaseModel):
+    """What ``export-yaml`` wrote back into the YAML library."""
+
+    written: list[str]
+    removed: list[str]

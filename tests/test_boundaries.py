@@ -8,7 +8,7 @@ from pathlib import Path
 import incidentlib
 
 PACKAGE = Path(incidentlib.__file__).parent
-ADAPTERS = [PACKAGE / "cli.py", PACKAGE / "mcp_server.py", *sorted((PACKAGE / "api").glob("*.py")),
+ADAPTERS = [PACKAGE / "cli.py", PACKAGE / "cli_write.py", PACKAGE / "mcp_server.py", *sorted((PACKAGE / "api").glob("*.py")),
             *sorted((PACKAGE / "web").glob("*.py"))]
 # The facade, the error hierarchy, the request rules and the shared response models;
 # the package root (for __version__) and the adapters themselves.
@@ -19,6 +19,7 @@ ALLOWED = {
     "incidentlib.requests",
     "incidentlib.views",
     "incidentlib.mcp_server",
+    "incidentlib.cli_write",
 }
 
 

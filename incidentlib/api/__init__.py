@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .app import ServiceSettings, create_app
+    from .app import SERVE_ENV, ServiceSettings, app_from_env, create_app
 
-__all__ = ["ServiceSettings", "create_app"]
+__all__ = ["SERVE_ENV", "ServiceSettings", "app_from_env", "create_app"]
 
 
 def __getattr__(name: str) -> Any:

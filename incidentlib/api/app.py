@@ -9,19 +9,21 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
 from ..library import Library
 from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
 from . import errors
+from .deps import read_access
 from .guards import GUARD_RESPONSES, GuardMiddleware, GuardSettings, host_names, mcp_transport_lists
 from .routes_analysis import router as analysis_router
 from .routes_graph import router as graph_router
 from .routes_library import router as library_router
 from .routes_search import router as search_router
 from .routes_signals import router as signals_router
+from .routes_write import router as write_router
 from .sparql_runner import DEFAULT_MAX_CONCURRENT, SparqlRunner
 
 
@@ -33,6 +35,8 @@ class ServiceSettings:
     web: bool = True
     sparql_max_concurrent: int = DEFAULT_MAX_CONCURRENT
     guards: GuardSettings = field(default_factory=GuardSettings)
+    #: Reads need a token too (writes always do).
+    require_auth: bool = False
 
 
 DESCRIPTION = """
@@ -41,6 +45,10 @@ publicly documented infrastructure incidents: GPU/AI training clusters, GPU
 clouds, inference services, and the big cloud and internet outages.
 
 Text fields follow `lang=ko|en` (default: `Accept-Language`, then English).
+Writes (POST/PATCH/DELETE) need an editor token (`Authorization: Bearer il_...`), token
+management an admin token; reads are open unless the service runs with `--require-auth`.
+Updates need `If-Match` with the record's `ETag` (412 when stale, 428 when missing).
+
 `k` is capped at {MAX_K}, `limit` at {MAX_LIMIT}, and queries at {MAX_QUERY_CHARS:,} characters.
 """
 
@@ -78,12 +86,13 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
         finally:
             sparql_runner.stop()
 
-    app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION.format(MAX_K=MAX_K, MAX_LIMIT=MAX_LIMIT, MAX_QUERY_CHARS=MAX_QUERY_CHARS), lifespan=lifespan)
+    app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION.format(MAX_K=MAX_K, MAX_LIMIT=MAX_LIMIT, MAX_QUERY_CHARS=MAX_QUERY_CHARS), lifespan=lifespan,
+                  dependencies=[Depends(read_access)])
     app.state.library = library
     app.state.settings = settings
     app.state.sparql_runner = sparql_runner
     errors.install(app)
-    for router in (library_router, search_router, graph_router, analysis_router, signals_router):
+    for router in (library_router, search_router, graph_router, analysis_router, signals_router, write_router):
         app.include_router(router, responses=GUARD_RESPONSES)
     if settings.web:
         from .. import web
@@ -91,8 +100,27 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
         web.install(app)
     if settings.guards.cors_origins:  # CORS stays off (no headers at all) unless origins are configured
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.guards.cors_origins),
-                           allow_methods=["GET", "POST"], allow_headers=["content-type", "accept-language"])
+                           allow_methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
+                           allow_headers=["content-type", "accept-language", "authorization", "if-match"])
     app.add_middleware(GuardMiddleware, listen_host=settings.host, settings=settings.guards)
     if mcp_server is not None:
         app.router.routes.extend(mcp_routes)
     return app
+
+
+#: Environment variable through which `serve --workers N` hands its settings to each worker process.
+SERVE_ENV = "INCIDENTLIB_SERVE"
+
+
+def app_from_env() -> FastAPI:
+    """The app of one `serve --workers N` worker: settings from ``$INCIDENTLIB_SERVE`` (JSON)."""
+    import json
+    import os
+    from pathlib import Path
+
+    config = json.loads(os.environ[SERVE_ENV])
+    cache = config.pop("cache")
+    library = Library.open(config.pop("data"), embedder=config.pop("embedder"), cache_dir=Path(cache) if cache else None)
+    library.warm()
+    guards = GuardSettings.model_validate(config.pop("guards", {}))
+    return create_app(library, ServiceSettings(**config, guards=guards))

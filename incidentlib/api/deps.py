@@ -8,15 +8,45 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Header, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..library import Library
 from ..requests import FilterParam, IncidentFilter, with_filter_params
 
 
 def get_library(request: Request) -> Library:
-    """The one library the app serves."""
+    """The one library the app serves, with every change committed by any process applied (one cheap check)."""
     library: Library = request.app.state.library
+    library.refresh()
     return library
+
+
+#: Declares the bearer scheme in OpenAPI; a missing header is ours to report (401 with a clear message).
+bearer = HTTPBearer(auto_error=False, description="An API token from `incidentlib token create` (il_...).")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def _token(credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    return credentials.credentials if credentials else None
+
+
+def read_access(request: Request, credentials: Credentials) -> None:
+    """Reads are open unless the service runs with ``--require-auth``; then any valid token may read."""
+    if request.app.state.settings.require_auth:
+        library: Library = request.app.state.library
+        library.authorize(_token(credentials), "reader")
+
+
+def editor(request: Request, credentials: Credentials) -> str:
+    """The editor (or admin) token's name: every write records it as the actor."""
+    library: Library = request.app.state.library
+    return library.authorize(_token(credentials), "editor")
+
+
+def admin(request: Request, credentials: Credentials) -> str:
+    """The admin token's name (token management)."""
+    library: Library = request.app.state.library
+    return library.authorize(_token(credentials), "admin")
 
 
 def get_lang(
@@ -48,3 +78,5 @@ def get_filters(filters: IncidentFilter) -> IncidentFilter:
 LibraryDep = Annotated[Library, Depends(get_library)]
 LangDep = Annotated[str, Depends(get_lang)]
 FiltersDep = Annotated[IncidentFilter, Depends(get_filters)]
+EditorDep = Annotated[str, Depends(editor)]
+AdminDep = Annotated[str, Depends(admin)]

@@ -16,11 +16,31 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from ..errors import IncidentlibError, InvalidRequest, NotFound, SparqlBusy, SparqlError, SparqlTimeout
+from ..errors import (
+    AuthError,
+    Forbidden,
+    IncidentlibError,
+    InvalidRequest,
+    NotFound,
+    PreconditionFailed,
+    PreconditionRequired,
+    SparqlBusy,
+    SparqlError,
+    SparqlTimeout,
+    StateConflict,
+    ValidationFailed,
+    WriteError,
+)
 
 #: Most specific class first: the first match decides the status.
 STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
     (NotFound, 404),
+    (Forbidden, 403),
+    (AuthError, 401),
+    (PreconditionFailed, 412),
+    (PreconditionRequired, 428),
+    (StateConflict, 409),
+    (WriteError, 409),
     (SparqlError, 400),
     (InvalidRequest, 422),
     (SparqlTimeout, 503),
@@ -78,8 +98,12 @@ def install(app: FastAPI) -> None:
             content["id"] = exc.key
         elif status == 422 and isinstance(exc, InvalidRequest):  # the documented validation array
             content["detail"] = [{"loc": _location(exc), "msg": str(exc), "type": "value_error"}]
+        if isinstance(exc, ValidationFailed):
+            content["problems"] = [p.model_dump() for p in exc.problems]
         if isinstance(exc, SparqlBusy):
             headers["Retry-After"] = str(exc.retry_after)
         elif isinstance(exc, SparqlTimeout):
             headers["Retry-After"] = str(TIMEOUT_RETRY_AFTER_SECONDS)
+        elif isinstance(exc, AuthError) and not isinstance(exc, Forbidden):
+            headers["WWW-Authenticate"] = "Bearer"
         return JSONResponse(status_code=status, content=json_safe(content), headers=headers)

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..requests import MAX_SERIES_BYTES
+from ..requests import MAX_IMPORT_BYTES, MAX_SERIES_BYTES
 from .schemas import ErrorBody
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -50,7 +50,7 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 # UTF-8); 256 KiB leaves room for forms and MCP messages and refuses bulk uploads.
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 # Routes whose documented input is larger than the default body limit (with room for JSON framing).
-LARGE_BODY_LIMITS = {"/diagnose/series": MAX_SERIES_BYTES + 1024 * 1024}
+LARGE_BODY_LIMITS = {"/diagnose/series": MAX_SERIES_BYTES + 1024 * 1024, "/import": MAX_IMPORT_BYTES + 1024 * 1024}
 # The request line and headers: a 20,000-character SPARQL query of 4-byte characters,
 # percent-encoded in a GET URL, is 240 KB; past this the HTTP server answers 400 itself.
 MAX_REQUEST_HEAD_BYTES = 512 * 1024

@@ -70,8 +70,11 @@ class Hit:
 
 
 class SearchEngine:
-    def __init__(self, data: LibraryData, config: SearchConfig | None = None, embedder: Embedder | None = None) -> None:
+    def __init__(self, data: LibraryData, config: SearchConfig | None = None, embedder: Embedder | None = None,
+                 token_memo: dict[str, list[str]] | None = None) -> None:
+        """``token_memo`` is shared by successive engines of a live library (see :class:`LexicalIndex`)."""
         self.data = data
+        self._token_memo = token_memo
         self.config = config or SearchConfig()
         self._given_embedder = embedder
         self.last_build: BuildReport | None = None
@@ -94,7 +97,7 @@ class SearchEngine:
 
     @cached_property
     def lexical(self) -> LexicalIndex:
-        return LexicalIndex([c.text for c in self.chunks])
+        return LexicalIndex([c.text for c in self.chunks], memo=self._token_memo)
 
     # ---- dense ---------------------------------------------------------------
     @cached_property

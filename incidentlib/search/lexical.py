@@ -18,8 +18,16 @@ BM25_B = 0.75
 class LexicalIndex:
     """Scores every chunk for a query; filtering is a mask applied before ranking."""
 
-    def __init__(self, texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> None:
-        self._tokens = [tokenize(text) for text in texts]
+    def __init__(self, texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B,
+                 memo: dict[str, list[str]] | None = None) -> None:
+        """``memo`` (text -> tokens) carries tokenization over from an earlier index of a changed corpus:
+        after a write only the new or edited chunks are tokenized; the memo keeps just this corpus's texts."""
+        if memo is None:
+            self._tokens = [tokenize(text) for text in texts]
+        else:
+            self._tokens = [memo[text] if text in memo else tokenize(text) for text in texts]
+            memo.clear()
+            memo.update(zip(texts, self._tokens, strict=True))
         self._retriever = bm25s.BM25(k1=k1, b=b)
         self._size = len(texts)
         if self._size:

@@ -30,15 +30,17 @@ SNIPPET_CHARS = 240
 class SearchService:
     """Turns engine hits into explained results; knows nothing of HTTP or the CLI."""
 
-    def __init__(self, engine: SearchEngine, knowledge: KnowledgeGraph) -> None:
+    def __init__(self, engine: SearchEngine, knowledge: KnowledgeGraph, recognizer: ConceptRecognizer | None = None) -> None:
+        """``recognizer`` reuses one built for the same vocabulary (building it compiles ~1,500 patterns)."""
         self.engine = engine
         self.knowledge = knowledge
         self._tagger: ConceptTagger | None = None
         self.tagger_factory: Callable[[], ConceptTagger] | None = None
+        self._given_recognizer = recognizer
 
     @cached_property
     def recognizer(self) -> ConceptRecognizer:
-        return ConceptRecognizer(self.engine.data.vocab)
+        return self._given_recognizer or ConceptRecognizer(self.engine.data.vocab)
 
     # ---- search ----------------------------------------------------------------
     def search(self, query: str, k: int = 10, mode: SearchMode = SearchMode.hybrid, allowed: set[str] | None = None,

@@ -44,6 +44,7 @@ LANGS = ("en", "ko")
 
 def _library(request: Request) -> Library:
     library: Library = request.app.state.library
+    library.refresh()  # pages follow writes from any process, like the API
     return library
 
 

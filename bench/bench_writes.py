@@ -1,0 +1,152 @@
+"""Write benchmarks: throughput of the write API and write-to-searchable latency across processes.
+
+    python bench/bench_writes.py                   # the bundled library (copied), 2 serve processes
+    python bench/bench_writes.py --small --writes 100
+
+What is measured, in one run on one machine, against two real `incidentlib serve` processes
+sharing one copied library directory:
+
+1. Write throughput: ``--writes`` POST /incidents from ``--clients`` concurrent clients, spread
+   over both processes; writes/s and per-write latency p50/p99 (each write is one fsync'd commit).
+2. Write-to-searchable latency: a draft with a unique word is written to process A, then
+   ``/search?mode=lexical`` is polled on process B (and, separately, on A) until it ranks the
+   draft first; from sending the write to the first finding response. p50/p99 over ``--probes``.
+
+Latencies are wall-clock on a shared machine: compare within a table, not across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from incidentlib import Library  # noqa: E402
+from incidentlib.paths import resolve_data_dir  # noqa: E402
+
+SMALL_IDS = ["IL-0001", "IL-0002", "IL-0025", "IL-0070"]
+#: Pause between polls of /search: short against the latency measured, long enough not to starve the server.
+POLL_S = 0.01
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def serve(root: Path, cache: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-m", "incidentlib", "serve", "--port", str(port), "--data", str(root),
+                                "--cache", str(cache), "--no-mcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    base = f"http://127.0.0.1:{port}"
+    while True:
+        if process.poll() is not None:
+            raise SystemExit("serve exited")
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                return process, base
+        except httpx.TransportError:
+            time.sleep(0.5)
+
+
+def draft(word: str) -> dict[str, object]:
+    return {"org": "meta", "title": {"en": f"Benchmark draft {word}"}, "summary": {"en": "Synthetic benchmark record."},
+            "body": {"en": f"{word} marks this record."}, "sources": [{"url": "https://example.com/bench", "title": "bench"}]}
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", action="store_true", help=f"Only {', '.join(SMALL_IDS)} instead of the whole library.")
+    parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--probes", type=int, default=30)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-writes-"))
+    root = work / "lib"
+    source = resolve_data_dir()
+    if args.small:
+        sys.path.insert(0, str(REPO / "tests"))
+        from conftest import small_library
+
+        small_library(root, source, SMALL_IDS)
+    else:
+        shutil.copytree(source, root, ignore=shutil.ignore_patterns(".incidentlib.db*"))
+    token = Library.open(root).create_token("bench", "editor").token
+    headers = {"Authorization": f"Bearer {token}"}
+    a, base_a = serve(root, work / "cache")
+    b, base_b = serve(root, work / "cache")
+    try:
+        def write(n: int) -> float:
+            with httpx.Client(headers=headers, timeout=120) as client:
+                started = time.perf_counter()
+                response = client.post(f"{(base_a, base_b)[n % 2]}/incidents", json=draft(f"load{n:05d}"))
+                response.raise_for_status()
+                return time.perf_counter() - started
+
+        httpx.get(f"{base_a}/search", params={"q": "warm", "mode": "lexical"}, timeout=120)
+        started = time.perf_counter()
+        with ThreadPoolExecutor(args.clients) as pool:
+            latencies = list(pool.map(write, range(args.writes)))
+        elapsed = time.perf_counter() - started
+
+        def visible(reader: str, n: int) -> float:
+            word = f"probe{n:04d}x{int(time.time() * 1000) % 100000}"
+            with httpx.Client(headers=headers, timeout=120) as client:
+                started = time.perf_counter()
+                new_id = client.post(f"{base_a}/incidents", json=draft(word)).raise_for_status().json()["id"]
+                while True:
+                    results = client.get(f"{reader}/search", params={"q": word, "mode": "lexical", "k": 1}).json()["results"]
+                    if results and results[0]["id"] == new_id:
+                        return time.perf_counter() - started
+                    time.sleep(POLL_S)
+
+        other = [visible(base_b, n) for n in range(args.probes)]
+        same = [visible(base_a, args.probes + n) for n in range(args.probes)]
+        incidents = httpx.get(f"{base_b}/health", timeout=60).json()["incidents"]
+    finally:
+        for process in (a, b):
+            process.terminate()
+            process.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+    ms = 1000.0
+    say(f"Produced by `python bench/bench_writes.py{' --small' if args.small else ''} --writes {args.writes} "
+          f"--clients {args.clients} --probes {args.probes}` on {platform.machine()}, CPython {platform.python_version()}; "
+          f"2 serve processes, {incidents} incidents at the end.\n")
+    say("| measure | value |\n|---|---|")
+    say(f"| write throughput ({args.writes} writes, {args.clients} clients, 2 processes) | {args.writes / elapsed:.1f} writes/s |")
+    say(f"| write latency p50 / p99 | {pct(latencies, 0.5) * ms:.0f} / {pct(latencies, 0.99) * ms:.0f} ms |")
+    say(f"| write-to-searchable, other process, p50 / p99 | {pct(other, 0.5) * ms:.0f} / {pct(other, 0.99) * ms:.0f} ms |")
+    say(f"| write-to-searchable, same process, p50 / p99 | {pct(same, 0.5) * ms:.0f} / {pct(same, 0.99) * ms:.0f} ms |")
+    say(f"| write-to-searchable, other process, mean | {statistics.mean(other) * ms:.0f} ms |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+"""Writes through the overlay, and the merged view every process reads.
+
+Every write is: read the current document inside the write transaction, apply the change,
+validate the result by the rules of ``incidentlib validate`` (shape and references, against
+the live set of ids), then store the document and a change-log entry in the same commit.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from ..errors import (
+    IncidentNotFound,
+    InvalidRequest,
+    PreconditionFailed,
+    PreconditionRequired,
+    StateConflict,
+    ValidationFailed,
+)
+from ..loader import INCIDENTS_DIR, LibraryData, Problem, check_incident
+from ..models import CONCEPT_FIELDS, INCIDENT_ID_RE, Incident
+from .overlay import OverlayRecord, OverlayStore, Transaction
+
+#: Digits in a new id's number (IL-0001); the models accept 4 to 6.
+ID_DIGITS = 4
+DEFAULT_PREFIX = "IL"
+#: Fields a client may not set through an update: the id names the record, the status moves by publish/reject.
+FIXED_FIELDS = ("id", "status")
+Doc = dict[str, Any]
+
+
+def dump(incident: Incident) -> Doc:
+    """The stored form of an incident: JSON types, fields left at their defaults omitted (as a curator writes YAML)."""
+    doc = incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    return {"id": incident.id, "status": incident.status.value, **doc}  # the status is always explicit
+
+
+def etag(doc: Doc) -> str:
+    """A strong ETag: the first 16 hex digits of SHA-256 over the canonical JSON of the document."""
+    canonical = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return '"' + hashlib.sha256(canonical.encode()).hexdigest()[:16] + '"'
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON Merge Patch: objects merge key by key, ``null`` removes a key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def json_patch(before: Doc | None, after: Doc | None) -> list[dict[str, Any]]:
+    """An RFC 6902 JSON Patch from ``before`` to ``after`` at field level (add / remove / replace)."""
+    old, new = before or {}, after or {}
+    ops: list[dict[str, Any]] = []
+    for key in sorted(set(old) | set(new)):
+        if key not in new:
+            ops.append({"op": "remove", "path": f"/{key}"})
+        elif key not in old:
+            ops.append({"op": "add", "path": f"/{key}", "value": new[key]})
+        elif old[key] != new[key]:
+            ops.append({"op": "replace", "path": f"/{key}", "value": new[key]})
+    return ops
+
+
+def patched(data: LibraryData, records: dict[str, OverlayRecord | None], base: LibraryData, seq: int) -> LibraryData:
+    """``data`` with only the changed incidents replaced: O(changes), not O(overlay).
+
+    ``records`` maps each changed id to its overlay row (None: no row any more, so the base record shows).
+    """
+    incidents = dict(data.incidents)
+    for incident_id, record in records.items():
+        if record is None:
+            if incident_id in base.incidents:
+                incidents[incident_id] = base.incidents[incident_id]
+            else:
+                incidents.pop(incident_id, None)
+        elif record.deleted:
+            incidents.pop(incident_id, None)
+        else:
+            incidents[incident_id] = Incident.model_validate(record.doc)
+    digest = hashlib.sha256(f"{base.content_hash}:{seq}".encode()).hexdigest()
+    return replace(data, incidents=dict(sorted(incidents.items())), content_hash=digest)
+
+
+def merged(base: LibraryData, records: list[OverlayRecord], seq: int) -> LibraryData:
+    """``base`` with the overlay applied: live records replace or add incidents, tombstones remove them."""
+    incidents = dict(base.incidents)
+    for record in records:
+        if record.deleted:
+            incidents.pop(record.id, None)
+        else:
+            incidents[record.id] = Incident.model_validate(record.doc)
+    digest = hashlib.sha256(f"{base.content_hash}:{seq}".encode()).hexdigest()
+    return replace(base, incidents=dict(sorted(incidents.items())), content_hash=digest)
+
+
+class Writer:
+    """The write operations of one library: base data from YAML, changes into ``store``."""
+
+    def __init__(self, store: OverlayStore, base: Callable[[], LibraryData]) -> None:
+        self.store = store
+        self._base = base
+
+    # ---- reading inside a transaction ------------------------------------------------
+    def _live_ids(self, tx: Transaction) -> set[str]:
+        ids = set(self._base().incidents)
+        for incident_id, deleted in tx.states().items():
+            (ids.discard if deleted else ids.add)(incident_id)
+        return ids
+
+    def _current(self, tx: Transaction, incident_id: str, deleted: bool = False) -> Doc:
+        """The live document (or, with ``deleted``, the tombstoned one); :class:`IncidentNotFound` otherwise."""
+        key = incident_id.strip().upper()
+        record = tx.record(key)
+        if record is not None:
+            if record.deleted == deleted:
+                return record.doc
+        elif not deleted and key in self._base().incidents:
+            return dump(self._base().incidents[key])
+        raise IncidentNotFound(incident_id)
+
+    def _check(self, tx: Transaction, doc: Doc, ids: set[str] | None = None) -> Doc:
+        ident = str(doc.get("id", "new"))
+        incident, problems = check_incident(f"{INCIDENTS_DIR}/{ident}.yaml", doc, ids or self._live_ids(tx) | {ident},
+                                            self._base().vocab)
+        if problems or incident is None:
+            raise ValidationFailed(problems)
+        return dump(incident)
+
+    def _next_id(self, tx: Transaction, prefix: str) -> str:
+        pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)$")
+        numbers = [int(m.group(1)) for i in [*self._base().incidents, *tx.ids()] if (m := pattern.match(i))]
+        return f"{prefix}-{max(numbers, default=0) + 1:0{ID_DIGITS}d}"
+
+    # ---- operations ------------------------------------------------------------------------
+    def create_draft(self, doc: Doc, actor: str) -> Doc:
+        """Store ``doc`` as a new draft with the next free id of its prefix (or the id it names, when free)."""
+        if not isinstance(doc, dict):
+            raise ValidationFailed([Problem(file="request body", message="expected a JSON object of incident fields")])
+        with self.store.write() as tx:
+            doc = {key: value for key, value in doc.items() if value is not None}
+            wanted = doc.get("id")
+            if wanted is not None:
+                wanted = str(wanted).strip().upper()
+                if not INCIDENT_ID_RE.match(wanted):
+                    raise ValidationFailed([Problem(file="request body", field="id",
+                                                    message=f"incident id {wanted!r} must look like IL-0001")])
+                if wanted in self._base().incidents or tx.record(wanted) is not None:
+                    raise StateConflict(f"id: incident {wanted!r} already exists")
+            incident_id = wanted or self._next_id(tx, DEFAULT_PREFIX)
+            stored = self._check(tx, {**doc, "id": incident_id, "status": "draft"})
+            tx.put(incident_id, "create", actor, None, stored)
+        return stored
+
+    def update(self, incident_id: str, patch: Doc, if_match: str | None, actor: str) -> Doc:
+        """Apply a JSON Merge Patch when ``if_match`` is the current ETag (412 when stale, 428 when missing)."""
+        if not if_match:
+            raise PreconditionRequired(f"If-Match: updating {incident_id} needs the ETag of the version you edited")
+        if not isinstance(patch, dict):
+            raise ValidationFailed([Problem(file="request body", message="expected a JSON merge patch object")])
+        fixed = [key for key in FIXED_FIELDS if key in patch]
+        if fixed:
+            raise ValidationFailed([Problem(file="request body", field=key, message="cannot be changed by an update "
+                                            "(the id is fixed; use publish or reject for the status)") for key in fixed])
+        return self._change(incident_id, "update", actor, lambda doc: merge_patch(doc, patch), if_match)
+
+    def _change(self, incident_id: str, action: str, actor: str, edit: Callable[[Doc], Doc],
+                if_match: str | None = None) -> Doc:
+        with self.store.write() as tx:
+            before = self._current(tx, incident_id)
+            if if_match is not None and if_match.strip() not in (etag(before), "*"):
+                raise PreconditionFailed(f"If-Match: {incident_id} changed since you read it "
+                                         f"(current ETag {etag(before)}); read it again and reapply your edit")
+            after = self._check(tx, edit(copy.deepcopy(before)))
+            tx.put(after["id"], action, actor, before, after)
+        return after
+
+    def publish(self, incident_id: str, actor: str, if_match: str | None = None) -> Doc:
+        """Draft -> published; the record must now meet the published rules (both languages, date, a component)."""
+        def edit(doc: Doc) -> Doc:
+            if doc.get("status") != "draft":
+                raise StateConflict(f"status: {doc['id']} is not a draft")
+            return {**doc, "status": "published"}
+        return self._change(incident_id, "publish", actor, edit, if_match)
+
+    def _tombstone(self, incident_id: str, action: str, actor: str, need_draft: bool = False) -> Doc:
+        with self.store.write() as tx:
+            before = self._current(tx, incident_id)
+            if need_draft and before.get("status") != "draft":
+                raise StateConflict(f"status: {before['id']} is not a draft; delete it instead")
+            referrers = [i for i in self._live_ids(tx) if i != before["id"] and any(
+                link.get("id") == before["id"] for link in self._current(tx, i).get("related", []))]
+            if referrers:
+                raise StateConflict(f"related: {', '.join(sorted(referrers))} link to {before['id']}; remove those links first")
+            tx.put(before["id"], action, actor, before, None, deleted=True)
+        return before
+
+    def reject(self, incident_id: str, actor: str) -> Doc:
+        """Reject a draft: it leaves the library (a restorable tombstone, like a delete)."""
+        return self._tombstone(incident_id, "reject", actor, need_draft=True)
+
+    def delete(self, incident_id: str, actor: str) -> Doc:
+        """Soft delete: the record leaves every view; :meth:`restore` brings it back."""
+        return self._tombstone(incident_id, "delete", actor)
+
+    def restore(self, incident_id: str, actor: str) -> Doc:
+        """Bring back a deleted or rejected record as it was."""
+        with self.store.write() as tx:
+            doc = self._current(tx, incident_id, deleted=True)
+            stored = self._check(tx, doc)
+            tx.put(stored["id"], "restore", actor, None, stored)
+        return stored
+
+    def add_link(self, incident_id: str, target: str, reason: dict[str, str], actor: str) -> Doc:
+        """Add (or replace the reason of) a curated related link to ``target``."""
+        target = target.strip().upper()
+
+        def edit(doc: Doc) -> Doc:
+            links = [link for link in doc.get("related", []) if link.get("id") != target]
+            return {**doc, "related": [*links, {"id": target, "reason": reason}]}
+        return self._change(incident_id, "link", actor, edit)
+
+    def remove_link(self, incident_id: str, target: str, actor: str) -> Doc:
+        """Remove the curated link to ``target``; :class:`StateConflict` when there is none."""
+        target = target.strip().upper()
+
+        def edit(doc: Doc) -> Doc:
+            links = doc.get("related", [])
+            kept = [link for link in links if link.get("id") != target]
+            if len(kept) == len(links):
+                raise StateConflict(f"related: {doc['id']} has no link to {target}")
+            result = {**doc, "related": kept}
+            if not kept:
+                result.pop("related")
+            return result
+        return self._change(incident_id, "unlink", actor, edit)
+
+    def review_concept(self, incident_id: str, concept: str, accept: bool, actor: str) -> Doc:
+        """Accept (move into its field) or reject (drop) a concept suggestion of ``incident_id``.
+
+        The suggestions live in the record's ``suggestions`` field; a suggestion of kind k is
+        accepted into the field that :data:`models.CONCEPT_FIELDS` maps to k.
+        """
+        fields = {kind.value: field for field, kind in CONCEPT_FIELDS.items()}
+
+        def edit(doc: Doc) -> Doc:
+            suggestions = doc.get("suggestions", [])
+            found = [s for s in suggestions if s.get("concept") == concept]
+            if not found:
+                raise StateConflict(f"suggestions: {doc['id']} has no suggestion {concept!r}")
+            result = {**doc, "suggestions": [s for s in suggestions if s.get("concept") != concept]}
+            if not result["suggestions"]:
+                result.pop("suggestions")
+            if accept:
+                field = fields[found[0]["kind"]]
+                if field == "org":
+                    result["org"] = concept
+                elif concept not in result.get(field, []):
+                    result[field] = [*result.get(field, []), concept]
+            return result
+        return self._change(incident_id, "accept-concept" if accept else "reject-concept", actor, edit)
+
+    def import_drafts(self, docs: list[Doc], actor: str) -> list[Doc]:
+        """Store already-built import drafts in one transaction: all or nothing."""
+        with self.store.write() as tx:
+            ids = self._live_ids(tx) | {str(d.get("id")) for d in docs}
+            stored = []
+            for doc in docs:
+                if doc.get("id") in self._base().incidents or tx.record(str(doc.get("id"))) is not None:
+                    raise StateConflict(f"id: incident {doc.get('id')!r} already exists; run the import again")
+                checked = self._check(tx, {**doc, "status": "draft"}, ids)
+                tx.put(checked["id"], "import", actor, None, checked)
+                stored.append(checked)
+        return stored
+
+
+def check_prefix(prefix: str) -> str:
+    if not re.fullmatch(r"[A-Z]{2,8}", prefix):
+        raise InvalidRequest(f"id_prefix: must be 2 to 8 uppercase letters, got {prefix!r}")
+    return prefix

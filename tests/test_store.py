@@ -1,0 +1,227 @@
+"""The write store through the Library facade: drafts, ETags, review, links, deletes, history, tokens, refresh."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import small_library
+from fakes import HashEmbedder
+from rdflib import Graph
+from rdflib.namespace import PROV
+
+from incidentlib import Library
+from incidentlib.errors import (
+    AuthError,
+    Forbidden,
+    IncidentNotFound,
+    PreconditionFailed,
+    PreconditionRequired,
+    StateConflict,
+    ValidationFailed,
+)
+from incidentlib.loader import load_library
+from incidentlib.store import STORE_FILE
+
+IDS = ["IL-0001", "IL-0002", "IL-0025", "IL-0070"]  # IL-0025: named by data/diagnosis/shapes.yaml
+
+
+def draft(word: str = "pangolin") -> dict[str, object]:
+    return {
+        "org": "meta",
+        "title": {"en": f"Checkpoint stalls ({word})"},
+        "summary": {"en": "Training jobs stalled while writing checkpoints."},
+        "body": {"en": f"The {word} storage tier stopped answering."},
+        "sources": [{"url": "https://example.com/postmortem", "title": "Postmortem"}],
+    }
+
+
+def publishable() -> dict[str, object]:
+    return {"title": {"ko": "체크포인트 지연"}, "summary": {"ko": "체크포인트 저장 중 학습 작업이 멈췄다."},
+            "date": "2024-05", "components": ["gpu"]}
+
+
+@pytest.fixture()
+def root(tmp_path: Path, data_dir: Path) -> Path:
+    return small_library(tmp_path / "lib", data_dir, IDS)
+
+
+def open_lib(root: Path) -> Library:
+    return Library(load_library(root), embedder=HashEmbedder())
+
+
+@pytest.mark.slow
+def test_a_draft_is_stored_searchable_and_seen_by_another_instance(root: Path) -> None:
+    lib, other = open_lib(root), open_lib(root)
+    record = lib.create_draft(draft("quokka"), actor="ci-bot")
+    assert record.status == "draft" and record.id == "IL-0071"  # next after the highest IL id
+    assert (root / STORE_FILE).is_file() and not (root / "incidents" / f"{record.id}.yaml").exists()
+    assert [r.id for r in lib.search("quokka", mode="lexical").results] == [record.id]
+    assert record.id not in other.data.incidents
+    assert other.refresh() and record.id in other.data.incidents
+    assert [r.id for r in other.search("quokka", mode="lexical").results] == [record.id]
+    assert not other.refresh()  # nothing new: a no-op
+    assert [d.id for d in other.drafts()] == [record.id]
+
+
+def test_updates_need_the_current_etag(root: Path) -> None:
+    lib = open_lib(root)
+    record = lib.create_draft(draft())
+    with pytest.raises(PreconditionRequired):
+        lib.update_incident(record.id, {"severity": "sev2"}, None)
+    updated = lib.update_incident(record.id, {"severity": "sev2"}, record.etag, actor="alice")
+    assert updated.record["severity"] == "sev2" and updated.etag != record.etag
+    with pytest.raises(PreconditionFailed, match="changed since you read it"):
+        lib.update_incident(record.id, {"severity": "sev3"}, record.etag)  # the etag alice replaced
+    assert lib.get(record.id).severity is not None and lib.get(record.id).severity.value == "sev2"
+    removed = lib.update_incident(record.id, {"severity": None}, updated.etag)
+    assert "severity" not in removed.record
+
+
+def test_invalid_writes_name_the_field_and_store_nothing(root: Path) -> None:
+    lib = open_lib(root)
+    record = lib.create_draft(draft())
+    with pytest.raises(ValidationFailed) as caught:
+        lib.update_incident(record.id, {"severity": "sev9", "components": ["no-such-part"]}, record.etag)
+    fields = {p.field for p in caught.value.problems}
+    assert "severity" in fields
+    with pytest.raises(ValidationFailed) as caught:
+        lib.update_incident(record.id, {"components": ["no-such-part"]}, record.etag)
+    assert [p.field for p in caught.value.problems] == ["components[0]"]
+    with pytest.raises(ValidationFailed) as caught:
+        lib.update_incident(record.id, {"id": "IL-0999"}, record.etag)
+    assert caught.value.problems[0].field == "id"
+    with pytest.raises(ValidationFailed) as caught:
+        lib.create_draft({k: v for k, v in draft().items() if k != "sources"})
+    assert caught.value.problems[0].field == "sources"
+    assert lib.record(record.id).etag == record.etag
+    assert [c.action for c in lib.history(record.id).items] == ["create"]
+
+
+def test_publish_applies_the_published_rules(root: Path) -> None:
+    lib = open_lib(root)
+    record = lib.create_draft(draft())
+    with pytest.raises(ValidationFailed) as caught:
+        lib.publish(record.id)
+    assert {"date", "title", "summary", "components"} <= {p.field for p in caught.value.problems}
+    ready = lib.update_incident(record.id, publishable(), record.etag)
+    published = lib.publish(record.id, actor="reviewer")
+    assert published.status == "published" and not lib.get(record.id).is_draft and ready.etag != published.etag
+    with pytest.raises(StateConflict):
+        lib.publish(record.id)
+    assert [(e.action, e.actor) for e in lib.history(record.id).items][-1] == ("publish", "reviewer")
+    assert lib.history(record.id).items[-1].patch == [{"op": "replace", "path": "/status", "value": "published"}]
+
+
+@pytest.mark.slow
+def test_reject_delete_and_restore(root: Path) -> None:
+    lib = open_lib(root)
+    record = lib.create_draft(draft("wombat"))
+    lib.reject(record.id)
+    assert record.id not in lib.data.incidents and lib.search("wombat", mode="lexical").results == []
+    with pytest.raises(IncidentNotFound):
+        lib.get(record.id)
+    lib.restore(record.id)
+    assert lib.get(record.id).is_draft
+    lib.delete("IL-0001")
+    assert "IL-0001" not in open_lib(root).data.incidents  # a base YAML record, hidden by the store
+    assert (root / "incidents" / "IL-0001.yaml").is_file()  # soft: nothing removed
+    lib.restore("IL-0001")
+    assert "IL-0001" in open_lib(root).data.incidents
+    with pytest.raises(StateConflict):
+        lib.reject("IL-0001")  # published records are deleted, not rejected
+
+
+def test_curated_links_and_their_referential_rules(root: Path) -> None:
+    lib = open_lib(root)
+    linked = lib.add_link("IL-0001", "IL-0002", {"en": "same storage tier"}, actor="curator")
+    assert {"id": "IL-0002", "reason": {"en": "same storage tier"}} in linked.record["related"]
+    with pytest.raises(StateConflict, match="link to IL-0002"):
+        lib.delete("IL-0002")  # would leave a dangling link
+    with pytest.raises(ValidationFailed) as caught:
+        lib.add_link("IL-0001", "IL-0404", {"en": "x"})
+    assert caught.value.problems[0].field.startswith("related[")
+    lib.remove_link("IL-0001", "IL-0002")
+    assert all(link.id != "IL-0002" for link in lib.get("IL-0001").related)
+    with pytest.raises(StateConflict):
+        lib.remove_link("IL-0001", "IL-0002")
+
+
+def test_concept_suggestions_are_accepted_into_their_field_or_rejected(root: Path) -> None:
+    lib = open_lib(root)
+    doc = {**draft(), "suggestions": [{"concept": "hbm", "kind": "component", "evidence": "memory"},
+                                      {"concept": "gpu", "kind": "component", "evidence": "x"}]}
+    record = lib.create_draft(doc)
+    accepted = lib.review_concept(record.id, "hbm", accept=True)
+    assert accepted.record["components"] == ["hbm"]
+    rejected = lib.review_concept(record.id, "gpu", accept=False)
+    assert "suggestions" not in rejected.record and rejected.record["components"] == ["hbm"]
+    with pytest.raises(StateConflict):
+        lib.review_concept(record.id, "gpu", accept=True)
+
+
+def test_history_is_prov_o(root: Path) -> None:
+    lib = open_lib(root)
+    record = lib.create_draft(draft(), actor="ci-bot")
+    lib.update_incident(record.id, {"severity": "sev2"}, record.etag, actor="alice")
+    graph = Graph().parse(data=lib.history_rdf("ttl", record.id), format="turtle")
+    rows = list(graph.query(
+        "SELECT ?agent ?when WHERE { ?a a prov:Activity ; prov:wasAssociatedWith ?agent . "
+        "?v prov:wasGeneratedBy ?a ; prov:generatedAtTime ?when . } ORDER BY ?when", initNs={"prov": PROV}))
+    assert {str(r[0]).rsplit("/", 1)[-1] for r in rows} == {"ci-bot", "alice"}
+    assert len(list(graph.subject_objects(PROV.wasRevisionOf))) == 1
+
+
+def test_tokens_are_hashed_role_checked_revocable_and_expire(root: Path) -> None:
+    lib = open_lib(root)
+    editor = lib.create_token("ci-bot", "editor")
+    reader = lib.create_token("dash", "reader")
+    secret = editor.token.split("_", 2)[2]
+    with sqlite3.connect(root / STORE_FILE) as conn:
+        stored = b"".join(bytes(r[0]) + str(r[1]).encode() for r in conn.execute("SELECT hash, name FROM tokens"))
+    assert secret.encode() not in stored
+    assert lib.authorize(editor.token, "editor") == "ci-bot"
+    with pytest.raises(Forbidden):
+        lib.authorize(reader.token, "editor")
+    with pytest.raises(AuthError):
+        lib.authorize(editor.token[:-2] + "xx", "reader")
+    with pytest.raises(AuthError):
+        lib.authorize(None, "reader")
+    lib.revoke_token(editor.id)
+    with pytest.raises(AuthError, match="revoked"):
+        open_lib(root).authorize(editor.token, "reader")
+    with pytest.raises(AuthError, match="revoked"):
+        lib.authorize(editor.token, "reader")  # the verified-token memo does not outlive a revoke
+    short = lib.create_token("temp", "admin", expires_days=1)
+    with sqlite3.connect(root / STORE_FILE) as conn:
+        conn.execute("UPDATE tokens SET expires = '2000-01-01T00:00:00+00:00' WHERE id = ?", (short.id,))
+    with pytest.raises(AuthError, match="expired"):
+        lib.authorize(short.token, "reader")
+    assert {t.name: t.active for t in lib.tokens()} == {"ci-bot": False, "dash": True, "temp": False}
+
+
+def test_export_yaml_writes_the_store_back_and_the_library_validates(root: Path) -> None:
+    lib = open_lib(root)
+    record = lib.create_draft(draft())
+    lib.delete("IL-0002")
+    report = lib.export_yaml()
+    assert report.written == [record.id] and report.removed == ["IL-0002"]
+    doc = yaml.safe_load((root / "incidents" / f"{record.id}.yaml").read_text(encoding="utf-8"))
+    assert doc["status"] == "draft" and doc["id"] == record.id
+    assert not (root / "incidents" / "IL-0002.yaml").exists()
+    _, loaded, problems = Library.check(root)
+    assert problems == [] and loaded is not None and record.id in loaded.incidents
+    assert [c.action for c in lib.history(record.id).items] == ["create"]  # history outlives the export
+    assert record.id in open_lib(root).data.incidents
+
+
+def test_validate_checks_the_store_too(root: Path) -> None:
+    lib = open_lib(root)
+    record = lib.create_draft(draft())
+    (root / "vocab" / "organizations.yaml").write_text(
+        (root / "vocab" / "organizations.yaml").read_text(encoding="utf-8").replace("id: meta\n", "id: meta-gone\n"),
+        encoding="utf-8")
+    _, _, problems = Library.check(root)
+    assert any(p.file.endswith(record.id) and p.field == "org" for p in problems)
