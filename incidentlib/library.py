@@ -746,6 +746,17 @@ class Library:
             self._seq = seq
         return True
 
+    def refresh_graph(self) -> bool:
+        """:meth:`refresh`, then rebuild the RDF graph at once when something changed.
+
+        For a process that answers SPARQL from a forked copy of the library: the copies it forks
+        next inherit the rebuilt graph instead of each rebuilding it.
+        """
+        changed = self.refresh()
+        if changed:
+            _ = self._rdf
+        return changed
+
     @property
     def change_seq(self) -> int:
         """The id of the newest change this process has applied (0 for a library never written)."""
@@ -800,7 +811,7 @@ class Library:
         return self._stored(self._writer.remove_link(incident_id, target, actor))
 
     def review_concept(self, incident_id: str, concept: str, accept: bool, actor: str = "local") -> StoredRecord:
-        """Accept (into its field) or reject a concept suggested for ``incident_id``."""
+        """Accept a proposed ``inferred:`` link of ``incident_id`` into its curated field, or mark it rejected (as :meth:`review`)."""
         return self._stored(self._writer.review_concept(incident_id, concept, accept, actor))
 
     def history(self, incident_id: str) -> HistoryPage:

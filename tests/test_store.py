@@ -149,17 +149,22 @@ def test_curated_links_and_their_referential_rules(root: Path) -> None:
         lib.remove_link("IL-0001", "IL-0002")
 
 
-def test_concept_suggestions_are_accepted_into_their_field_or_rejected(root: Path) -> None:
+def test_inferred_concepts_are_accepted_into_their_field_or_rejected(root: Path) -> None:
     lib = open_lib(root)
-    doc = {**draft(), "suggestions": [{"concept": "hbm", "kind": "component", "evidence": "memory"},
-                                      {"concept": "gpu", "kind": "component", "evidence": "x"}]}
+    doc = {**draft(), "inferred": [{"concept": "hbm", "kind": "component", "evidence": "memory", "method": "alias", "confidence": 0.9},
+                                   {"concept": "gpu", "kind": "component", "evidence": "x", "method": "alias", "confidence": 0.6}]}
     record = lib.create_draft(doc)
     accepted = lib.review_concept(record.id, "hbm", accept=True)
     assert accepted.record["components"] == ["hbm"]
+    assert [link["concept"] for link in accepted.record["inferred"]] == ["gpu"]
     rejected = lib.review_concept(record.id, "gpu", accept=False)
-    assert "suggestions" not in rejected.record and rejected.record["components"] == ["hbm"]
-    with pytest.raises(StateConflict):
+    assert rejected.record["components"] == ["hbm"]
+    assert rejected.record["inferred"] == [{**doc["inferred"][1], "status": "rejected"}]
+    assert [link.concept for link in lib.get(record.id).proposed()] == []
+    with pytest.raises(StateConflict):  # a rejected link is no longer proposed
         lib.review_concept(record.id, "gpu", accept=True)
+    with pytest.raises(StateConflict):
+        lib.review_concept(record.id, "hbm", accept=False)
 
 
 def test_history_is_prov_o(root: Path) -> None:

@@ -107,7 +107,7 @@ def remove_link(incident_id: IncidentId, target: IncidentId, library: LibraryDep
 def review_concept(incident_id: IncidentId, concept: Annotated[str, Path(max_length=MAX_REF_CHARS)],
                    decision: Literal["accept", "reject"], library: LibraryDep, actor: EditorDep,
                    response: Response) -> StoredRecord:
-    """Accept a suggested concept into its field, or reject it."""
+    """Accept a proposed inferred concept into its curated field, or mark it rejected (as `incidentlib review`)."""
     return _stored(response, library.review_concept(incident_id, concept, decision == "accept", actor=actor))
 
 

@@ -31,6 +31,7 @@ thread and only the wait is bounded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -162,6 +163,10 @@ def _host_main(library: Library, conn: Connection) -> None:
         except (EOFError, OSError):
             os._exit(0)
         try:
+            # follow acknowledged writes (docs/storage.md) before forking the worker; a store that
+            # cannot be read leaves the last snapshot answering
+            with contextlib.suppress(Exception):
+                library.refresh_graph()
             conn.send(_run_in_worker(library, query, timeout))
         except (BrokenPipeError, OSError):
             os._exit(0)

@@ -24,7 +24,7 @@ from ..errors import (
     ValidationFailed,
 )
 from ..loader import INCIDENTS_DIR, LibraryData, Problem, check_incident
-from ..models import CONCEPT_FIELDS, INCIDENT_ID_RE, Incident
+from ..models import INCIDENT_ID_RE, Incident
 from .overlay import OverlayRecord, OverlayStore, Transaction
 
 #: Digits in a new id's number (IL-0001); the models accept 4 to 6.
@@ -248,28 +248,20 @@ class Writer:
         return self._change(incident_id, "unlink", actor, edit)
 
     def review_concept(self, incident_id: str, concept: str, accept: bool, actor: str) -> Doc:
-        """Accept (move into its field) or reject (drop) a concept suggestion of ``incident_id``.
+        """Accept or reject a proposed link of the record's ``inferred:`` block, as ``incidentlib review`` does.
 
-        The suggestions live in the record's ``suggestions`` field; a suggestion of kind k is
-        accepted into the field that :data:`models.CONCEPT_FIELDS` maps to k.
+        Accept: the concept moves into the curated field of its kind and leaves ``inferred``;
+        reject: it stays in ``inferred`` marked rejected, so tagging never proposes it again.
         """
-        fields = {kind.value: field for field, kind in CONCEPT_FIELDS.items()}
+        from ..errors import ReviewError
+        from ..tagging.store import review_document
 
         def edit(doc: Doc) -> Doc:
-            suggestions = doc.get("suggestions", [])
-            found = [s for s in suggestions if s.get("concept") == concept]
-            if not found:
-                raise StateConflict(f"suggestions: {doc['id']} has no suggestion {concept!r}")
-            result = {**doc, "suggestions": [s for s in suggestions if s.get("concept") != concept]}
-            if not result["suggestions"]:
-                result.pop("suggestions")
-            if accept:
-                field = fields[found[0]["kind"]]
-                if field == "org":
-                    result["org"] = concept
-                elif concept not in result.get(field, []):
-                    result[field] = [*result.get(field, []), concept]
-            return result
+            chosen = {concept}
+            try:
+                return review_document(doc, chosen if accept else set(), set() if accept else chosen, str(doc["id"]))[0]
+            except ReviewError as exc:
+                raise StateConflict(f"inferred: {exc}") from None
         return self._change(incident_id, "accept-concept" if accept else "reject-concept", actor, edit)
 
     def import_drafts(self, docs: list[Doc], actor: str) -> list[Doc]:

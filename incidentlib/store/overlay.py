@@ -11,6 +11,7 @@ indexed read) to learn that something changed.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -155,7 +156,8 @@ class OverlayStore:
 
     def _connect(self, create: bool) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
+        # a connection must not be used across fork() (SQLite's rule): a forked child opens its own
+        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
             return conn
         if not create and not self.exists:
             raise FileNotFoundError(self.path)
@@ -169,6 +171,7 @@ class OverlayStore:
             raise ReadOnlyLibrary(f"{self.path}: cannot open the write store ({exc}); "
                                   "copy the library to a writable directory to change it") from None
         self._local.conn = conn
+        self._local.pid = os.getpid()
         return conn
 
     @contextmanager

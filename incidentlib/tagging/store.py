@@ -48,17 +48,20 @@ def write_inferred(path: Path, links: list[InferredLink]) -> Incident:
     return _write(path, document)
 
 
-def review_links(path: Path, accept: set[str], reject: set[str]) -> tuple[Incident, list[str], list[str]]:
-    """Accept (move to the curated list of its kind) or reject (keep, marked rejected) proposed links."""
-    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+def review_document(document: dict[str, Any], accept: set[str], reject: set[str],
+                    name: str) -> tuple[dict[str, Any], list[str], list[str]]:
+    """``document`` with proposed links accepted (moved to the curated list of their kind, dropped
+    from ``inferred``) or rejected (kept, marked rejected); ``name`` names the record in errors.
+    The input is not changed."""
+    document = dict(document)
     links = [InferredLink.model_validate(x) for x in document.get("inferred", [])]
     proposed = {link.concept for link in links if link.status is InferredStatus.proposed}
     unknown = sorted((accept | reject) - proposed)
     if unknown:
-        raise ReviewError(f"{path.name}: no proposed inferred link for {', '.join(unknown)}")
+        raise ReviewError(f"{name}: no proposed inferred link for {', '.join(unknown)}")
     both = sorted(accept & reject)
     if both:
-        raise ReviewError(f"{path.name}: cannot both accept and reject {', '.join(both)}")
+        raise ReviewError(f"{name}: cannot both accept and reject {', '.join(both)}")
     kept: list[InferredLink] = []
     for link in links:
         if link.concept in accept:
@@ -74,4 +77,10 @@ def review_links(path: Path, accept: set[str], reject: set[str]) -> tuple[Incide
     document.pop("inferred", None)
     if kept:
         document["inferred"] = [link.model_dump(mode="json", exclude_defaults=True) | {"confidence": link.confidence} for link in kept]
-    return _write(path, document), sorted(accept), sorted(reject)
+    return document, sorted(accept), sorted(reject)
+
+
+def review_links(path: Path, accept: set[str], reject: set[str]) -> tuple[Incident, list[str], list[str]]:
+    """Accept (move to the curated list of its kind) or reject (keep, marked rejected) proposed links."""
+    document, accepted, rejected = review_document(yaml.safe_load(path.read_text(encoding="utf-8")), accept, reject, path.name)
+    return _write(path, document), accepted, rejected
