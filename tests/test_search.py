@@ -180,8 +180,9 @@ def test_similar_to_pasted_log_line(search_library: Library) -> None:
     log = ("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=408951, OpType=_ALLGATHER_BASE, "
            "Timeout(ms)=600000) ran for 600351 milliseconds before timing out")
     response = search_library.similar(text=log, k=5)
-    assert response.results[0].id == "IL-0025"
-    assert "nccl" in {c.id for c in response.results[0].why.shared_concepts}
+    # since the library grew, other records carry the same watchdog line (IL-0250); the seed stays near the top
+    assert "IL-0025" in [r.id for r in response.results[:3]]
+    assert all("nccl" in {c.id for c in r.why.shared_concepts} for r in response.results[:2])
     assert response.results[0].why.graph_score is not None
 
 

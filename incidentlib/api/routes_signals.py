@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..requests import MAX_DIAGNOSE_LIMIT, MAX_SERIES_BYTES, MAX_SERIES_POINTS, Lang
 from ..views import AlertsAnswer, SeriesDiagnosis
 from .deps import LangDep, LibraryDep
-from .schemas import ErrorBody
 
 router = APIRouter(tags=["analysis"])
 
@@ -50,7 +49,7 @@ class SeriesRequest(BaseModel):
         return self
 
 
-@router.post("/diagnose/series", response_model=SeriesDiagnosis, responses={422: {"model": ErrorBody}})
+@router.post("/diagnose/series", response_model=SeriesDiagnosis)
 def diagnose_series(body: SeriesRequest, library: LibraryDep, lang: LangDep) -> SeriesDiagnosis:
     """The shape of an MFU curve (fabric-down, gdr-misconfig, degraded-links, gc-drift, thermal-throttle, healthy),
     its features, likely causes and the incidents that show it; a "cannot tell" with the reason when it cannot."""
@@ -58,7 +57,7 @@ def diagnose_series(body: SeriesRequest, library: LibraryDep, lang: LangDep) -> 
                                    lang=body.lang or lang, limit=body.limit)
 
 
-@router.post("/alerts/alertmanager", response_model=AlertsAnswer, responses={422: {"model": ErrorBody}})
+@router.post("/alerts/alertmanager", response_model=AlertsAnswer)
 def alertmanager(
     library: LibraryDep, lang: LangDep,
     payload: Annotated[dict[str, Any], Body(openapi_examples={"alertmanager": {"summary": "Alertmanager webhook", "value": ALERT_EXAMPLE}})],
