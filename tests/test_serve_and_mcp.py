@@ -163,7 +163,7 @@ def test_real_server_answers_alertmanager_webhooks(server: str) -> None:
     [alert] = response.json()["alerts"]
     assert alert["signals"][0]["family"] == "nccl-watchdog" and alert["signals"][0]["code"] == "_allgather_base"
     assert "IL-0025" in [i["id"] for i in alert["incidents"][:3]]
-    assert {"IL-0025", "IL-0049"} <= {i["id"] for i in alert["incidents"]}  # both have NCCL collective timeouts
+    assert all(any(c["id"] == "nccl" for c in i["shared"]) for i in alert["incidents"][:3])  # NCCL collective timeouts
     assert "IL-0025" in alert["markdown"] and alert["markdown"].startswith("**[FIRING] NCCLWatchdogTimeout**")
 
     xid = json.loads((FIXTURES / "alertmanager-xid79.json").read_text(encoding="utf-8"))
@@ -171,11 +171,11 @@ def test_real_server_answers_alertmanager_webhooks(server: str) -> None:
     assert body["answered"] == 1 and body["skipped"] == ["GPUXidError"]  # the resolved one is not diagnosed
     [alert] = body["alerts"]
     assert alert["signals"][0]["code"] == "79"
-    assert alert["incidents"][0]["id"] in {"IL-0027", "IL-0028", "IL-0041", "IL-0043", "IL-0044"}  # gpu-fell-off-bus incidents
+    assert any(c["id"] == "gpu-fell-off-bus" for c in alert["incidents"][0]["shared"])  # an incident where the GPU fell off the bus
     assert "**신호:**" in alert["markdown"]
 
     bad = httpx.post(f"{server}/alerts/alertmanager", json={"version": "3", "alerts": [{}]}, timeout=30)
-    assert bad.status_code == 422 and "version" in bad.json()["detail"]
+    assert bad.status_code == 422 and "version" in json.dumps(bad.json()["detail"])
 
 
 def test_real_server_diagnoses_a_series(server: str) -> None:
