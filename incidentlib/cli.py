@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional, get_args
 
 import typer
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -155,8 +155,10 @@ def emit_json(value: BaseModel | list[Any] | dict[str, Any]) -> None:
     if isinstance(value, BaseModel):
         text = value.model_dump_json(indent=2)
     elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
-        adapter: TypeAdapter[list[Any]] = TypeAdapter(list[type(value[0])])  # type: ignore[misc]  # element type known at run time
-        text = adapter.dump_json(value, indent=2).decode()
+        # Each model dumps itself in JSON mode, so dates, enums and nested models serialise exactly
+        # as model_dump_json would, without a run-time generic TypeAdapter.
+        items = [item.model_dump(mode="json") if isinstance(item, BaseModel) else item for item in value]
+        text = json.dumps(items, ensure_ascii=False, indent=2)
     else:
         text = json.dumps(value, ensure_ascii=False, indent=2)
     sys.stdout.write(text + "\n")
