@@ -228,8 +228,9 @@ class Library:
         return build_graph(self.data)
 
     def warm(self) -> None:
-        """Build now what the first requests would build: the RDF graph and the concept recognizer."""
-        _ = self._rdf, self._search_service.recognizer
+        """Build now what the first requests would build: the RDF graph, the concept recognizer and the
+        concept tagger (its classifier is fitted once per library content and cached beside the index)."""
+        _ = self._rdf, self._search_service.recognizer, self.tagger
 
     # ---- listing and filters ----------------------------------------------
     def resolve_filter(self, filters: IncidentFilter) -> dict[str, set[str]]:

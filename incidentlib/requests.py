@@ -41,6 +41,9 @@ MAX_IMPORT_CHARS = 5_000_000
 #: characters aside), which keeps a full-size Korean collection inside the limit.
 MAX_IMPORT_BYTES = 4 * MAX_IMPORT_CHARS
 #: Alerts diagnosed per webhook call: Alertmanager groups a few dozen at most by default.
+# Longest lifetime of an API token: ten years is "does not expire" for any real deployment, and
+# keeps the expiry date representable (a date past year 9999 cannot be stored).
+MAX_TOKEN_DAYS = 3650
 MAX_ALERTS = 50
 #: Symptoms named in one diagnosis request.
 MAX_SYMPTOMS = 20
@@ -213,6 +216,7 @@ __all__ = [
     "MAX_SERIES_POINTS",
     "MAX_SPARQL_CHARS",
     "MAX_SYMPTOMS",
+    "MAX_TOKEN_DAYS",
     "MAX_YEAR",
     "MIN_YEAR",
     "FilterParam",

@@ -15,7 +15,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from .. import __version__
 from ..library import Library
 from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
-from . import errors
+from . import contract, errors
 from .deps import read_access
 from .guards import GUARD_RESPONSES, GuardMiddleware, GuardSettings, host_names, mcp_transport_lists
 from .routes_analysis import router as analysis_router
@@ -92,8 +92,10 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     app.state.settings = settings
     app.state.sparql_runner = sparql_runner
     errors.install(app)
-    for router in (library_router, search_router, graph_router, analysis_router, signals_router, write_router):
+    routers = (library_router, search_router, graph_router, analysis_router, signals_router, write_router)
+    for router in routers:
         app.include_router(router, responses=GUARD_RESPONSES)
+    contract.install(app, routers, require_auth=settings.require_auth)
     if settings.web:
         from .. import web
 

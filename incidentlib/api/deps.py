@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, Header, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from ..errors import AuthError
 from ..library import Library
 from ..requests import FilterParam, IncidentFilter, with_filter_params
 
@@ -26,27 +27,46 @@ bearer = HTTPBearer(auto_error=False, description="An API token from `incidentli
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
-def _token(credentials: HTTPAuthorizationCredentials | None) -> str | None:
-    return credentials.credentials if credentials else None
+def _token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    """The bearer token, or None when no ``Authorization`` header was sent at all.
+
+    A header in another scheme (``Basic ...``) or without a token is refused, not read as anonymous.
+    """
+    if credentials is not None:
+        return credentials.credentials
+    if request.headers.get("authorization") is not None:
+        raise AuthError("Authorization: expected 'Bearer <token>' with a token from `incidentlib token create`")
+    return None
+
+
+#: Routes that answer without any token whatever the settings: liveness probes of a load balancer.
+OPEN_PATHS = frozenset({"/health"})
 
 
 def read_access(request: Request, credentials: Credentials) -> None:
-    """Reads are open unless the service runs with ``--require-auth``; then any valid token may read."""
-    if request.app.state.settings.require_auth:
+    """Reads are open unless the service runs with ``--require-auth``; then any valid token may read.
+
+    A token that is sent is always checked, even where none is needed: an unknown, revoked or expired
+    token is answered 401 rather than silently treated as anonymous, so a client learns its token is bad.
+    """
+    if request.url.path in OPEN_PATHS:
+        return
+    token = _token(request, credentials)
+    if token is not None or request.app.state.settings.require_auth:
         library: Library = request.app.state.library
-        library.authorize(_token(credentials), "reader")
+        library.authorize(token, "reader")
 
 
 def editor(request: Request, credentials: Credentials) -> str:
     """The editor (or admin) token's name: every write records it as the actor."""
     library: Library = request.app.state.library
-    return library.authorize(_token(credentials), "editor")
+    return library.authorize(_token(request, credentials), "editor")
 
 
 def admin(request: Request, credentials: Credentials) -> str:
     """The admin token's name (token management)."""
     library: Library = request.app.state.library
-    return library.authorize(_token(credentials), "admin")
+    return library.authorize(_token(request, credentials), "admin")
 
 
 def get_lang(

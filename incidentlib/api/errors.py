@@ -13,17 +13,22 @@ import re
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from ..errors import (
     AuthError,
     Forbidden,
+    ImportFailed,
     IncidentlibError,
     InvalidRequest,
+    MappingError,
     NotFound,
     PreconditionFailed,
     PreconditionRequired,
+    ReadError,
     SparqlBusy,
     SparqlError,
     SparqlTimeout,
@@ -43,6 +48,10 @@ STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
     (WriteError, 409),
     (SparqlError, 400),
     (InvalidRequest, 422),
+    # an uploaded collection (POST /import) that cannot be read or mapped is the request's fault
+    (ReadError, 422),
+    (MappingError, 422),
+    (ImportFailed, 422),
     (SparqlTimeout, 503),
     (SparqlBusy, 503),
 )
@@ -51,6 +60,7 @@ DEFAULT_STATUS = 500
 #: Seconds a client is told to wait after a SPARQL time-out: about one time-limited query.
 TIMEOUT_RETRY_AFTER_SECONDS = 5
 
+HTTP_METHODS = frozenset({"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "HEAD", "TRACE"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -74,12 +84,45 @@ def json_safe(value: Any) -> Any:
     return json_safe(str(value))
 
 
-def _location(exc: InvalidRequest) -> list[str]:
-    return ["query", exc.parameter] if exc.parameter else ["query"]
+#: Where in a POST /import body each import error points.
+IMPORT_FIELD: tuple[tuple[type[IncidentlibError], list[str]], ...] = (
+    (ReadError, ["body", "content"]), (MappingError, ["body", "maps"]), (ImportFailed, ["body"]))
+
+
+def _location(exc: IncidentlibError) -> list[str]:
+    if isinstance(exc, InvalidRequest):
+        return ["query", exc.parameter] if exc.parameter else ["query"]
+    return next((loc for cls, loc in IMPORT_FIELD if isinstance(exc, cls)), ["body"])
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the OpenAPI document declares for the request's path (HEAD with GET).
+
+    Starlette's own 405 names only the first route that matched the path; a path served by two
+    routers (``GET /incidents`` for reading, ``POST /incidents`` for writing) needs their union,
+    and the contract is the one list both agree on.
+    """
+    path = request.url.path
+    methods: set[str] = set()
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        pattern = "^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)) + "$"
+        if re.match(pattern, path):
+            methods.update(method.upper() for method in operations if method.upper() in HTTP_METHODS)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
 
 
 def install(app: FastAPI) -> None:
     """Register one handler for the whole hierarchy, and a JSON-safe one for validation errors."""
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 405:
+            allowed = allowed_methods(request)
+            if allowed:
+                exc = HTTPException(405, exc.detail, headers={**(exc.headers or {}), "Allow": ", ".join(allowed)})
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -96,7 +139,7 @@ def install(app: FastAPI) -> None:
         headers: dict[str, str] = {}
         if isinstance(exc, NotFound):
             content["id"] = exc.key
-        elif status == 422 and isinstance(exc, InvalidRequest):  # the documented validation array
+        elif status == 422:  # the documented validation array
             content["detail"] = [{"loc": _location(exc), "msg": str(exc), "type": "value_error"}]
         if isinstance(exc, ValidationFailed):
             content["problems"] = [p.model_dump() for p in exc.problems]

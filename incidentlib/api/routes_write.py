@@ -13,7 +13,7 @@ from fastapi import APIRouter, Body, Header, Path, Query, Response
 from pydantic import BaseModel, Field
 
 from ..library import MEDIA_TYPES, ExportFormat
-from ..requests import MAX_ID_CHARS, MAX_IMPORT_CHARS, MAX_REF_CHARS
+from ..requests import MAX_ID_CHARS, MAX_IMPORT_CHARS, MAX_REF_CHARS, MAX_TOKEN_DAYS
 from ..views import CreatedToken, HistoryPage, StoredRecord, TokenView
 from .deps import AdminDep, EditorDep, LibraryDep
 from .schemas import ErrorBody
@@ -59,7 +59,8 @@ def update(incident_id: IncidentId, library: LibraryDep, actor: EditorDep, respo
     return _stored(response, library.update_incident(incident_id, patch, if_match, actor=actor))
 
 
-@router.post("/incidents/{incident_id}/publish", response_model=StoredRecord, responses=ERRORS, tags=["writes"])
+@router.post("/incidents/{incident_id}/publish", response_model=StoredRecord,
+             responses={**ERRORS, 412: {"model": ErrorBody, "description": "If-Match names another version"}}, tags=["writes"])
 def publish(incident_id: IncidentId, library: LibraryDep, actor: EditorDep, response: Response,
             if_match: Annotated[str | None, Header()] = None) -> StoredRecord:
     """Publish a draft; 422 names each field the published rules still miss."""
@@ -124,7 +125,7 @@ def history(incident_id: IncidentId, library: LibraryDep) -> HistoryPage:
 
 
 @router.get("/history", tags=["writes"], response_class=Response,
-            responses={200: {"content": {MEDIA_TYPES[ExportFormat.turtle]: {}}}})
+            responses={200: {"content": {MEDIA_TYPES[ExportFormat(fmt)]: {} for fmt in ("ttl", "jsonld", "nt")}}})
 def provenance(library: LibraryDep, fmt: Annotated[Literal["ttl", "jsonld", "nt"], Query(alias="format")] = "ttl",
                incident: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None) -> Response:
     """The change log as PROV-O (prov:Activity, prov:wasAssociatedWith, prov:generatedAtTime ...)."""
@@ -157,7 +158,7 @@ def import_records(body: ImportBody, library: LibraryDep, actor: EditorDep) -> d
 class TokenRequest(BaseModel):
     name: str = Field(min_length=1, max_length=64)
     role: Literal["reader", "editor", "admin"]
-    expires_days: int | None = Field(default=None, ge=1)
+    expires_days: int | None = Field(default=None, ge=1, le=MAX_TOKEN_DAYS)
 
 
 @router.post("/tokens", status_code=201, response_model=CreatedToken, responses=ERRORS, tags=["tokens"])

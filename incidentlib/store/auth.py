@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from ..errors import AuthError, Forbidden, InvalidRequest, NotFound
+from ..requests import MAX_TOKEN_DAYS
 from .overlay import OverlayStore, now_iso
 
 Role = Literal["reader", "editor", "admin"]
@@ -65,8 +66,9 @@ class TokenStore:
             raise InvalidRequest(f"role: must be one of {', '.join(ROLES)}, got {role!r}")
         if not name.strip() or len(name) > MAX_NAME_CHARS:
             raise InvalidRequest(f"name: must be 1 to {MAX_NAME_CHARS} characters")
-        if expires_days is not None and expires_days < 1:
-            raise InvalidRequest("expires: must be at least 1 day")
+        if expires_days is not None and not 1 <= expires_days <= MAX_TOKEN_DAYS:
+            raise InvalidRequest(f"expires_days: must be between 1 and {MAX_TOKEN_DAYS} days, got {expires_days}",
+                                 parameter="expires_days")
         token_id = secrets.token_hex(4)
         secret = secrets.token_urlsafe(SECRET_BYTES)
         salt = secrets.token_bytes(SALT_BYTES)

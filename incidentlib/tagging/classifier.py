@@ -31,6 +31,10 @@ MIN_POSITIVE_RECORDS = 3
 PROPOSE_PROBABILITY = 0.5
 # L2 regularisation of sklearn's default strength; the model is not tuned to any one collection.
 REGULARISATION_C = 1.0
+# liblinear's coordinate descent solves these small, sparse one-vs-rest problems about 7x faster
+# than lbfgs (measured: 30 concepts of the bundled library, 15 vs 2 CPU s), with probabilities
+# within 0.02 of it; the first fit of a new library happens on a live request, so it must be quick.
+SOLVER = "liblinear"
 
 
 # Process-wide memo of text embeddings (texts of one library: small next to its index).
@@ -97,7 +101,7 @@ class ConceptClassifier:
         self._models = []
         for concept in self.concepts:
             target = np.array([concept in e.concepts for e in examples], dtype=int)
-            model = LogisticRegression(C=REGULARISATION_C, class_weight="balanced", max_iter=1000)
+            model = LogisticRegression(C=REGULARISATION_C, class_weight="balanced", max_iter=1000, solver=SOLVER)
             model.fit(features, target)
             self._models.append(model)
         return self

@@ -19,7 +19,7 @@ from ..storage import atomic_write_bytes
 from .classifier import ConceptClassifier, Example, training_examples
 from .tagger import incident_text
 
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"  # 2: liblinear solver
 
 
 def examples_for(incidents: Sequence[Incident]) -> list[Example]:
