@@ -11,6 +11,7 @@ and :mod:`incidentlib.views`; the few enums and helpers they need are re-exporte
 from __future__ import annotations
 
 import difflib
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -89,6 +90,11 @@ if TYPE_CHECKING:
 #: Kinds listed as "topics" (organizations have their own listing).
 TOPIC_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom, ConceptKind.tag)
 DEFAULT_EMBEDDER = DEFAULT_BACKEND
+# How often a serving process looks for changes committed by any process (one indexed SQLite read);
+# a tenth of the 1 s write-to-searchable budget, leaving the rest for the index rebuild.
+FOLLOW_INTERVAL_S = 0.1
+
+logger = logging.getLogger(__name__)
 assert set(get_args(SearchModeName)) == {m.value for m in SearchMode}
 
 class Library:
@@ -746,6 +752,28 @@ class Library:
             self.data = data
             self._seq = seq
         return True
+
+    def prepare_search(self) -> None:
+        """Build now what the next search, similar or related request would build after a change:
+        the BM25 index over the new chunks, the extended dense index and the search service."""
+        engine = self._search_engine
+        _ = engine.lexical, engine.dense, self._search_service
+
+    def follow_changes(self, stop: threading.Event, interval: float = FOLLOW_INTERVAL_S) -> None:
+        """Until ``stop`` is set: every ``interval`` seconds apply committed changes (:meth:`refresh`)
+        and, when there were some, :meth:`prepare_search`.  Run in a background thread by ``serve``,
+        so the first request after a write, in any process, finds the index already built.
+
+        Write-to-searchable latency is then at most ``interval`` + one rebuild, instead of one rebuild
+        paid by whichever request comes first.  An error is logged and retried at the next tick: a
+        request still refreshes on its own, so a failing follower never hides a write.
+        """
+        while not stop.wait(interval):
+            try:
+                if self.refresh():
+                    self.prepare_search()
+            except Exception:  # a background thread must outlive any one bad refresh
+                logger.exception("follow_changes: refresh failed; retrying in %.1f s", interval)
 
     def refresh_graph(self) -> bool:
         """:meth:`refresh`, then rebuild the RDF graph at once when something changed.

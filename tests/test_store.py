@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -64,6 +66,34 @@ def test_a_draft_is_stored_searchable_and_seen_by_another_instance(root: Path) -
     assert [r.id for r in other.search("quokka", mode="lexical").results] == [record.id]
     assert not other.refresh()  # nothing new: a no-op
     assert [d.id for d in other.drafts()] == [record.id]
+
+
+@pytest.mark.slow
+def test_the_follower_applies_another_instances_write_and_builds_search_before_any_request(root: Path) -> None:
+    writer, follower = open_lib(root), open_lib(root)
+    assert follower.search("quokka", mode="lexical").results == []  # its search structures exist before the write
+    stop = threading.Event()
+    thread = threading.Thread(target=follower.follow_changes, args=(stop, 0.05), daemon=True)
+    thread.start()
+    try:
+        record = writer.create_draft(draft("quokka"), actor="ci-bot")
+
+        def built_with_the_draft() -> bool:
+            engine = follower.__dict__.get("_search_engine")
+            return (engine is not None and "lexical" in engine.__dict__ and "_search_service" in follower.__dict__
+                    and any(chunk.incident_id == record.id for chunk in engine.chunks))
+
+        deadline = time.monotonic() + 120  # a bound on a loaded machine, not a latency claim (bench/bench_writes.py)
+        while not built_with_the_draft():
+            assert time.monotonic() < deadline, "the follower never applied the write"
+            time.sleep(0.05)
+        # no request ever called refresh(): the follower did, and built the index the search now uses
+        assert follower.change_seq == writer.change_seq
+        assert [r.id for r in follower.search("quokka", mode="lexical").results] == [record.id]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
 
 
 def test_updates_need_the_current_etag(root: Path) -> None:

@@ -5,6 +5,7 @@ The MCP server (streamable HTTP) is mounted at ``/mcp`` on the same service.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ class ServiceSettings:
     guards: GuardSettings = field(default_factory=GuardSettings)
     #: Reads need a token too (writes always do).
     require_auth: bool = False
+    #: Apply changes committed by any process in a background thread (see Library.follow_changes).
+    follow_changes: bool = True
 
 
 DESCRIPTION = """
@@ -77,6 +80,10 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sparql_runner.start(library)  # forks the SPARQL hosts now, before any request thread exists
+        stop_following = threading.Event()
+        if settings.follow_changes:
+            threading.Thread(target=library.follow_changes, args=(stop_following,), name="incidentlib-follow",
+                             daemon=True).start()
         try:
             if mcp_server is None:
                 yield
@@ -84,6 +91,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
             async with mcp_server.session_manager.run():
                 yield
         finally:
+            stop_following.set()
             sparql_runner.stop()
 
     app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION.format(MAX_K=MAX_K, MAX_LIMIT=MAX_LIMIT, MAX_QUERY_CHARS=MAX_QUERY_CHARS), lifespan=lifespan,
