@@ -212,14 +212,18 @@ def test_require_auth_closes_reads(tmp_path: Path, data_dir: Path) -> None:
     process, base = start(root, tmp_path / "cache", "--require-auth")
     try:
         deadline = time.monotonic() + 240
-        while True:  # /health is closed too: any answer means the server is up
+        while True:  # /health stays open (load-balancer probes): it answers once the server is up
             try:
                 status = httpx.get(f"{base}/health", timeout=2).status_code
                 break
             except httpx.TransportError:
                 assert process.poll() is None and time.monotonic() < deadline
                 time.sleep(0.5)
-        assert status == 401
+        assert status == 200
+        closed = httpx.get(f"{base}/incidents", timeout=30)
+        assert closed.status_code == 401 and closed.headers["WWW-Authenticate"] == "Bearer"
         assert httpx.get(f"{base}/incidents", headers=auth(reader), timeout=30).status_code == 200
+        bad = httpx.get(f"{base}/incidents", headers=auth("il_not-a-token"), timeout=30)
+        assert bad.status_code == 401
     finally:
         stop(process)
