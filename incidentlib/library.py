@@ -234,9 +234,19 @@ class Library:
         return build_graph(self.data)
 
     def warm(self) -> None:
-        """Build now what the first requests would build: the RDF graph, the concept recognizer and the
-        concept tagger (its classifier is fitted once per library content and cached beside the index)."""
-        _ = self._rdf, self._search_service.recognizer, self.tagger
+        """Build now what the first requests would build: the RDF graph and the concept recognizer.
+        The concept tagger is left to :meth:`prepare_tagger` (in the background: its first fit on a new
+        library takes a while, and start-up should not wait for it)."""
+        _ = self._rdf, self._search_service.recognizer
+
+    def prepare_tagger(self) -> None:
+        """Fit (or load from the cache beside the index) the concept tagger that pasted text needs, so
+        the first ``similar``/``diagnose`` by text does not pay for it. Errors are logged, not raised:
+        the request that needs the tagger will then meet the error itself."""
+        try:
+            _ = self.tagger
+        except Exception:  # a background warm-up must not take the process down
+            logger.exception("prepare_tagger: the concept tagger could not be prepared")
 
     # ---- listing and filters ----------------------------------------------
     def resolve_filter(self, filters: IncidentFilter) -> dict[str, set[str]]:

@@ -81,6 +81,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sparql_runner.start(library)  # forks the SPARQL hosts now, before any request thread exists
         stop_following = threading.Event()
+        threading.Thread(target=library.prepare_tagger, name="incidentlib-tagger", daemon=True).start()
         if settings.follow_changes:
             threading.Thread(target=library.follow_changes, args=(stop_following,), name="incidentlib-follow",
                              daemon=True).start()
