@@ -555,10 +555,8 @@ class Library:
     def evaluate_leave_concepts_out(self, k: int = 5) -> SimilarEvalReport:
         """Strip every record's concepts, keep its text as a draft in a scratch library, infer concepts
         with a classifier that never saw the record (5-fold), and measure agreement on the held-out causes."""
-        import shutil
         import tempfile
 
-        from .search.store import store_dir
         from .similar_eval import leave_concepts_out
 
         with tempfile.TemporaryDirectory(prefix="incidentlib-lco-") as scratch:
@@ -566,11 +564,8 @@ class Library:
             labels, taggers = leave_concepts_out(self, target)
             blind = Library.open(target, self.search_config)
             self.build_index()
-            # the drafts keep every passage of the source: seed their index with its vectors (reused by id and text)
-            engine = self._search_engine
-            seed = store_dir(engine.cache_dir, self.root, engine.embedder.name)
-            if seed.is_dir():
-                shutil.copytree(seed, store_dir(engine.cache_dir, target, engine.embedder.name), dirs_exist_ok=True)
+            # the drafts keep every passage of the source: their index takes its vectors from the build just
+            # used (the most recent of this embedder), reused by chunk id and text
             blind.build_index()
             return blind.evaluate_similar(str(labels), k=k, name=f"{self.root.name} (leave concepts out)", tagger_for=taggers)
 

@@ -303,7 +303,7 @@ def test_damaged_cache_is_rebuilt_with_a_warning(tiny: Path, tmp_path: Path, dam
     elif damage == "bad-meta":
         meta_path.write_text("{not json")
     elif damage == "missing-file":
-        (build / "index.faiss").unlink()
+        (build / ("index.faiss" if meta["index_kind"] == "hnsw" else "vectors.npy")).unlink()  # the index file of its kind
     elif damage == "wrong-shape":
         np.save(build / "vectors.npy", np.zeros((3, 7), dtype=np.float32))
     if damage in ("empty-rows", "nan-vectors", "wrong-shape"):  # defeat the checksum: the content checks must catch it

@@ -33,8 +33,8 @@ def test_store_builds_then_reuses_then_extends(small: Path, tmp_path: Path) -> N
     embedder = HashEmbedder()
     data = load_library(small)
     engine = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
-    folder = store_dir(tmp_path / "cache", small, embedder.name)
-    loaded, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
+    folder = store_dir(tmp_path / "cache", data.content_hash, embedder)
+    loaded, report = ensure_index(engine.chunks, data.content_hash, embedder, folder, library=str(small))
     assert report.action == "built" and report.embedded == len(engine.chunks) == embedder.documents_encoded
     rows = [json.loads(line) for line in (folder / loaded.meta.build / "chunks.jsonl").read_text().splitlines()]
     assert rows == [index_row(c) for c in engine.chunks]  # typed rows, in row order
@@ -51,7 +51,9 @@ def test_store_builds_then_reuses_then_extends(small: Path, tmp_path: Path) -> N
     data2 = load_library(small)
     engine2 = SearchEngine(data2, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
     before = embedder.documents_encoded
-    _, third = ensure_index(engine2.chunks, data2.content_hash, embedder, folder)
+    folder2 = store_dir(tmp_path / "cache", data2.content_hash, embedder)
+    assert folder2 != folder  # keyed by content: the edit makes a new folder, the old one lends its vectors
+    _, third = ensure_index(engine2.chunks, data2.content_hash, embedder, folder2, library=str(small))
     changed = len(engine2.chunks) - len(engine.chunks)
     assert third.action in ("extended", "updated") and third.embedded == embedder.documents_encoded - before
     assert 0 < third.embedded <= changed + 2  # the new lesson, plus at most the chunks that now read differently
@@ -61,7 +63,7 @@ def test_store_rejects_a_corrupt_row_file(small: Path, tmp_path: Path) -> None:
     embedder = HashEmbedder()
     data = load_library(small)
     engine = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
-    folder = store_dir(tmp_path / "cache", small, embedder.name)
+    folder = store_dir(tmp_path / "cache", data.content_hash, embedder)
     loaded, _ = ensure_index(engine.chunks, data.content_hash, embedder, folder)
     (folder / loaded.meta.build / "chunks.jsonl").write_text('{"id": 1}\n' * len(engine.chunks), encoding="utf-8")
     _, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)

@@ -2,9 +2,14 @@
 
 Incident score from chunk scores: an incident scores as its best chunk (max
 over its chunks), and the best chunk is reported as the reason it matched.
-Filters restrict the chunks searched *before* ranking (a mask for BM25, an id
-selector for FAISS), so a filtered query still returns ``k`` results when ``k``
-incidents match the filter.
+Filters restrict the chunks searched *before* ranking (a mask over incidents for
+BM25 and exact dense search, an id selector for HNSW), so a filtered query still
+returns ``k`` results when ``k`` incidents match the filter.
+
+Ranking never loops over chunks in Python: chunk scores (BM25, or the exact
+inner products) are reduced to incident scores with one ``np.maximum.reduceat``
+over the chunks grouped by incident, the top ``depth`` incidents are cut with a
+partial sort, and only those incidents' chunks are searched for the best one.
 """
 
 from __future__ import annotations
@@ -25,12 +30,13 @@ from .chunks import Chunk, library_chunks
 from .dense import DEFAULT_HNSW_THRESHOLD
 from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
 from .lexical import LexicalIndex
+from .lexical_store import cached_lexical_index
 from .store import BuildReport, LoadedIndex, ProgressFn, ensure_index, store_dir
 
 #: Incidents taken from each ranking before fusion: chosen by hand, not tuned (the fused list can hold
 #: up to twice this many incidents, enough for ``requests.MAX_K``).
 CANDIDATE_DEPTH = 50
-#: Dense search fetches chunks, not incidents: ``max(DENSE_FETCH_MIN, depth × DENSE_FETCH_PER_INCIDENT)``
+#: Approximate (HNSW) dense search fetches chunks, not incidents: ``max(DENSE_FETCH_MIN, depth × DENSE_FETCH_PER_INCIDENT)``
 #: chunks first.  The bundled library has 11 chunks per incident on average (25 at most), so 30 per
 #: wanted incident usually yields ``depth`` distinct incidents in one FAISS call; when it does not, the
 #: fetch grows ``DENSE_FETCH_GROWTH`` times until it does or covers the index.  Floor and growth chosen by hand.
@@ -79,7 +85,9 @@ class SearchEngine:
         self._given_embedder = embedder
         self.last_build: BuildReport | None = None
         self._dense: LoadedIndex | None = None
-        self._row_maps_cache: tuple[np.ndarray, np.ndarray] | None = None
+        self._row_maps_cache: tuple[np.ndarray, np.ndarray, bool] | None = None
+        #: ``"loaded"`` or ``"built"`` once the lexical index exists (``incidentlib index --stats`` shows it).
+        self.lexical_source: str | None = None
 
     # ---- corpus ------------------------------------------------------------
     @cached_property
@@ -91,13 +99,30 @@ class SearchEngine:
         return list(self.data.incidents)
 
     @cached_property
+    def _incident_position(self) -> dict[str, int]:
+        return {incident_id: i for i, incident_id in enumerate(self._incident_ids)}
+
+    @cached_property
     def _chunk_incident(self) -> np.ndarray:
-        position = {incident_id: i for i, incident_id in enumerate(self._incident_ids)}
-        return np.array([position[c.incident_id] for c in self.chunks], dtype=np.int64)
+        position = self._incident_position
+        return np.fromiter((position[c.incident_id] for c in self.chunks), dtype=np.int64, count=len(self.chunks))
+
+    @cached_property
+    def _incident_chunks(self) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Chunk positions grouped by incident (ascending within one), each incident's offset into them,
+        and whether the chunks already come grouped (then the grouping is the identity)."""
+        counts = np.bincount(self._chunk_incident, minlength=len(self._incident_ids))
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        grouped = bool(np.all(np.diff(self._chunk_incident) >= 0)) if len(self._chunk_incident) else True
+        order = np.arange(len(self._chunk_incident)) if grouped else np.argsort(self._chunk_incident, kind="stable")
+        return order, offsets, grouped
 
     @cached_property
     def lexical(self) -> LexicalIndex:
-        return LexicalIndex([c.text for c in self.chunks], memo=self._token_memo)
+        """The BM25 index, loaded from the cache when this exact text was indexed before (see :mod:`.lexical_store`)."""
+        index, self.lexical_source = cached_lexical_index([c.text for c in self.chunks], self.cache_dir)
+        return index
 
     # ---- dense ---------------------------------------------------------------
     @cached_property
@@ -116,9 +141,10 @@ class SearchEngine:
         return report
 
     def _ensure(self, progress: ProgressFn | None) -> tuple[LoadedIndex, BuildReport]:
-        folder = store_dir(self.cache_dir, self.data.root, self.embedder.name)
+        folder = store_dir(self.cache_dir, self.data.content_hash, self.embedder)
         loaded, report = ensure_index(
-            self.chunks, self.data.content_hash, self.embedder, folder, hnsw_threshold=self.config.hnsw_threshold, progress=progress
+            self.chunks, self.data.content_hash, self.embedder, folder, hnsw_threshold=self.config.hnsw_threshold,
+            progress=progress, library=str(Path(self.data.root).resolve()),
         )
         self.last_build = report
         return loaded, report
@@ -135,24 +161,61 @@ class SearchEngine:
         """Index row -> chunk position, and chunk position -> index row."""
         if self._row_maps_cache is None:
             self._row_maps_cache = self._compute_row_maps()
-        return self._row_maps_cache
+        return self._row_maps_cache[0], self._row_maps_cache[1]
 
-    def _compute_row_maps(self) -> tuple[np.ndarray, np.ndarray]:
+    def _compute_row_maps(self) -> tuple[np.ndarray, np.ndarray, bool]:
         position = {chunk.id: i for i, chunk in enumerate(self.chunks)}
         row_to_chunk = np.array([position[chunk_id] for chunk_id in self.dense.chunk_ids], dtype=np.int64)
         chunk_to_row = np.empty(len(self.chunks), dtype=np.int64)
         chunk_to_row[row_to_chunk] = np.arange(len(row_to_chunk))
-        return row_to_chunk, chunk_to_row
+        identity = bool(np.array_equal(row_to_chunk, np.arange(len(row_to_chunk))))
+        return row_to_chunk, chunk_to_row, identity
 
     # ---- ranking -------------------------------------------------------------
-    def _allowed_chunks(self, allowed: set[str] | None) -> np.ndarray | None:
+    def _allowed_incidents(self, allowed: set[str] | None) -> np.ndarray | None:
         if allowed is None:
             return None
-        mask = np.array([incident_id in allowed for incident_id in self._incident_ids], dtype=bool)
-        return np.flatnonzero(mask[self._chunk_incident])
+        return np.fromiter((incident_id in allowed for incident_id in self._incident_ids), dtype=bool, count=len(self._incident_ids))
+
+    def _allowed_chunks(self, allowed: set[str] | None) -> np.ndarray | None:
+        mask = self._allowed_incidents(allowed)
+        return None if mask is None else np.flatnonzero(mask[self._chunk_incident])
+
+    def _top_incidents(self, scores: np.ndarray, depth: int | None, allowed: set[str] | None,
+                       positive: bool) -> list[tuple[str, float, int]]:
+        """Incidents ranked by their best chunk's score (``max`` over the incident's chunks), best first.
+
+        ``scores`` has one entry per chunk.  Only incidents with a positive best score count when
+        ``positive`` (BM25: no shared term is no match).  Ties rank the earlier incident first, and
+        an incident's best chunk is its earliest chunk with the top score.
+        """
+        order, offsets, grouped = self._incident_chunks
+        best = np.full(len(self._incident_ids), -np.inf, dtype=np.float32)
+        counts = np.diff(offsets)
+        present = np.flatnonzero(counts)
+        if len(present):
+            grouped_scores = scores if grouped else scores[order]
+            best[present] = np.maximum.reduceat(grouped_scores, offsets[present])
+        mask = self._allowed_incidents(allowed)
+        if mask is not None:
+            best[~mask] = -np.inf
+        candidates = np.flatnonzero(best > 0) if positive else np.flatnonzero(np.isfinite(best))
+        if depth is not None and len(candidates) > depth:
+            values = best[candidates]
+            cut = np.partition(values, len(values) - depth)[len(values) - depth]  # the depth-th largest
+            candidates = candidates[values >= cut]  # ties at the cut stay, the sort below settles them
+        ranked = candidates[np.lexsort((candidates, -best[candidates]))]
+        if depth is not None:
+            ranked = ranked[:depth]
+        results = []
+        for incident in ranked:
+            chunks = order[offsets[incident] : offsets[incident + 1]]
+            chunk = int(chunks[int(np.argmax(scores[chunks]))])
+            results.append((self._incident_ids[incident], float(best[incident]), chunk))
+        return results
 
     def _aggregate(self, chunk_ids: np.ndarray, scores: np.ndarray) -> list[tuple[str, float, int]]:
-        """Best chunk per incident, incidents ordered by that chunk's score."""
+        """Best chunk per incident, incidents ordered by that chunk's score (for the few chunks HNSW returns)."""
         if len(chunk_ids) == 0:
             return []
         incidents = self._chunk_incident[chunk_ids]
@@ -164,22 +227,24 @@ class SearchEngine:
         return [(self._incident_ids[incidents[i]], float(scores[i]), int(chunk_ids[i])) for i in ranked]
 
     def rank_lexical(self, query: str, allowed: set[str] | None = None, depth: int | None = None) -> list[tuple[str, float, int]]:
-        scores = self.lexical.scores(query)
-        rows = self._allowed_chunks(allowed)
-        candidates = np.flatnonzero(scores > 0) if rows is None else rows[scores[rows] > 0]
-        ranked = self._aggregate(candidates, scores[candidates])
-        return ranked if depth is None else ranked[:depth]
+        return self._top_incidents(self.lexical.scores(query), depth, allowed, positive=True)
 
     def rank_dense_vector(self, vector: np.ndarray, allowed: set[str] | None = None, depth: int = CANDIDATE_DEPTH) -> list[tuple[str, float, int]]:
         index = self.dense.index
+        row_scores = index.scores(vector)
+        if row_scores is not None:  # exact: every chunk is scored, so the ranking is exact too
+            _, chunk_to_row = self._row_maps
+            assert self._row_maps_cache is not None
+            scores = row_scores if self._row_maps_cache[2] else row_scores[chunk_to_row]
+            return self._top_incidents(scores, depth, allowed, positive=False)
         row_to_chunk, chunk_to_row = self._row_maps
         chunks = self._allowed_chunks(allowed)
         rows = None if chunks is None else chunk_to_row[chunks]
         available = len(index) if rows is None else len(rows)
         fetch = min(available, max(DENSE_FETCH_MIN, depth * DENSE_FETCH_PER_INCIDENT))
         while True:
-            scores, ids = index.search(vector, fetch, allowed=rows)
-            ranked = self._aggregate(row_to_chunk[ids.astype(np.int64)], scores.astype(np.float32))
+            found, ids = index.search(vector, fetch, allowed=rows)
+            ranked = self._aggregate(row_to_chunk[ids.astype(np.int64)], found.astype(np.float32))
             if len(ranked) >= depth or fetch >= available:
                 return ranked[:depth]
             fetch = min(available, fetch * DENSE_FETCH_GROWTH)
@@ -217,7 +282,10 @@ class SearchEngine:
         """The normalised mean of an incident's chunk vectors (for "more like this")."""
         wanted = set(kinds)
         _, chunk_to_row = self._row_maps
-        rows = [chunk_to_row[i] for i, c in enumerate(self.chunks) if c.incident_id == incident_id and c.kind in wanted]
+        order, offsets, _ = self._incident_chunks
+        position = self._incident_position[incident_id]
+        own = order[offsets[position] : offsets[position + 1]]
+        rows = [chunk_to_row[i] for i in own if self.chunks[i].kind in wanted]
         vector = self.dense.vectors[rows].mean(axis=0)
         norm = float(np.linalg.norm(vector)) or 1.0
         result: np.ndarray = (vector / norm).astype(np.float32)

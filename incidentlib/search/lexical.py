@@ -1,10 +1,24 @@
-"""BM25 over chunks (bm25s), with the bilingual tokenizer."""
+"""BM25 over chunks with the bilingual tokenizer: a term-major sparse matrix, scored with numpy.
+
+Scores follow the Lucene variant of BM25 (the one ``bm25s`` uses by default, and the one
+this index was measured with before):
+
+    idf(t)    = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
+    w(t, c)   = idf(t) · tf(t, c) / (tf(t, c) + k1 · (1 − b + b · |c| / avg|c|))
+    score(c)  = Σ over query tokens t (repeats counted) of w(t, c)
+
+The weights are precomputed into a CSC-like layout (``indptr``/``indices``/``data`` per term,
+chunk positions ascending), so a query touches only the postings of its own tokens: no Python
+loop runs over chunks, and no per-chunk token lists are kept (matched terms are read back
+from the postings).  The arrays can be saved and loaded (:mod:`.lexical_store`), so a warm
+start does not tokenize the library again.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-import bm25s
 import numpy as np
 
 from .tokenize import tokenize
@@ -13,46 +27,91 @@ from .tokenize import tokenize
 #: (k1 = 1.2, b = 0.75), not tuned on this library.
 BM25_K1 = 1.2
 BM25_B = 0.75
+#: Stand-in token of a chunk with no tokens, so every chunk has length ≥ 1 in the average length
+#: (the convention the scores were measured with; it can never match a query token).
+EMPTY_TOKEN = "∅"
+
+
+@dataclass(frozen=True)
+class Postings:
+    """The index arrays: term ``t``'s chunks are ``indices[indptr[t]:indptr[t+1]]`` (ascending), weights in ``data``."""
+
+    vocabulary: list[str]
+    indptr: np.ndarray  # int64, len(vocabulary) + 1
+    indices: np.ndarray  # int32 chunk positions
+    data: np.ndarray  # float32 BM25 weights
+    size: int  # number of chunks
+
+
+def build_postings(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> Postings:
+    """Tokenize ``texts`` and compute the BM25 weight of every (term, chunk) pair (formula in the module docstring)."""
+    vocabulary: dict[str, int] = {}
+    ids: list[int] = []
+    lengths = np.zeros(len(texts), dtype=np.int64)
+    for position, text in enumerate(texts):
+        tokens = tokenize(text) or [EMPTY_TOKEN]
+        lengths[position] = len(tokens)
+        ids.extend(vocabulary.setdefault(token, len(vocabulary)) for token in tokens)
+    size, terms = len(texts), len(vocabulary)
+    if not size:
+        return Postings([], np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), 0)
+    token_ids = np.asarray(ids, dtype=np.int64)
+    chunk_of_token = np.repeat(np.arange(size, dtype=np.int64), lengths)
+    # one key per (term, chunk): sorting it groups a term's chunks together, in chunk order
+    pairs, tf = np.unique(token_ids * size + chunk_of_token, return_counts=True)
+    term_of_pair, chunk_of_pair = np.divmod(pairs, size)
+    df = np.bincount(term_of_pair, minlength=terms).astype(np.float64)
+    idf = np.log(1.0 + (size - df + 0.5) / (df + 0.5))
+    average = float(lengths.mean())
+    frequency = tf.astype(np.float64)
+    saturation = k1 * (1.0 - b + b * lengths[chunk_of_pair] / average)
+    weights = (idf[term_of_pair] * frequency / (frequency + saturation)).astype(np.float32)
+    indptr = np.zeros(terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term_of_pair, minlength=terms), out=indptr[1:])
+    ordered = sorted(vocabulary, key=vocabulary.__getitem__)
+    return Postings(ordered, indptr, chunk_of_pair.astype(np.int32), weights, size)
 
 
 class LexicalIndex:
     """Scores every chunk for a query; filtering is a mask applied before ranking."""
 
-    def __init__(self, texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B,
-                 memo: dict[str, list[str]] | None = None) -> None:
-        """``memo`` (text -> tokens) carries tokenization over from an earlier index of a changed corpus:
-        after a write only the new or edited chunks are tokenized; the memo keeps just this corpus's texts."""
-        if memo is None:
-            self._tokens = [tokenize(text) for text in texts]
-        else:
-            self._tokens = [memo[text] if text in memo else tokenize(text) for text in texts]
-            memo.clear()
-            memo.update(zip(texts, self._tokens, strict=True))
-        self._retriever = bm25s.BM25(k1=k1, b=b)
-        self._size = len(texts)
-        if self._size:
-            # bm25s needs at least one token per document to build its vocabulary
-            self._retriever.index([tokens or ["∅"] for tokens in self._tokens], show_progress=False)
+    def __init__(self, texts: Sequence[str] | None = None, k1: float = BM25_K1, b: float = BM25_B,
+                 postings: Postings | None = None) -> None:
+        if postings is None:
+            postings = build_postings(texts or [], k1, b)
+        self.postings = postings
+        self._term = {token: i for i, token in enumerate(postings.vocabulary)}
 
     def __len__(self) -> int:
-        return self._size
+        return self.postings.size
+
+    def _token_ids(self, query: str) -> list[int]:
+        return [self._term[token] for token in tokenize(query) if token in self._term]
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every chunk (zeros when no query token is known)."""
-        if not self._size:
-            return np.zeros(0, dtype=np.float32)
-        tokens = tokenize(query)
-        if not tokens:
-            return np.zeros(self._size, dtype=np.float32)
-        return np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+        p = self.postings
+        scores = np.zeros(p.size, dtype=np.float32)
+        for term in self._token_ids(query):
+            start, end = p.indptr[term], p.indptr[term + 1]
+            # a term's chunks are distinct, so a plain fancy-index add is exact (no np.add.at needed)
+            scores[p.indices[start:end]] += p.data[start:end]
+        return scores
+
+    def contains(self, term: int, chunk_index: int) -> bool:
+        """Whether token id ``term`` occurs in chunk ``chunk_index`` (binary search in its postings)."""
+        p = self.postings
+        start, end = int(p.indptr[term]), int(p.indptr[term + 1])
+        at = start + int(np.searchsorted(p.indices[start:end], chunk_index))
+        return at < end and int(p.indices[at]) == chunk_index
 
     def matched_terms(self, query: str, chunk_index: int) -> list[str]:
         """Query tokens that occur in one chunk, in query order (bigram fragments left out)."""
-        present = set(self._tokens[chunk_index])
         seen: dict[str, None] = {}
         for token in tokenize(query):
-            if token in present and not _is_fragment(token, query):
-                seen.setdefault(token, None)
+            term = self._term.get(token)
+            if term is not None and token not in seen and not _is_fragment(token, query) and self.contains(term, chunk_index):
+                seen[token] = None
         return list(seen)
 
 

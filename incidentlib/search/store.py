@@ -1,13 +1,17 @@
-"""Persisted dense indexes: self-describing, reused when fresh, rebuilt when stale.
+"""Persisted dense indexes: keyed by content, self-describing, reused when fresh, rebuilt when stale.
 
 Layout under the cache directory::
 
-    <cache>/<library key>/<embedder slug>/
-        meta.json                 format version, embedder, dim, content hash, build dir
+    <cache>/<embedder slug>/<content key>/
+        meta.json                 format version, embedder, dim, content hash, index kind, checksums
         build-<hash>/             one complete build
             chunks.jsonl          chunk id, digest and incident of every row, in row order
-            vectors.npy           the embeddings, row i = chunk i
-            index.faiss           the FAISS index over those rows
+            vectors.npy           the embeddings (exact index), row i = chunk i
+            index.faiss           or the FAISS HNSW index, which holds the vectors itself
+
+The content key is ``sha256(format version, embedder name, dim, library content hash)``, not
+the library's path: a copy of a library in another directory (another checkout, another
+install location) finds the index its twin built and embeds nothing.
 
 A build is written into a temporary directory that is renamed into place, and
 ``meta.json`` is replaced atomically afterwards, so a crash leaves the previous
@@ -15,14 +19,17 @@ build in service.  Each embedder has its own folder, so indexes never mix.
 
 A cache is verified before use: format version, the SHA-256 of each build file
 (recorded in ``meta.json``), one well-formed row per vector, a 2-D float matrix of
-the embedder's width with only finite values, and a FAISS index of the same size.
+the embedder's width with only finite values, and an index of the same size.
 A cache that fails any check is rebuilt from scratch with a warning naming the
 reason (``BuildReport.warning``); a damaged cache never stops a command.
 
-When the library changes, vectors of unchanged chunks (same id and text digest)
-are reused and only new or edited chunks are embedded.  When nothing was edited
-or removed, the old FAISS index is extended in place with the new rows
-(incremental add); otherwise it is rebuilt from the reused and new vectors.
+When the library changes, its content key changes too; the build for the new key takes the
+vectors of unchanged chunks (same id and text digest) from a *donor*: the build made from the
+same library directory before (recorded in ``meta.json``), else the most recently used build
+of the same embedder.  Only new or edited chunks are embedded.  When nothing was edited or
+removed, an HNSW index is extended with the new rows (incremental add); otherwise the index is
+rebuilt from the reused and new vectors.  The donor of the same directory is then removed
+(superseded), and at most ``KEEP_BUILDS`` content folders are kept per embedder.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -44,14 +52,19 @@ from pydantic import BaseModel
 
 from ..embeddings import Embedder
 from ..storage import atomic_write_text
+from . import dense
 from .chunks import Chunk
-from .dense import DEFAULT_HNSW_THRESHOLD, FaissIndex
+from .dense import DEFAULT_HNSW_THRESHOLD, VectorIndex
 
-#: On-disk layout version; a different number means "rebuild" (2: meta.json holds a checksum per build file).
-FORMAT_VERSION = 2
+#: On-disk layout version; a different number means "rebuild" (2: meta.json holds a checksum per build file;
+#: 3: folders keyed by content, the exact index is vectors.npy alone, an HNSW index holds its vectors).
+FORMAT_VERSION = 3
 #: Texts per embedder call while building: amortises the call overhead and keeps progress updates frequent.
 EMBED_BATCH = 64
-BUILD_FILES = ("chunks.jsonl", "vectors.npy", "index.faiss")
+ROWS_FILE = "chunks.jsonl"
+#: Content folders kept per embedder: a few versions or copies of libraries stay warm, and the cache cannot
+#: grow without bound when many scratch libraries (tests, evaluations) are indexed.  Chosen by hand.
+KEEP_BUILDS = 8
 _BUILD_NAME = re.compile(r"^build-[0-9a-f]{1,64}-\d+$")
 
 log = logging.getLogger(__name__)
@@ -91,6 +104,8 @@ class IndexMeta(BaseModel):
     embedded_now: int = 0
     reused: int = 0
     checksums: dict[str, str] = {}
+    #: The library directory the build was made from: a hint for choosing a donor, never a key.
+    library: str = ""
 
 
 class CacheDamaged(Exception):
@@ -116,19 +131,29 @@ def _slug(text: str) -> str:
     return f"{clean}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
-def store_dir(cache_dir: Path, library_root: Path, embedder_name: str) -> Path:
-    library_key = _slug(library_root.resolve().name + "-" + str(library_root.resolve()))
-    return cache_dir / library_key / _slug(embedder_name)
+def content_key(content_hash: str, embedder_name: str, dim: int) -> str:
+    """``sha256(format version, embedder, dim, content hash)``, 32 hex digits: the folder of one library content."""
+    text = f"{FORMAT_VERSION}\0{embedder_name}\0{dim}\0{content_hash}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def store_dir(cache_dir: Path, content_hash: str, embedder: Embedder) -> Path:
+    """The folder holding the index of this library content for this embedder (independent of where the library lives)."""
+    return cache_dir / _slug(embedder.name) / content_key(content_hash, embedder.name, embedder.dim)
 
 
 @dataclass(frozen=True)
 class LoadedIndex:
-    """A usable index: the FAISS index, the chunk id of each row, the row vectors and the metadata."""
+    """A usable index: the vector index, the chunk id of each row and the metadata."""
 
-    index: FaissIndex
+    index: VectorIndex
     chunk_ids: list[str]
-    vectors: np.ndarray
     meta: IndexMeta
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """The row vectors (the index's own memory, not a copy)."""
+        return self.index.vectors
 
 
 def _read_meta(folder: Path) -> IndexMeta | None:
@@ -148,12 +173,12 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _read_build(folder: Path, meta: IndexMeta) -> tuple[list[IndexRow], np.ndarray]:
-    """The verified rows and vectors of ``meta``'s build; :class:`CacheDamaged` names the failed check."""
+def _read_build(folder: Path, meta: IndexMeta) -> LoadedIndex:
+    """The verified rows and index of ``meta``'s build; :class:`CacheDamaged` names the failed check."""
     if not _BUILD_NAME.match(meta.build):
         raise CacheDamaged(f"meta.json names an invalid build folder {meta.build[:40]!r}")
     build = folder / meta.build
-    for name in BUILD_FILES:
+    for name in (ROWS_FILE, *dense.files_for(meta.index_kind)):
         expected = meta.checksums.get(name)
         try:
             actual = _sha256(build / name)
@@ -162,23 +187,59 @@ def _read_build(folder: Path, meta: IndexMeta) -> tuple[list[IndexRow], np.ndarr
         if expected != actual:
             raise CacheDamaged(f"{meta.build}/{name} does not match its checksum")
     try:
-        lines = (build / "chunks.jsonl").read_text(encoding="utf-8").splitlines()
-        vectors = np.load(build / "vectors.npy", allow_pickle=False)
-    except (OSError, ValueError) as exc:
+        lines = (build / ROWS_FILE).read_text(encoding="utf-8").splitlines()
+        index = dense.load(build, meta.index_kind)
+        vectors = index.vectors
+    except (OSError, ValueError, RuntimeError) as exc:
         raise CacheDamaged(f"{meta.build} cannot be read ({type(exc).__name__})") from None
-    rows: list[IndexRow] = []
+    rows: list[str] = []
     for number, line in enumerate(lines, 1):
         try:
-            rows.append(_parse_row(line))
+            rows.append(_parse_row(line)["id"])
         except ValueError:
-            raise CacheDamaged(f"chunks.jsonl line {number} is not a row with string id, digest and incident") from None
-    if vectors.ndim != 2 or vectors.dtype.kind != "f" or vectors.shape != (len(rows), meta.dim):
-        raise CacheDamaged(f"vectors.npy has shape {vectors.shape} {vectors.dtype}, expected ({len(rows)}, {meta.dim}) floats")
+            raise CacheDamaged(f"{ROWS_FILE} line {number} is not a row with string id, digest and incident") from None
+    if vectors.ndim != 2 or vectors.dtype != np.float32 or vectors.shape != (len(rows), meta.dim):
+        raise CacheDamaged(f"the index holds vectors of shape {vectors.shape} {vectors.dtype}, expected ({len(rows)}, {meta.dim}) float32")
     if not np.isfinite(vectors).all():
-        raise CacheDamaged("vectors.npy holds NaN or infinite values")
-    if len(rows) != meta.chunks:
-        raise CacheDamaged(f"{len(rows)} rows where meta.json says {meta.chunks}")
-    return rows, vectors.astype(np.float32, copy=False)
+        raise CacheDamaged("the index holds NaN or infinite values")
+    if len(rows) != meta.chunks or len(index) != len(rows):
+        raise CacheDamaged(f"{len(rows)} rows and {len(index)} vectors where meta.json says {meta.chunks}")
+    return LoadedIndex(index, rows, meta)
+
+
+def _rows(folder: Path, meta: IndexMeta) -> list[IndexRow]:
+    lines = (folder / meta.build / ROWS_FILE).read_text(encoding="utf-8").splitlines()
+    return [_parse_row(line) for line in lines]
+
+
+def _touch(folder: Path) -> None:
+    try:
+        os.utime(folder / "meta.json")  # last use: the eviction order of KEEP_BUILDS
+    except OSError:
+        pass  # a read-only cache still serves
+
+
+def _donor(folder: Path, embedder: Embedder, library: str) -> tuple[Path, IndexMeta] | None:
+    """A sibling build to take unchanged vectors from: the same library directory's, else the most recently used."""
+    found: list[tuple[bool, float, Path, IndexMeta]] = []
+    parent = folder.parent
+    if not parent.is_dir():
+        return None
+    for sibling in parent.iterdir():
+        if sibling == folder or not sibling.is_dir():
+            continue
+        try:
+            meta = _read_meta(sibling)
+            used = (sibling / "meta.json").stat().st_mtime
+        except (CacheDamaged, OSError):
+            continue
+        if meta is None or meta.format_version != FORMAT_VERSION or meta.embedder != embedder.name or meta.dim != embedder.dim:
+            continue
+        found.append((bool(library) and meta.library == library, used, sibling, meta))
+    if not found:
+        return None
+    _, _, path, meta = max(found, key=lambda item: (item[0], item[1]))
+    return path, meta
 
 
 def ensure_index(
@@ -189,51 +250,56 @@ def ensure_index(
     hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
     batch_size: int = EMBED_BATCH,
     progress: ProgressFn | None = None,
+    library: str = "",
 ) -> tuple[LoadedIndex, BuildReport]:
     """Return a fresh index for ``chunks``, building or updating the persisted one as needed.
 
-    Index rows need not follow the library's chunk order: ``LoadedIndex.chunk_ids``
-    names the chunk in each row, so new chunks can be appended wherever their
-    incidents sort.
+    ``folder`` is :func:`store_dir` of the content; ``library`` (the library's directory) only
+    helps pick a donor of unchanged vectors.  Index rows need not follow the library's chunk
+    order: ``LoadedIndex.chunk_ids`` names the chunk in each row, so new chunks can be appended.
     """
     started = time.perf_counter()
     warning: str | None = None
+    expected_kind = dense.kind_for(len(chunks), hnsw_threshold)
+    wanted = {c.id for c in chunks}
     try:
         meta = _read_meta(folder)
-        if meta is not None and meta.format_version == FORMAT_VERSION:
-            _read_build(folder, meta)  # verify before anything is reused
+        current_build = _read_build(folder, meta) if meta is not None and meta.format_version == FORMAT_VERSION else None
     except CacheDamaged as exc:
         warning = f"index cache {folder} was damaged ({exc}); rebuilt it"
         log.warning(warning)
-        meta = None
-    compatible = (
-        meta is not None and meta.format_version == FORMAT_VERSION and meta.embedder == embedder.name and meta.dim == embedder.dim
-    )
-    wanted = {c.id for c in chunks}
-    if compatible and meta is not None and meta.content_hash == content_hash:
-        loaded = _load(folder, meta)
-        if loaded is not None and set(loaded.chunk_ids) == wanted and len(loaded.chunk_ids) == len(wanted):
-            return loaded, _report("reused", meta, 0, len(chunks), folder, started)
+        meta, current_build = None, None
+    if (current_build is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim
+            and meta.content_hash == content_hash and meta.index_kind == expected_kind
+            and len(current_build.chunk_ids) == len(wanted) and set(current_build.chunk_ids) == wanted):
+        _touch(folder)
+        return current_build, _report("reused", meta, 0, len(chunks), folder, started)
 
+    donor: tuple[Path, IndexMeta] | None = None
+    if current_build is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim:
+        donor = (folder, meta)  # the same content with another index kind or chunking: reuse its vectors
+    elif not warning:
+        donor = _donor(folder, embedder, library)
     old_rows: list[IndexRow] = []
-    old_vectors = np.zeros((0, embedder.dim), dtype=np.float32)
-    if compatible and meta is not None:
-        old_rows, old_vectors = _read_build(folder, meta)  # verified above
+    old: LoadedIndex | None = None
+    if donor is not None:
+        try:
+            old = _read_build(*donor)
+            old_rows = _rows(*donor)
+        except (CacheDamaged, OSError, ValueError):
+            old, old_rows = None, []  # a damaged donor only costs re-embedding
+    old_vectors = old.vectors if old is not None else np.zeros((0, embedder.dim), dtype=np.float32)
     previous = {(row["id"], row["digest"]): i for i, row in enumerate(old_rows)}
     current = {(c.id, c.digest) for c in chunks}
     missing = [c for c in chunks if (c.id, c.digest) not in previous]
     fresh = _embed([c.text for c in missing], embedder, batch_size, progress)
-    expected_kind = "hnsw" if len(chunks) >= hnsw_threshold else "flat"
 
-    # every old row still current: keep the rows and append the new chunks (incremental add)
-    if old_rows and all(key in current for key in previous) and meta is not None:
-        existing = _load(folder, meta)
-        if existing is not None and existing.index.kind == expected_kind:
-            existing.index.add(fresh)
-            order = [*old_rows, *(index_row(c) for c in missing)]
-            vectors = np.vstack([old_vectors, fresh]) if len(fresh) else old_vectors
-            action = "extended" if missing else "refreshed"
-            return _finish(action, existing.index, order, vectors, content_hash, embedder, folder, len(missing), started, warning)
+    # every donor row still current and an HNSW graph to keep: append the new chunks (incremental add)
+    if old is not None and old_rows and all(key in current for key in previous) and old.index.kind == expected_kind == "hnsw":
+        order = [*old_rows, *(index_row(c) for c in missing)]
+        index = old.index.add(fresh)
+        action = "extended" if missing else "refreshed"
+        return _finish(action, index, order, content_hash, embedder, folder, len(missing), started, warning, library, donor)
 
     order = [index_row(c) for c in chunks]
     vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
@@ -241,15 +307,20 @@ def ensure_index(
     for row, chunk in enumerate(chunks):
         key = (chunk.id, chunk.digest)
         vectors[row] = old_vectors[previous[key]] if key in previous else fresh[fresh_row[chunk.id]]
-    index = FaissIndex.create(embedder.dim, len(chunks), hnsw_threshold)
-    index.add(vectors)
-    action = "updated" if len(missing) < len(chunks) else "built"
-    return _finish(action, index, order, vectors, content_hash, embedder, folder, len(missing), started, warning)
+    del old, old_vectors  # the donor's memory is not needed any more
+    index = dense.create(vectors, hnsw_threshold)
+    if not missing:
+        action = "refreshed"
+    elif len(missing) < len(chunks):
+        action = "updated"
+    else:
+        action = "built"
+    return _finish(action, index, order, content_hash, embedder, folder, len(missing), started, warning, library, donor)
 
 
-def _finish(action: str, index: FaissIndex, order: list[IndexRow], vectors: np.ndarray, content_hash: str,
+def _finish(action: str, index: VectorIndex, order: list[IndexRow], content_hash: str,
             embedder: Embedder, folder: Path, embedded: int, started: float,
-            warning: str | None = None) -> tuple[LoadedIndex, BuildReport]:
+            warning: str | None, library: str, donor: tuple[Path, IndexMeta] | None) -> tuple[LoadedIndex, BuildReport]:
     meta = IndexMeta(
         format_version=FORMAT_VERSION,
         embedder=embedder.name,
@@ -261,10 +332,26 @@ def _finish(action: str, index: FaissIndex, order: list[IndexRow], vectors: np.n
         built_at=time.time(),
         embedded_now=embedded,
         reused=len(order) - embedded,
+        library=library,
     )
-    meta = _write_build(folder, meta, order, vectors, index)
-    loaded = LoadedIndex(index, [row["id"] for row in order], vectors, meta)
+    meta = _write_build(folder, meta, order, index)
+    if donor is not None and donor[0] != folder and library and donor[1].library == library:
+        shutil.rmtree(donor[0], ignore_errors=True)  # superseded: the same directory's earlier content
+    _evict(folder.parent)
+    loaded = LoadedIndex(index, [row["id"] for row in order], meta)
     return loaded, _report(action, meta, embedded, len(order) - embedded, folder, started, warning)
+
+
+def _evict(parent: Path, keep: int = KEEP_BUILDS) -> None:
+    """Remove all but the ``keep`` most recently used content folders of one embedder."""
+    folders = []
+    for sibling in parent.iterdir():
+        try:
+            folders.append(((sibling / "meta.json").stat().st_mtime, sibling))
+        except OSError:
+            continue  # a folder being written right now has no meta.json yet
+    for _, stale in sorted(folders, reverse=True)[keep:]:
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _embed(texts: list[str], embedder: Embedder, batch_size: int, progress: ProgressFn | None) -> np.ndarray:
@@ -278,30 +365,18 @@ def _embed(texts: list[str], embedder: Embedder, batch_size: int, progress: Prog
         done += len(batch)
         if progress:
             progress(done, len(texts))
-    return np.vstack(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
+    return np.vstack(parts).astype(np.float32, copy=False) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
-def _load(folder: Path, meta: IndexMeta) -> LoadedIndex | None:
-    try:
-        rows, vectors = _read_build(folder, meta)
-        index = FaissIndex.load(folder / meta.build / "index.faiss")
-    except (CacheDamaged, RuntimeError, OSError, ValueError):
-        return None
-    if len(index) != len(rows):
-        return None
-    return LoadedIndex(index, [row["id"] for row in rows], vectors, meta)
-
-
-def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], vectors: np.ndarray, index: FaissIndex) -> IndexMeta:
+def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], index: VectorIndex) -> IndexMeta:
     folder.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
     try:
-        with (staging / "chunks.jsonl").open("w", encoding="utf-8") as handle:
+        with (staging / ROWS_FILE).open("w", encoding="utf-8") as handle:
             for row in order:
                 handle.write(json.dumps(row) + "\n")
-        np.save(staging / "vectors.npy", vectors)
-        index.save(staging / "index.faiss")
-        meta = meta.model_copy(update={"checksums": {name: _sha256(staging / name) for name in BUILD_FILES}})
+        names = [ROWS_FILE, *index.save(staging)]
+        meta = meta.model_copy(update={"checksums": {name: _sha256(staging / name) for name in names}})
         staging.rename(folder / meta.build)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

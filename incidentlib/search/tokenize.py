@@ -80,10 +80,15 @@ _STOPWORDS = frozenset(
 )
 
 
+# Particle lengths, longest first: a word has one suffix of each length, so a set lookup per length
+# finds the longest particle without trying every particle in turn.
+_PARTICLE_LENGTHS = sorted({len(p) for p in _PARTICLES}, reverse=True)
+
+
 def _strip_particle(word: str) -> str:
-    for particle in _PARTICLES:
-        if word.endswith(particle) and len(word) - len(particle) >= _MIN_STEM:
-            return word[: -len(particle)]
+    for length in _PARTICLE_LENGTHS:
+        if len(word) - length >= _MIN_STEM and word[-length:] in _PARTICLE_SET:
+            return word[:-length]
     return word
 
 
@@ -102,9 +107,8 @@ def tokenize(text: str) -> list[str]:
         if pattern.search(text):
             tokens.append(f"<{name}>")
     for name, pattern in _VOLATILE:
-        if pattern.search(text):
-            tokens.extend(f"<{name}>" for _ in pattern.finditer(text))
-            text = pattern.sub(" ", text)
+        text, count = pattern.subn(" ", text)
+        tokens.extend([f"<{name}>"] * count)
     for match in _WORD.finditer(text):
         raw = match.group(0)
         if _HANGUL.fullmatch(raw):

@@ -1,0 +1,167 @@
+"""The BM25 index persisted next to the dense one, keyed by what it is computed from.
+
+Layout::
+
+    <cache>/lexical/<key>/
+        meta.json          format version, chunk and term counts, SHA-256 of each file
+        vocabulary.json    the terms, in term-id order
+        indptr.npy         int64, terms + 1
+        indices.npy        int32 chunk positions, ascending within a term
+        data.npy           float32 BM25 weights
+
+``key = sha256(format version, tokenizer and BM25 source digests, k1, b, every chunk text)``:
+a copy of the library elsewhere, or a second process, loads the index instead of tokenizing
+every chunk again; a change to the texts or to the tokenizer's code makes a new key.
+Everything is verified on load (checksums, array shapes and ranges) and a cache that fails
+is rebuilt with a logged warning; a cache that cannot be written only costs the next start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from ..storage import atomic_write_text
+from . import lexical, tokenize
+from .lexical import BM25_B, BM25_K1, LexicalIndex, Postings, build_postings
+
+#: On-disk layout version of the lexical cache.
+LEXICAL_FORMAT = 1
+LEXICAL_DIR = "lexical"
+ARRAYS = ("indptr", "indices", "data")
+#: Lexical indexes kept: the same bound as dense builds per embedder (store.KEEP_BUILDS), for the same reasons.
+KEEP_LEXICAL = 8
+
+log = logging.getLogger(__name__)
+
+
+class LexicalMeta(BaseModel):
+    format_version: int
+    chunks: int
+    terms: int
+    postings: int
+    checksums: dict[str, str]
+
+
+class LexicalDamaged(Exception):
+    """A persisted lexical index failed verification; the message says which check."""
+
+
+def _code_digest() -> str:
+    # the tokens depend on the tokenizer's code and the weights on the scorer's: either changing means a new key
+    digest = hashlib.sha256()
+    for module in (tokenize, lexical):
+        digest.update(Path(module.__file__ or "").read_bytes())
+    return digest.hexdigest()
+
+
+def lexical_key(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> str:
+    """The cache key of the BM25 index over ``texts`` (see the module docstring), 32 hex digits."""
+    digest = hashlib.sha256(f"{LEXICAL_FORMAT}\0{_code_digest()}\0{k1!r}\0{b!r}\0{len(texts)}\0".encode())
+    for text in texts:
+        digest.update(text.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_postings(folder: Path, size: int) -> Postings:
+    """Read and verify a saved index over ``size`` chunks; :class:`LexicalDamaged` names the failed check."""
+    try:
+        meta = LexicalMeta.model_validate_json((folder / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LexicalDamaged(f"meta.json is unreadable ({type(exc).__name__})") from None
+    if meta.format_version != LEXICAL_FORMAT or meta.chunks != size:
+        raise LexicalDamaged(f"format {meta.format_version} over {meta.chunks} chunks, expected {LEXICAL_FORMAT} over {size}")
+    names = ["vocabulary.json", *(f"{name}.npy" for name in ARRAYS)]
+    for name in names:
+        try:
+            if _sha256(folder / name) != meta.checksums.get(name):
+                raise LexicalDamaged(f"{name} does not match its checksum")
+        except OSError:
+            raise LexicalDamaged(f"{name} is missing or unreadable") from None
+    try:
+        vocabulary = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
+        indptr, indices, data = (np.load(folder / f"{name}.npy", allow_pickle=False) for name in ARRAYS)
+    except (OSError, ValueError) as exc:
+        raise LexicalDamaged(f"the index cannot be read ({type(exc).__name__})") from None
+    if not isinstance(vocabulary, list) or not all(isinstance(t, str) for t in vocabulary) or len(vocabulary) != meta.terms:
+        raise LexicalDamaged(f"vocabulary.json is not a list of {meta.terms} strings")
+    if (indptr.dtype != np.int64 or indptr.shape != (meta.terms + 1,) or indices.dtype != np.int32
+            or data.dtype != np.float32 or indices.shape != (meta.postings,) or data.shape != (meta.postings,)):
+        raise LexicalDamaged("the arrays do not have the recorded types and lengths")
+    if int(indptr[0]) != 0 or int(indptr[-1]) != meta.postings or (np.diff(indptr) < 0).any():
+        raise LexicalDamaged("indptr is not a non-decreasing offset array over the postings")
+    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= size):
+        raise LexicalDamaged("indices point outside the chunks")
+    if not np.isfinite(data).all():
+        raise LexicalDamaged("data holds NaN or infinite weights")
+    return Postings(vocabulary, indptr, indices, data, size)
+
+
+def save_postings(folder: Path, postings: Postings) -> None:
+    """Write ``postings`` to ``folder`` atomically (a temporary folder renamed into place)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".lexical-", dir=folder.parent))
+    try:
+        (staging / "vocabulary.json").write_text(json.dumps(postings.vocabulary, ensure_ascii=False), encoding="utf-8")
+        for name in ARRAYS:
+            np.save(staging / f"{name}.npy", getattr(postings, name))
+        names = ["vocabulary.json", *(f"{name}.npy" for name in ARRAYS)]
+        meta = LexicalMeta(format_version=LEXICAL_FORMAT, chunks=postings.size, terms=len(postings.vocabulary),
+                           postings=len(postings.indices), checksums={n: _sha256(staging / n) for n in names})
+        atomic_write_text(staging / "meta.json", meta.model_dump_json(indent=2))
+        if folder.exists():
+            shutil.rmtree(staging, ignore_errors=True)  # another process saved the same index first
+        else:
+            staging.rename(folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def cached_lexical_index(texts: Sequence[str], cache_dir: Path) -> tuple[LexicalIndex, str]:
+    """The BM25 index over ``texts``, loaded from ``cache_dir`` when present; also says ``"loaded"`` or ``"built"``."""
+    folder = cache_dir / LEXICAL_DIR / lexical_key(texts)
+    if (folder / "meta.json").exists():
+        try:
+            postings = load_postings(folder, len(texts))
+        except LexicalDamaged as exc:
+            log.warning("lexical index cache %s was damaged (%s); rebuilt it", folder, exc)
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            try:
+                os.utime(folder / "meta.json")
+            except OSError:
+                pass  # a read-only cache still serves
+            return LexicalIndex(postings=postings), "loaded"
+    postings = build_postings(texts)
+    try:
+        save_postings(folder, postings)
+        _evict(folder.parent)
+    except OSError as exc:
+        log.warning("could not save the lexical index to %s (%s); it is rebuilt next time", folder, exc)
+    return LexicalIndex(postings=postings), "built"
+
+
+def _evict(parent: Path, keep: int = KEEP_LEXICAL) -> None:
+    folders = []
+    for sibling in parent.iterdir():
+        try:
+            folders.append(((sibling / "meta.json").stat().st_mtime, sibling))
+        except OSError:
+            continue
+    for _, stale in sorted(folders, reverse=True)[keep:]:
+        shutil.rmtree(stale, ignore_errors=True)

@@ -1,0 +1,166 @@
+"""Content-keyed index caches and the vectorised ranking, with an instant fake embedder (real numpy/FAISS/BM25)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import pytest
+import yaml
+from conftest import small_library
+from fakes import HashEmbedder
+
+from incidentlib.library import SearchConfig
+from incidentlib.loader import load_library
+from incidentlib.search import dense
+from incidentlib.search.engine import SearchEngine
+from incidentlib.search.exact import ExactIndex
+from incidentlib.search.hnsw import HnswIndex
+from incidentlib.search.lexical import LexicalIndex
+from incidentlib.search.lexical_store import LEXICAL_DIR, cached_lexical_index
+from incidentlib.search.tokenize import tokenize
+
+IDS = ["IL-0025", "IL-0126", "IL-0133", "IL-0134", "IL-0021", "IL-0001", "IL-0002"]
+QUERIES = ["NCCL watchdog timeout", "InfiniBand 링크 장애", "Xid 79 fell off the bus", "DNS outage", "zzz-unknown-token",
+           "GPU 메모리 ECC 오류로 학습이 멈췄다", "timeout timeout nccl"]
+
+
+@pytest.fixture()
+def small(tmp_path: Path, data_dir: Path) -> Path:
+    return small_library(tmp_path / "small", data_dir, IDS)
+
+
+def engine_for(root: Path, cache: Path, embedder: HashEmbedder) -> SearchEngine:
+    return SearchEngine(load_library(root), SearchConfig(cache_dir=cache), embedder)
+
+
+def test_a_copy_in_another_directory_reuses_both_indexes(small: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    embedder = HashEmbedder()
+    first = engine_for(small, cache, embedder)
+    built = first.build()
+    assert built.action == "built" and built.embedded == len(first.chunks) == embedder.documents_encoded
+    first_hits = first.search("NCCL watchdog timeout", k=5)
+    assert first.lexical_source == "built"
+
+    copy = tmp_path / "elsewhere" / "renamed-library"
+    shutil.copytree(small, copy)
+    second = engine_for(copy, cache, embedder)
+    reused = second.build()
+    assert reused.action == "reused" and reused.embedded == 0 and reused.reused == len(second.chunks)
+    assert embedder.documents_encoded == len(first.chunks)  # nothing embedded for the copy
+    assert reused.path == built.path
+    assert [h.incident_id for h in second.search("NCCL watchdog timeout", k=5)] == [h.incident_id for h in first_hits]
+    assert second.lexical_source == "loaded"
+
+
+def test_an_edit_reuses_unchanged_vectors_and_retires_the_old_folder(small: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    embedder = HashEmbedder()
+    engine = engine_for(small, cache, embedder)
+    before = engine.build()
+    edited = small / "incidents" / "IL-0021.yaml"
+    doc = yaml.safe_load(edited.read_text(encoding="utf-8"))
+    doc["lessons"] = [*doc.get("lessons", []), {"en": "Drain the node before replacing the cable.", "ko": "케이블을 바꾸기 전에 노드를 비운다."}]
+    edited.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    encoded = embedder.documents_encoded
+    after_engine = engine_for(small, cache, embedder)
+    after = after_engine.build()
+    assert after.path != before.path and after.action == "updated"
+    assert 0 < after.embedded == embedder.documents_encoded - encoded < len(after_engine.chunks)
+    assert not Path(before.path).exists()  # the same directory's earlier content is superseded
+    assert after_engine.build().action == "reused"
+
+
+def test_lexical_scores_match_bm25s(small: Path) -> None:
+    data = load_library(small)
+    texts = [c.text for c in SearchEngine(data, SearchConfig()).chunks]
+    index = LexicalIndex(texts)
+    reference = bm25s.BM25(k1=1.2, b=0.75)
+    reference.index([tokenize(t) or ["∅"] for t in texts], show_progress=False)
+    for query in QUERIES:
+        known = [t for t in tokenize(query) if t in reference.vocab_dict]
+        expected = np.asarray(reference.get_scores(known), dtype=np.float32) if known else np.zeros(len(texts), dtype=np.float32)
+        np.testing.assert_allclose(index.scores(query), expected, rtol=1e-5, atol=1e-6)
+    # matched terms come from the postings: every one is a token of that chunk
+    scores = index.scores("NCCL watchdog timeout")
+    best = int(np.argmax(scores))
+    terms = index.matched_terms("NCCL watchdog timeout", best)
+    assert terms and set(terms) <= set(tokenize(texts[best]))
+    unmatched = np.flatnonzero(scores == 0)
+    assert len(unmatched) and index.matched_terms("NCCL watchdog timeout", int(unmatched[0])) == []
+
+
+def _brute_ranking(engine: SearchEngine, scores: np.ndarray, positive: bool, allowed: set[str] | None) -> list[tuple[str, float, int]]:
+    best: dict[str, tuple[float, int]] = {}
+    for position, chunk in enumerate(engine.chunks):
+        if allowed is not None and chunk.incident_id not in allowed:
+            continue
+        score = float(scores[position])
+        if positive and score <= 0:
+            continue
+        if chunk.incident_id not in best or score > best[chunk.incident_id][0]:
+            best[chunk.incident_id] = (score, position)
+    order = list(engine.data.incidents)
+    ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], order.index(kv[0])))
+    return [(incident, score, chunk) for incident, (score, chunk) in ranked]
+
+
+@pytest.mark.parametrize("allowed", [None, {"IL-0001", "IL-0021", "IL-0133"}])
+def test_vectorised_ranking_equals_a_per_chunk_loop(small: Path, tmp_path: Path, allowed: set[str] | None) -> None:
+    engine = engine_for(small, tmp_path / "cache", HashEmbedder())
+    engine.build()
+    for query in QUERIES:
+        lexical = engine.rank_lexical(query, allowed, depth=None)
+        expected = _brute_ranking(engine, engine.lexical.scores(query), True, allowed)
+        assert [(i, c) for i, _, c in lexical] == [(i, c) for i, _, c in expected]
+        assert [s for _, s, _ in lexical] == pytest.approx([s for _, s, _ in expected])
+        assert engine.rank_lexical(query, allowed, depth=2) == lexical[:2]
+        vector = engine.embedder.encode_queries([query])[0]
+        _, chunk_to_row = engine._row_maps
+        exact = engine.dense.vectors[chunk_to_row] @ vector
+        dense_ranked = engine.rank_dense_vector(vector, allowed, depth=4)
+        assert [(i, c) for i, _, c in dense_ranked] == [(i, c) for i, _, c in _brute_ranking(engine, exact, False, allowed)[:4]]
+
+
+def test_index_kind_follows_size_and_vectors_are_held_once(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(300, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    small, large = dense.create(vectors, hnsw_threshold=301), dense.create(vectors, hnsw_threshold=300)
+    assert isinstance(small, ExactIndex) and isinstance(large, HnswIndex)
+    assert np.shares_memory(small.vectors, vectors)  # the exact index is the matrix itself, not a copy
+    np.testing.assert_array_equal(large.vectors, vectors)  # read from FAISS's own storage
+    view = large.vectors
+    assert not view.flags.owndata  # a view of FAISS memory, not a copy
+    exact_scores, exact_ids = small.search(vectors[7], 10)
+    approx_scores, approx_ids = large.search(vectors[7], 10)
+    assert exact_ids[0] == approx_ids[0] == 7 and exact_scores[0] == pytest.approx(1.0)
+    assert len(set(exact_ids) & set(approx_ids)) >= 8  # HNSW recall on an easy set
+    for index in (small, large):
+        folder = tmp_path / index.kind
+        folder.mkdir()
+        index.save(folder)
+        np.testing.assert_array_equal(dense.load(folder, index.kind).vectors, vectors)
+    allowed = np.array([3, 5, 250])
+    assert set(small.search(vectors[5], 5, allowed=allowed)[1]) == {3, 5, 250}
+
+
+def test_a_damaged_lexical_cache_is_rebuilt(tmp_path: Path) -> None:
+    texts = ["NCCL watchdog timeout on rank 3", "InfiniBand 링크가 끊겼다", ""]
+    first, source = cached_lexical_index(texts, tmp_path)
+    assert source == "built"
+    again, source = cached_lexical_index(texts, tmp_path)
+    assert source == "loaded" and np.array_equal(again.scores("nccl timeout"), first.scores("nccl timeout"))
+    folder = next((tmp_path / LEXICAL_DIR).iterdir())
+    np.save(folder / "data.npy", np.full(len(first.postings.data), np.nan, dtype=np.float32))
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["checksums"]["data.npy"] = hashlib.sha256((folder / "data.npy").read_bytes()).hexdigest()
+    (folder / "meta.json").write_text(json.dumps(meta))  # the checksum matches: the content check must catch it
+    rebuilt, source = cached_lexical_index(texts, tmp_path)
+    assert source == "built" and np.array_equal(rebuilt.scores("nccl timeout"), first.scores("nccl timeout"))
+    assert cached_lexical_index(texts, tmp_path)[1] == "loaded"
