@@ -15,15 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
 
 from ..embeddings import Embedder
 from ..models import LANGS, Incident
 from ..search.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
 
 # Three records is the least from which a concept's wording can be told from one incident's story.
 MIN_POSITIVE_RECORDS = 3
@@ -70,6 +72,9 @@ class ConceptClassifier:
     def __init__(self, embedder: Embedder | None) -> None:
         self.embedder = embedder
         self.concepts: list[str] = []
+        # sklearn loads here, not at import: a search that never classifies should not pay its ~1 s import
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
         self._vectorizer = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None, sublinear_tf=True)
         self._models: list[LogisticRegression] = []
 
@@ -101,6 +106,8 @@ class ConceptClassifier:
         self._models = []
         for concept in self.concepts:
             target = np.array([concept in e.concepts for e in examples], dtype=int)
+            from sklearn.linear_model import LogisticRegression
+
             model = LogisticRegression(C=REGULARISATION_C, class_weight="balanced", max_iter=1000, solver=SOLVER)
             model.fit(features, target)
             self._models.append(model)
