@@ -9,9 +9,15 @@ What is measured, side by side in one run on one machine:
 2. For libraries of N incidents (synthetic copies of the real ones: each copy keeps the
    real chunk texts, with the copy number appended, and a vector that is the real chunk
    vector plus small Gaussian noise, renormalised): query latency p50/p99 of
-   lexical (BM25), dense (FAISS flat, including the query embedding), hybrid, the FAISS
-   flat and HNSW vector searches alone, and a brute-force numpy baseline; index build
-   times; HNSW recall@10 against exact search; and the process's peak RSS.
+   incidentlib's lexical (BM25), dense (the index its size gets, including the query
+   embedding) and hybrid search; next to them the *floor* the libraries alone reach on the
+   same tokens, vectors and queries (bm25s top-50, FAISS HNSW top-100, the query embedding)
+   and a brute-force numpy search; incidentlib's hybrid p50 as a ratio to the floor; index
+   build times; HNSW recall@10 against exact search; resident and peak memory.
+
+A copy's tokens are the real chunk's tokens plus the copy number (the tokenizer splits
+``text + " #n"`` into exactly that bag), so the synthetic library is tokenized once per
+real chunk; tokenization speed is reported separately, on the real chunks.
 
 Each size runs in its own subprocess so peak memory is per size.  Latencies are
 wall-clock on a shared machine: compare numbers within a table, not across runs.
@@ -20,6 +26,7 @@ wall-clock on a shared machine: compare numbers within a table, not across runs.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import resource
@@ -36,11 +43,26 @@ sys.path.insert(0, str(REPO))
 
 from incidentlib import Library  # noqa: E402
 from incidentlib.embeddings import create_embedder  # noqa: E402
+from incidentlib.search import dense  # noqa: E402
 from incidentlib.search.chunks import Chunk  # noqa: E402
-from incidentlib.search.dense import FaissIndex  # noqa: E402
-from incidentlib.search.engine import SearchConfig, SearchEngine  # noqa: E402
-from incidentlib.search.lexical import LexicalIndex  # noqa: E402
+from incidentlib.search.engine import SearchConfig, SearchEngine, SearchMode  # noqa: E402
+from incidentlib.search.hnsw import HnswIndex  # noqa: E402
+from incidentlib.search.lexical import LexicalIndex, postings_from_tokens  # noqa: E402
 from incidentlib.search.store import IndexMeta, LoadedIndex  # noqa: E402
+from incidentlib.search.tokenize import tokenize  # noqa: E402
+
+#: Depth of the floor's BM25 top-k: the candidates incidentlib takes from each ranking (CANDIDATE_DEPTH).
+FLOOR_BM25_K = 50
+#: Depth of the floor's vector search: enough chunks for ~50 incidents on the real library.
+FLOOR_ANN_K = 100
+
+
+def rss_mb() -> float:
+    """Resident memory of this process now (not the peak)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def percentile_ms(samples: list[float], q: float) -> float:
@@ -65,57 +87,80 @@ def throughput(sample: int) -> dict[str, float]:
     return results
 
 
-def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0):
-    """A SearchEngine over ``copies`` copies of the real library, with perturbed real vectors."""
+def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_threshold: int | None = None):
+    """A SearchEngine over ``copies`` copies of the real library, with perturbed real vectors.
+
+    Returns the engine, the tokens of every chunk (for the floor), the timings and the incident count.
+    The engine's dense index is the kind its size gets (``hnsw_threshold``, default: the library's own);
+    with ``hnsw`` an HNSW index is built in any case for the floor and the recall figure.
+    """
     library = Library.open(search_config=SearchConfig())
     real_engine = library._search_engine
     real_engine.build()
     real_chunks = real_engine.chunks
     _, chunk_to_row = real_engine._row_maps
-    real_vectors = real_engine.dense.vectors[chunk_to_row]
+    real_vectors = np.ascontiguousarray(real_engine.dense.vectors[chunk_to_row])
+    real_tokens = [tokenize(c.text) for c in real_chunks]
     rng = np.random.default_rng(seed)
+    total = copies * len(real_chunks)
 
     chunks: list[Chunk] = []
-    blocks = []
+    tokens: list[list[str]] = []
+    vectors = np.empty((total, real_vectors.shape[1]), dtype=np.float32)
     incidents: dict[str, None] = {}
     for copy in range(copies):
         suffix = "" if copy == 0 else f" #{copy}"
-        for chunk in real_chunks:
+        for chunk, chunk_tokens in zip(real_chunks, real_tokens, strict=True):
             incident_id = chunk.incident_id if copy == 0 else f"{chunk.incident_id}-{copy}"
             incidents[incident_id] = None
             chunks.append(Chunk(id=f"{incident_id}/{chunk.id.split('/', 1)[1]}", incident_id=incident_id,
                                 kind=chunk.kind, lang=chunk.lang, text=chunk.text + suffix))
+            tokens.append(chunk_tokens + [str(copy)] if copy else chunk_tokens)
         block = real_vectors if copy == 0 else real_vectors + rng.normal(scale=noise, size=real_vectors.shape).astype(np.float32)
-        blocks.append(block / np.linalg.norm(block, axis=1, keepdims=True))
-    vectors = np.ascontiguousarray(np.vstack(blocks), dtype=np.float32)
+        vectors[copy * len(real_chunks):(copy + 1) * len(real_chunks)] = block / np.linalg.norm(block, axis=1, keepdims=True)
 
     timings = {}
     started = time.perf_counter()
-    lexical = LexicalIndex([c.text for c in chunks])
+    lexical = LexicalIndex(postings=postings_from_tokens(iter(tokens), len(tokens)))
     timings["bm25_build_s"] = time.perf_counter() - started
-    started = time.perf_counter()
-    flat = FaissIndex.create(vectors.shape[1], len(vectors), hnsw_threshold=len(vectors) + 1)
-    flat.add(vectors)
-    timings["flat_build_s"] = time.perf_counter() - started
+    threshold = hnsw_threshold or dense.DEFAULT_HNSW_THRESHOLD
     hnsw_index = None
-    if hnsw:
+    if hnsw or dense.kind_for(total, threshold) == "hnsw":
         started = time.perf_counter()
-        hnsw_index = FaissIndex.create(vectors.shape[1], len(vectors), hnsw_threshold=1)
-        hnsw_index.add(vectors)
+        hnsw_index = HnswIndex.build(vectors)
         timings["hnsw_build_s"] = time.perf_counter() - started
+    if dense.kind_for(total, threshold) == "hnsw":
+        assert hnsw_index is not None
+        index = hnsw_index
+        del vectors  # the HNSW index holds the vectors: keep one copy, as a served library does
+    else:
+        index = dense.create(vectors, threshold)
 
-    engine = SearchEngine(SimpleNamespace(incidents=incidents, root=REPO, content_hash="synthetic"), SearchConfig())
-    meta = IndexMeta(format_version=1, embedder="use-m3", dim=vectors.shape[1], content_hash="synthetic",
-                     chunks=len(chunks), index_kind="flat", build="synthetic", built_at=0.0)
-    engine.__dict__.update(chunks=chunks, lexical=lexical, embedder=real_engine.embedder,
-                           dense=LoadedIndex(flat, [c.id for c in chunks], vectors, meta))
-    return engine, vectors, flat, hnsw_index, timings, len(incidents)
+    engine = SearchEngine(SimpleNamespace(incidents=incidents, root=REPO, content_hash="synthetic"),
+                          SearchConfig(hnsw_threshold=threshold))
+    meta = IndexMeta(format_version=3, embedder="use-m3", dim=index.vectors.shape[1], content_hash="synthetic",
+                     chunks=len(chunks), index_kind=index.kind, build="synthetic", built_at=0.0)
+    engine.__dict__.update(chunks=chunks, lexical=lexical, embedder=real_engine.embedder)
+    engine._dense = LoadedIndex(index, [c.id for c in chunks], meta)
+    return engine, tokens, hnsw_index, timings, len(incidents)
 
 
-def run_size(copies: int, query_count: int, hnsw: bool) -> dict:
-    engine, vectors, flat, hnsw_index, timings, incident_count = synthetic_engine(copies, noise=0.05, hnsw=hnsw)
+def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool = True) -> dict:
+    import bm25s
+
+    engine, tokens, hnsw_index, timings, incident_count = synthetic_engine(copies, noise=0.05, hnsw=hnsw)
+    floor_bm25 = bm25s.BM25(k1=1.2, b=0.75)
+    if floor_bm25_index:
+        started = time.perf_counter()
+        floor_bm25.index([t or ["∅"] for t in tokens], show_progress=False)
+        timings["bm25s_build_s"] = time.perf_counter() - started
+    del tokens
+    gc.collect()
+    serving_rss = rss_mb()  # engine + floor indexes, before any query
     texts = queries(query_count)
     query_vectors = engine.embedder.encode_queries(texts)
+    known = floor_bm25.vocab_dict if floor_bm25_index else {}
+    query_tokens = [[t for t in tokenize(q) if t in known] for q in texts]
     for text in texts[:3]:  # warm caches
         engine.search(text, k=10)
 
@@ -127,32 +172,48 @@ def run_size(copies: int, query_count: int, hnsw: bool) -> dict:
             samples.append(time.perf_counter() - started)
         return samples
 
-    from incidentlib.search.engine import SearchMode
+    def floor_bm25_top(i: int) -> None:
+        if query_tokens[i]:
+            floor_bm25.retrieve([query_tokens[i]], k=FLOOR_BM25_K, show_progress=False, n_threads=1)
 
+    vectors = engine.dense.vectors
     results = {
-        "lexical": timed(lambda i, t: engine.search(t, k=10, mode=SearchMode.lexical)),
-        "dense (incl. query embedding)": timed(lambda i, t: engine.search(t, k=10, mode=SearchMode.dense)),
-        "hybrid": timed(lambda i, t: engine.search(t, k=10, mode=SearchMode.hybrid)),
-        "vector search: FAISS flat": timed(lambda i, t: flat.search(query_vectors[i], 100)),
-        "vector search: numpy brute force": timed(lambda i, t: np.argpartition(-(vectors @ query_vectors[i]), 100)[:100]),
+        "incidentlib lexical": timed(lambda i, t: engine.search(t, k=10, mode=SearchMode.lexical)),
+        "incidentlib dense (incl. query embedding)": timed(lambda i, t: engine.search(t, k=10, mode=SearchMode.dense)),
+        "incidentlib hybrid (incl. query embedding)": timed(lambda i, t: engine.search(t, k=10, mode=SearchMode.hybrid)),
+        "floor: query embedding (use-m3)": timed(lambda i, t: engine.embedder.encode_queries([t])),
+        f"numpy brute force top-{FLOOR_ANN_K}": timed(lambda i, t: np.argpartition(-(vectors @ query_vectors[i]), FLOOR_ANN_K)[:FLOOR_ANN_K]),
     }
+    if floor_bm25_index:
+        results[f"floor: bm25s top-{FLOOR_BM25_K}"] = timed(lambda i, t: floor_bm25_top(i))
     recall = None
     if hnsw_index is not None:
-        results["vector search: FAISS HNSW"] = timed(lambda i, t: hnsw_index.search(query_vectors[i], 100))
+        results[f"floor: FAISS HNSW top-{FLOOR_ANN_K}"] = timed(lambda i, t: hnsw_index.search(query_vectors[i], FLOOR_ANN_K))
         hits = []
         for i in range(len(texts)):
-            exact = set(flat.search(query_vectors[i], 10)[1].tolist())
+            exact = set(np.argpartition(-(vectors @ query_vectors[i]), 10)[:10].tolist())
             approx = set(hnsw_index.search(query_vectors[i], 10)[1].tolist())
             hits.append(len(exact & approx) / 10)
         recall = float(np.mean(hits))
     return {
         "incidents": incident_count,
-        "chunks": len(vectors),
+        "chunks": len(engine.chunks),
+        "dense_index": engine.dense.index.describe(),
         "latency_ms": {name: {"p50": percentile_ms(s, 50), "p99": percentile_ms(s, 99)} for name, s in results.items()},
         "build_s": timings,
         "hnsw_recall_at_10": recall,
+        "serving_rss_mb": serving_rss,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+
+
+def tokenize_rate() -> float:
+    """Chunks tokenized per second on the real library."""
+    texts = [c.text for c in Library.open()._search_engine.chunks]
+    started = time.perf_counter()
+    for text in texts:
+        tokenize(text)
+    return len(texts) / (time.perf_counter() - started)
 
 
 NOTES = """
@@ -162,35 +223,55 @@ NOTES = """
   texts carry the copy number and whose vectors are the real vectors plus Gaussian noise
   (σ = 0.05), renormalised. Near-duplicate copies make approximate search harder than
   real data, so the HNSW recall here is a conservative figure.
-- Query latency includes the whole ranking path of `SearchEngine` (BM25 scoring of every
-  chunk, FAISS search, per-incident aggregation, fusion); "dense" includes embedding the
-  query with use-m3. The vector-search rows time the index alone against numpy.
-- Peak RSS is per size (each runs in its own process) and includes the benchmark's own
-  copies of the synthetic vectors, so it overstates what a served library of that size needs.
-- Embedding throughput is what building an index costs: 1,768 chunks (the bundled
-  library) take about 8 s with use-m3 and about 2 minutes with e5-small on this machine.
+- incidentlib rows run the whole ranking path of `SearchEngine` (BM25 over the postings of
+  the query's tokens, exact or HNSW vector search, per-incident max, fusion); "dense" and
+  "hybrid" include embedding the query with use-m3. The floor rows time the libraries alone
+  on the same tokens, vectors and queries; "floor total" adds the three floor p50s.
+- Serving RSS is the process after every index is built (incidentlib's and the floor's,
+  which doubles the BM25 side), before any query; peak RSS includes the build.
 """
 
 
+def _cell(size: dict, op: str) -> str:
+    values = size["latency_ms"].get(op)
+    return f"{values['p50']:.1f} / {values['p99']:.1f}" if values else "–"
+
+
+def floor_p50(size: dict) -> float | None:
+    """Query embedding + bm25s top-k + HNSW (numpy brute force where no HNSW was built), p50 ms."""
+    latency = size["latency_ms"]
+    vector = latency.get(f"floor: FAISS HNSW top-{FLOOR_ANN_K}") or latency.get(f"numpy brute force top-{FLOOR_ANN_K}")
+    parts = [latency.get("floor: query embedding (use-m3)"), latency.get(f"floor: bm25s top-{FLOOR_BM25_K}"), vector]
+    return sum(p["p50"] for p in parts) if all(parts) else None  # type: ignore[index]
+
+
 def render(report: dict, command: str) -> str:
-    lines = ["# Benchmarks", "", f"Produced by `{command}` on {report['machine']}, in one run.",
-             "Latencies are wall-clock milliseconds over the evaluation queries; compare within a table.", "",
-             "## Embedding throughput (real library chunks)", "", "| backend | chunks/s |", "|---|---|"]
-    for backend, rate in report["throughput"].items():
-        lines.append(f"| {backend} | {rate:.1f} |")
+    lines = [f"Produced by `{command}` on {report['machine']}, in one run.",
+             "Latencies are wall-clock milliseconds over the evaluation queries; compare within a table.", ""]
+    if report.get("throughput"):
+        lines += ["### Embedding throughput (real library chunks)", "", "| backend | chunks/s |", "|---|---|"]
+        lines += [f"| {backend} | {rate:.1f} |" for backend, rate in report["throughput"].items()]
+        lines.append("")
+    lines += [f"Tokenizer: {report['tokenize_rate']:.0f} chunks/s on the real library's chunks.", ""]
     sizes = report["sizes"]
-    lines += ["", "## Query latency, p50 / p99 (ms)", "",
+    lines += ["### Query latency, p50 / p99 (ms)", "",
               "| operation | " + " | ".join(f"{s['incidents']:,} incidents ({s['chunks']:,} chunks)" for s in sizes) + " |",
               "|---|" + "---|" * len(sizes)]
-    operations = list(dict.fromkeys(op for s in sizes for op in s["latency_ms"]))
-    for op in operations:
-        cells = [f"{s['latency_ms'][op]['p50']:.1f} / {s['latency_ms'][op]['p99']:.1f}" if op in s["latency_ms"] else "–" for s in sizes]
-        lines.append(f"| {op} | " + " | ".join(cells) + " |")
-    lines += ["", "## Index build time (s), HNSW recall and memory", "",
+    lines.append("| incidentlib dense index | " + " | ".join(s["dense_index"] for s in sizes) + " |")
+    for op in dict.fromkeys(op for s in sizes for op in s["latency_ms"]):
+        lines.append(f"| {op} | " + " | ".join(_cell(s, op) for s in sizes) + " |")
+    floors = [floor_p50(s) for s in sizes]
+    lines.append("| floor total p50 (embedding + bm25s + HNSW) | " + " | ".join(f"{f:.1f}" if f else "–" for f in floors) + " |")
+    hybrid = "incidentlib hybrid (incl. query embedding)"
+    lines.append("| **incidentlib hybrid p50 ÷ floor** | " + " | ".join(
+        f"**{s['latency_ms'][hybrid]['p50'] / f:.2f}×**" if f else "–" for s, f in zip(sizes, floors, strict=True)) + " |")
+    lines += ["", "### Index build time (s), HNSW recall and memory", "",
               "| | " + " | ".join(f"{s['incidents']:,}" for s in sizes) + " |", "|---|" + "---|" * len(sizes)]
-    for key, label in (("bm25_build_s", "BM25 build"), ("flat_build_s", "FAISS flat build"), ("hnsw_build_s", "FAISS HNSW build")):
+    for key, label in (("bm25_build_s", "incidentlib BM25 build from tokens"), ("bm25s_build_s", "bm25s build from the same tokens"),
+                       ("hnsw_build_s", "FAISS HNSW build")):
         lines.append(f"| {label} | " + " | ".join(f"{s['build_s'][key]:.2f}" if key in s["build_s"] else "–" for s in sizes) + " |")
     lines.append("| HNSW recall@10 vs exact | " + " | ".join(f"{s['hnsw_recall_at_10']:.3f}" if s["hnsw_recall_at_10"] is not None else "–" for s in sizes) + " |")
+    lines.append("| serving RSS (MB) | " + " | ".join(f"{s['serving_rss_mb']:.0f}" for s in sizes) + " |")
     lines.append("| peak RSS (MB) | " + " | ".join(f"{s['peak_rss_mb']:.0f}" for s in sizes) + " |")
     return "\n".join(lines) + "\n" + NOTES
 
@@ -201,8 +282,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--throughput-sample", type=int, default=256)
     parser.add_argument("--hnsw-up-to", type=int, default=100000, help="also build HNSW for sizes up to this")
-    parser.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
+    parser.add_argument("--bm25s-up-to", type=int, default=100000, help="build the bm25s floor for sizes up to this")
+    parser.add_argument("--output", type=Path, help="also write the Markdown tables here")
     parser.add_argument("--quick", action="store_true", help="fewer queries and a small throughput sample")
+    parser.add_argument("--no-throughput", action="store_true", help="skip the embedding throughput table")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
@@ -211,19 +294,22 @@ def main() -> None:
     real = len(Library.open())
     if args.one_size:
         copies = max(1, round(args.one_size / real))
-        print(json.dumps(run_size(copies, args.queries, hnsw=args.one_size <= args.hnsw_up_to)))
+        print(json.dumps(run_size(copies, args.queries, hnsw=args.one_size <= args.hnsw_up_to,
+                                  floor_bm25_index=args.one_size <= args.bm25s_up_to)))
         return
 
     report = {"machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
-              "throughput": throughput(args.throughput_sample), "sizes": []}
+              "throughput": {} if args.no_throughput else throughput(args.throughput_sample),
+              "tokenize_rate": tokenize_rate(), "sizes": []}
     for size in args.sizes:
         print(f"size {size} …", file=sys.stderr)
         proc = subprocess.run([sys.executable, __file__, "--one-size", str(size), "--queries", str(args.queries),
-                               "--hnsw-up-to", str(args.hnsw_up_to)], capture_output=True, text=True, check=True)
+                               "--hnsw-up-to", str(args.hnsw_up_to), "--bm25s-up-to", str(args.bm25s_up_to)], stdout=subprocess.PIPE, text=True, check=True)
         report["sizes"].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     command = "python bench/bench_search.py " + " ".join(sys.argv[1:])
     text = render(report, command.strip())
-    args.output.write_text(text, encoding="utf-8")
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
     sys.stdout.write(text)
 
 

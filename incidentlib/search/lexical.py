@@ -16,7 +16,8 @@ start does not tokenize the library again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,17 +46,22 @@ class Postings:
 
 def build_postings(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> Postings:
     """Tokenize ``texts`` and compute the BM25 weight of every (term, chunk) pair (formula in the module docstring)."""
+    return postings_from_tokens((tokenize(text) for text in texts), len(texts), k1, b)
+
+
+def postings_from_tokens(token_lists: Iterable[list[str]], size: int, k1: float = BM25_K1, b: float = BM25_B) -> Postings:
+    """:func:`build_postings` from already tokenized chunks (``size`` of them)."""
     vocabulary: dict[str, int] = {}
-    ids: list[int] = []
-    lengths = np.zeros(len(texts), dtype=np.int64)
-    for position, text in enumerate(texts):
-        tokens = tokenize(text) or [EMPTY_TOKEN]
+    ids = array("q")  # 8 bytes a token instead of a Python int object each
+    lengths = np.zeros(size, dtype=np.int64)
+    for position, found in enumerate(token_lists):
+        tokens = found or [EMPTY_TOKEN]
         lengths[position] = len(tokens)
         ids.extend(vocabulary.setdefault(token, len(vocabulary)) for token in tokens)
-    size, terms = len(texts), len(vocabulary)
+    terms = len(vocabulary)
     if not size:
         return Postings([], np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), 0)
-    token_ids = np.asarray(ids, dtype=np.int64)
+    token_ids = np.frombuffer(ids, dtype=np.int64) if len(ids) else np.zeros(0, dtype=np.int64)
     chunk_of_token = np.repeat(np.arange(size, dtype=np.int64), lengths)
     # one key per (term, chunk): sorting it groups a term's chunks together, in chunk order
     pairs, tf = np.unique(token_ids * size + chunk_of_token, return_counts=True)
