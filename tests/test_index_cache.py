@@ -164,3 +164,33 @@ def test_a_damaged_lexical_cache_is_rebuilt(tmp_path: Path) -> None:
     rebuilt, source = cached_lexical_index(texts, tmp_path)
     assert source == "built" and np.array_equal(rebuilt.scores("nccl timeout"), first.scores("nccl timeout"))
     assert cached_lexical_index(texts, tmp_path)[1] == "loaded"
+
+
+def test_duplicate_index_finds_what_every_pair_finds(library) -> None:
+    """LSH candidates + exact Jaccard agree with comparing every pair, on the library's own texts and reworded copies."""
+    import random
+
+    from incidentlib.importing.duplicates import SIMILARITY_THRESHOLD, DuplicateIndex, fingerprint, jaccard
+
+    rng = random.Random(7)
+    texts = [f"{i.title.en} {i.summary.en}" for i in library.incidents()]
+    index = DuplicateIndex()
+    prints = []
+    for number, text in enumerate(texts[:150]):
+        index.add(f"K{number}", [f"https://example.org/{number}"], [text])
+        prints.append(fingerprint(text))
+    queries = texts[150:200]  # distinct incidents: no duplicate expected
+    for text in texts[:50]:  # copies with a tenth of their words dropped: duplicates
+        words = text.split()
+        queries.append(" ".join(w for w in words if rng.random() > 0.1))
+    found = 0
+    for query in queries:
+        mine = fingerprint(query)
+        scores = [jaccard(mine, theirs) for theirs in prints]
+        best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        expected = f"K{best}" if scores[best] >= SIMILARITY_THRESHOLD else None
+        duplicate = index.find([], [query])
+        assert (duplicate.of if duplicate else None) == expected, query
+        found += duplicate is not None
+    assert found >= 45  # the reworded copies are caught
+    assert index.find(["https://EXAMPLE.org/3/"], ["anything"]).of == "K3"  # same URL, normalised
