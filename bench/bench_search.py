@@ -145,10 +145,10 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
     return engine, tokens, hnsw_index, timings, len(incidents)
 
 
-def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool = True) -> dict:
+def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool = True, hnsw_threshold: int | None = None) -> dict:
     import bm25s
 
-    engine, tokens, hnsw_index, timings, incident_count = synthetic_engine(copies, noise=0.05, hnsw=hnsw)
+    engine, tokens, hnsw_index, timings, incident_count = synthetic_engine(copies, noise=0.05, hnsw=hnsw, hnsw_threshold=hnsw_threshold)
     floor_bm25 = bm25s.BM25(k1=1.2, b=0.75)
     if floor_bm25_index:
         started = time.perf_counter()
@@ -164,31 +164,36 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
     for text in texts[:3]:  # warm caches
         engine.search(text, k=10)
 
-    def timed(fn) -> list[float]:  # noqa: ANN001
-        samples = []
-        for i, text in enumerate(texts):
-            started = time.perf_counter()
-            fn(i, text)
-            samples.append(time.perf_counter() - started)
-        return samples
-
     def floor_bm25_top(i: int) -> None:
         if query_tokens[i]:
             floor_bm25.retrieve([query_tokens[i]], k=FLOOR_BM25_K, show_progress=False, n_threads=1)
 
+    def hybrid_given_vector(i: int, text: str) -> None:
+        depth = engine.config.candidate_depth
+        engine.fuse_rankings(engine.rank_lexical(text, None, depth), engine.rank_dense_vector(query_vectors[i], None, depth), 10)
+
     vectors = engine.dense.vectors
-    results = {
-        "incidentlib lexical": timed(lambda i, t: engine.search(t, k=10, mode=SearchMode.lexical)),
-        "incidentlib dense (incl. query embedding)": timed(lambda i, t: engine.search(t, k=10, mode=SearchMode.dense)),
-        "incidentlib hybrid (incl. query embedding)": timed(lambda i, t: engine.search(t, k=10, mode=SearchMode.hybrid)),
-        "floor: query embedding (use-m3)": timed(lambda i, t: engine.embedder.encode_queries([t])),
-        f"numpy brute force top-{FLOOR_ANN_K}": timed(lambda i, t: np.argpartition(-(vectors @ query_vectors[i]), FLOOR_ANN_K)[:FLOOR_ANN_K]),
+    operations = {
+        "incidentlib lexical": lambda i, t: engine.search(t, k=10, mode=SearchMode.lexical),
+        "incidentlib dense (incl. query embedding)": lambda i, t: engine.search(t, k=10, mode=SearchMode.dense),
+        "incidentlib hybrid (incl. query embedding)": lambda i, t: engine.search(t, k=10, mode=SearchMode.hybrid),
+        "incidentlib hybrid, query vector given": hybrid_given_vector,
+        "floor: query embedding (use-m3)": lambda i, t: engine.embedder.encode_queries([t]),
+        f"numpy brute force top-{FLOOR_ANN_K}": lambda i, t: np.argpartition(-(vectors @ query_vectors[i]), FLOOR_ANN_K)[:FLOOR_ANN_K],
     }
     if floor_bm25_index:
-        results[f"floor: bm25s top-{FLOOR_BM25_K}"] = timed(lambda i, t: floor_bm25_top(i))
+        operations[f"floor: bm25s top-{FLOOR_BM25_K}"] = lambda i, t: floor_bm25_top(i)
+    if hnsw_index is not None:
+        operations[f"floor: FAISS HNSW top-{FLOOR_ANN_K}"] = lambda i, t: hnsw_index.search(query_vectors[i], FLOOR_ANN_K)
+    # query by query, every operation in turn: a load change on a shared machine hits all of them alike
+    results: dict[str, list[float]] = {name: [] for name in operations}
+    for i, text in enumerate(texts):
+        for name, operation in operations.items():
+            started = time.perf_counter()
+            operation(i, text)
+            results[name].append(time.perf_counter() - started)
     recall = None
     if hnsw_index is not None:
-        results[f"floor: FAISS HNSW top-{FLOOR_ANN_K}"] = timed(lambda i, t: hnsw_index.search(query_vectors[i], FLOOR_ANN_K))
         hits = []
         for i in range(len(texts)):
             exact = set(np.argpartition(-(vectors @ query_vectors[i]), 10)[:10].tolist())
@@ -237,11 +242,12 @@ def _cell(size: dict, op: str) -> str:
     return f"{values['p50']:.1f} / {values['p99']:.1f}" if values else "–"
 
 
-def floor_p50(size: dict) -> float | None:
-    """Query embedding + bm25s top-k + HNSW (numpy brute force where no HNSW was built), p50 ms."""
+def floor_p50(size: dict, embedding: bool = True) -> float | None:
+    """Query embedding (unless not ``embedding``) + bm25s top-k + FAISS HNSW, p50 ms; None when one was not run."""
     latency = size["latency_ms"]
-    vector = latency.get(f"floor: FAISS HNSW top-{FLOOR_ANN_K}") or latency.get(f"numpy brute force top-{FLOOR_ANN_K}")
-    parts = [latency.get("floor: query embedding (use-m3)"), latency.get(f"floor: bm25s top-{FLOOR_BM25_K}"), vector]
+    parts = [latency.get(f"floor: bm25s top-{FLOOR_BM25_K}"), latency.get(f"floor: FAISS HNSW top-{FLOOR_ANN_K}")]
+    if embedding:
+        parts.append(latency.get("floor: query embedding (use-m3)"))
     return sum(p["p50"] for p in parts) if all(parts) else None  # type: ignore[index]
 
 
@@ -265,6 +271,11 @@ def render(report: dict, command: str) -> str:
     hybrid = "incidentlib hybrid (incl. query embedding)"
     lines.append("| **incidentlib hybrid p50 ÷ floor** | " + " | ".join(
         f"**{s['latency_ms'][hybrid]['p50'] / f:.2f}×**" if f else "–" for s, f in zip(sizes, floors, strict=True)) + " |")
+    bare = [floor_p50(s, embedding=False) for s in sizes]
+    given = "incidentlib hybrid, query vector given"
+    lines.append("| floor without the embedding p50 (bm25s + HNSW) | " + " | ".join(f"{f:.1f}" if f else "–" for f in bare) + " |")
+    lines.append("| **incidentlib hybrid (vector given) p50 ÷ floor without the embedding** | " + " | ".join(
+        f"**{s['latency_ms'][given]['p50'] / f:.2f}×**" if f else "–" for s, f in zip(sizes, bare, strict=True)) + " |")
     lines += ["", "### Index build time (s), HNSW recall and memory", "",
               "| | " + " | ".join(f"{s['incidents']:,}" for s in sizes) + " |", "|---|" + "---|" * len(sizes)]
     for key, label in (("bm25_build_s", "incidentlib BM25 build from tokens"), ("bm25s_build_s", "bm25s build from the same tokens"),
@@ -283,6 +294,7 @@ def main() -> None:
     parser.add_argument("--throughput-sample", type=int, default=256)
     parser.add_argument("--hnsw-up-to", type=int, default=100000, help="also build HNSW for sizes up to this")
     parser.add_argument("--bm25s-up-to", type=int, default=100000, help="build the bm25s floor for sizes up to this")
+    parser.add_argument("--hnsw-threshold", type=int, help="vectors at which incidentlib's own index becomes HNSW (default: the library's)")
     parser.add_argument("--output", type=Path, help="also write the Markdown tables here")
     parser.add_argument("--quick", action="store_true", help="fewer queries and a small throughput sample")
     parser.add_argument("--no-throughput", action="store_true", help="skip the embedding throughput table")
@@ -295,7 +307,7 @@ def main() -> None:
     if args.one_size:
         copies = max(1, round(args.one_size / real))
         print(json.dumps(run_size(copies, args.queries, hnsw=args.one_size <= args.hnsw_up_to,
-                                  floor_bm25_index=args.one_size <= args.bm25s_up_to)))
+                                  floor_bm25_index=args.one_size <= args.bm25s_up_to, hnsw_threshold=args.hnsw_threshold)))
         return
 
     report = {"machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
@@ -304,7 +316,8 @@ def main() -> None:
     for size in args.sizes:
         print(f"size {size} …", file=sys.stderr)
         proc = subprocess.run([sys.executable, __file__, "--one-size", str(size), "--queries", str(args.queries),
-                               "--hnsw-up-to", str(args.hnsw_up_to), "--bm25s-up-to", str(args.bm25s_up_to)], stdout=subprocess.PIPE, text=True, check=True)
+                               "--hnsw-up-to", str(args.hnsw_up_to), "--bm25s-up-to", str(args.bm25s_up_to),
+                               *(["--hnsw-threshold", str(args.hnsw_threshold)] if args.hnsw_threshold else [])], stdout=subprocess.PIPE, text=True, check=True)
         report["sizes"].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     command = "python bench/bench_search.py " + " ".join(sys.argv[1:])
     text = render(report, command.strip())
