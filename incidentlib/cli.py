@@ -403,13 +403,24 @@ def sparql(
 
 @app.command()
 def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+          stats: Annotated[bool, typer.Option("--stats", help="Also show index sizes and the dense index kind chosen.")] = False,
           as_json: JsonOpt = False) -> None:
     """Build (or refresh) the search index for an embedder, with a progress bar."""
     library = open_library(data, embedder, cache)
     build_with_progress(library, quiet=as_json)
     report = library.last_build
     assert report is not None
-    if as_json:
+    if stats:
+        numbers = library.index_stats()
+        if as_json:
+            emit_json(numbers)
+            return
+        out.print(f"✓ {report.embedder}: {report.chunks} chunks ({report.action}) in {report.path}")
+        out.print(f"  dense:   {numbers.dense_index}; {numbers.vectors_mb} MB of vectors "
+                  f"(HNSW from {numbers.hnsw_threshold:,} vectors)")
+        out.print(f"  lexical: BM25 over {numbers.lexical_terms:,} terms, {numbers.lexical_postings:,} postings, "
+                  f"{numbers.lexical_mb} MB ({numbers.lexical_source})")
+    elif as_json:
         emit_json(report)
     else:
         out.print(f"✓ {report.embedder}: {report.chunks} chunks ({report.action}, {report.index_kind}) in {report.path}")

@@ -32,7 +32,7 @@ from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
 from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
 from .search.concepts import ConceptRecognizer
-from .search.engine import SearchConfig, SearchEngine, SearchMode
+from .search.engine import IndexStats, SearchConfig, SearchEngine, SearchMode
 from .search.fusion import FusionMethod
 from .search.service import SearchService
 from .search.store import BuildReport, ProgressFn
@@ -438,6 +438,11 @@ class Library:
     def build_index(self, progress: ProgressFn | None = None) -> BuildReport:
         """Build, extend or reuse the persisted dense index for the configured embedder."""
         return self._search_engine.build(progress)
+
+    def index_stats(self) -> IndexStats:
+        """Sizes of the search indexes and the dense index kind: exact (numpy) below ``hnsw_threshold`` vectors, HNSW at
+        or above it (see :mod:`incidentlib.search.dense`)."""
+        return self._search_engine.stats()
 
     @property
     def last_build(self) -> BuildReport | None:

@@ -194,3 +194,32 @@ def test_duplicate_index_finds_what_every_pair_finds(library) -> None:
         found += duplicate is not None
     assert found >= 45  # the reworded copies are caught
     assert index.find(["https://EXAMPLE.org/3/"], ["anything"]).of == "K3"  # same URL, normalised
+
+
+def test_index_stats_name_the_dense_kind(small: Path, tmp_path: Path) -> None:
+    from incidentlib import Library
+
+    library = Library(load_library(small), SearchConfig(cache_dir=tmp_path / "cache", hnsw_threshold=10), embedder=HashEmbedder())
+    library.build_index()
+    stats = library.index_stats()
+    assert stats.dense_kind == "hnsw" and stats.dense_index.startswith("HNSW") and stats.hnsw_threshold == 10
+    assert stats.chunks == len(library._search_engine.chunks) and stats.incidents == len(IDS)
+    assert stats.vectors_mb == round(stats.chunks * 64 * 4 / 2**20, 1)
+    assert stats.lexical_terms > 0 and stats.lexical_postings >= stats.chunks and stats.lexical_source in ("built", "loaded")
+    exact = Library(load_library(small), SearchConfig(cache_dir=tmp_path / "cache"), embedder=HashEmbedder())
+    exact.build_index()
+    assert exact.index_stats().dense_kind == "flat" and exact.last_build is not None and exact.last_build.embedded == 0
+
+
+@pytest.mark.slow
+def test_cli_index_stats(search_library, cache_dir: Path, data_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from incidentlib.cli import app
+
+    result = CliRunner().invoke(app, ["index", "--stats", "--json", "--data", str(data_dir), "--cache", str(cache_dir)])
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.output)
+    assert stats["embedder"] == "use-m3" and stats["dense_kind"] == "flat" and stats["chunks"] == len(search_library._search_engine.chunks)
+    text = CliRunner().invoke(app, ["index", "--stats", "--data", str(data_dir), "--cache", str(cache_dir)])
+    assert "exact (numpy" in text.output and "BM25 over" in text.output

@@ -64,6 +64,23 @@ class SearchConfig(BaseModel):
     candidate_depth: int = Field(default=CANDIDATE_DEPTH, ge=1, description="Incidents taken from each ranking before fusion.")
 
 
+class IndexStats(BaseModel):
+    """What the search indexes hold, and which dense index the library's size chose."""
+
+    embedder: str
+    chunks: int
+    incidents: int
+    dense_kind: str = Field(description="flat (exact numpy search) or hnsw (FAISS HNSW)")
+    dense_index: str = Field(description="The dense index and its parameters, in words.")
+    hnsw_threshold: int = Field(description="Vectors at which the dense index switches from exact to HNSW.")
+    vectors_mb: float = Field(description="Memory of the vectors, held once (by the index).")
+    dense_path: str
+    lexical_terms: int
+    lexical_postings: int = Field(description="(term, chunk) pairs in the BM25 index.")
+    lexical_mb: float
+    lexical_source: str = Field(description="loaded (from the cache) or built (tokenized now).")
+
+
 @dataclass(frozen=True)
 class Hit:
     """One ranked incident with the chunk that earned its score."""
@@ -170,6 +187,19 @@ class SearchEngine:
         chunk_to_row[row_to_chunk] = np.arange(len(row_to_chunk))
         identity = bool(np.array_equal(row_to_chunk, np.arange(len(row_to_chunk))))
         return row_to_chunk, chunk_to_row, identity
+
+    def stats(self) -> IndexStats:
+        """Sizes and kinds of the built indexes (builds or loads them first)."""
+        dense = self.dense
+        postings = self.lexical.postings
+        lexical_bytes = postings.indptr.nbytes + postings.indices.nbytes + postings.data.nbytes
+        return IndexStats(
+            embedder=dense.meta.embedder, chunks=len(self.chunks), incidents=len(self._incident_ids),
+            dense_kind=dense.index.kind, dense_index=dense.index.describe(), hnsw_threshold=self.config.hnsw_threshold,
+            vectors_mb=round(dense.vectors.nbytes / 2**20, 1), dense_path=self.last_build.path if self.last_build else "",
+            lexical_terms=len(postings.vocabulary), lexical_postings=len(postings.indices),
+            lexical_mb=round(lexical_bytes / 2**20, 1), lexical_source=self.lexical_source or "",
+        )
 
     # ---- ranking -------------------------------------------------------------
     def _allowed_incidents(self, allowed: set[str] | None) -> np.ndarray | None:

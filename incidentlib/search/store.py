@@ -294,8 +294,9 @@ def ensure_index(
     missing = [c for c in chunks if (c.id, c.digest) not in previous]
     fresh = _embed([c.text for c in missing], embedder, batch_size, progress)
 
+    additions_only = bool(old_rows) and all(key in current for key in previous)
     # every donor row still current and an HNSW graph to keep: append the new chunks (incremental add)
-    if old is not None and old_rows and all(key in current for key in previous) and old.index.kind == expected_kind == "hnsw":
+    if old is not None and additions_only and old.index.kind == expected_kind == "hnsw":
         order = [*old_rows, *(index_row(c) for c in missing)]
         index = old.index.add(fresh)
         action = "extended" if missing else "refreshed"
@@ -311,6 +312,8 @@ def ensure_index(
     index = dense.create(vectors, hnsw_threshold)
     if not missing:
         action = "refreshed"
+    elif additions_only:
+        action = "extended"  # the exact index is its vectors: the new rows are added to the reused ones
     elif len(missing) < len(chunks):
         action = "updated"
     else:
