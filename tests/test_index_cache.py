@@ -138,7 +138,7 @@ def test_index_kind_follows_size_and_vectors_are_held_once(tmp_path: Path) -> No
     view = large.vectors
     assert not view.flags.owndata  # a view of FAISS memory, not a copy
     exact_scores, exact_ids = small.search(vectors[7], 10)
-    approx_scores, approx_ids = large.search(vectors[7], 10)
+    _, approx_ids = large.search(vectors[7], 10)
     assert exact_ids[0] == approx_ids[0] == 7 and exact_scores[0] == pytest.approx(1.0)
     assert len(set(exact_ids) & set(approx_ids)) >= 8  # HNSW recall on an easy set
     for index in (small, large):

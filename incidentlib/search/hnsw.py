@@ -56,7 +56,7 @@ class HnswIndex:
 
     @property
     def vectors(self) -> np.ndarray:
-        storage = faiss.downcast_index(self._index.storage)
+        storage: Any = faiss.downcast_index(self._index.storage)  # an IndexFlat; the stubs type it as the base Index
         total, dim = int(self._index.ntotal), int(self._index.d)
         if total == 0:
             return np.zeros((0, dim), dtype=np.float32)
@@ -76,7 +76,6 @@ class HnswIndex:
 
     def scores(self, query: np.ndarray) -> None:
         """HNSW does not score every row; callers use :meth:`search`."""
-        return None
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top ``k`` (scores, row ids), best first; ``allowed`` restricts the rows before ranking."""

@@ -18,6 +18,7 @@ is rebuilt with a logged warning; a cache that cannot be written only costs the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -142,10 +143,8 @@ def cached_lexical_index(texts: Sequence[str], cache_dir: Path) -> tuple[Lexical
             log.warning("lexical index cache %s was damaged (%s); rebuilt it", folder, exc)
             shutil.rmtree(folder, ignore_errors=True)
         else:
-            try:
+            with contextlib.suppress(OSError):  # a read-only cache still serves
                 os.utime(folder / "meta.json")
-            except OSError:
-                pass  # a read-only cache still serves
             return LexicalIndex(postings=postings), "loaded"
     postings = build_postings(texts)
     try:

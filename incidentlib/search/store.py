@@ -34,6 +34,7 @@ rebuilt from the reused and new vectors.  The donor of the same directory is the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -213,10 +214,8 @@ def _rows(folder: Path, meta: IndexMeta) -> list[IndexRow]:
 
 
 def _touch(folder: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache still serves
         os.utime(folder / "meta.json")  # last use: the eviction order of KEEP_BUILDS
-    except OSError:
-        pass  # a read-only cache still serves
 
 
 def _donor(folder: Path, embedder: Embedder, library: str) -> tuple[Path, IndexMeta] | None:
