@@ -234,10 +234,10 @@ class Library:
         return build_graph(self.data)
 
     def warm(self) -> None:
-        """Build now what the first requests would build: the RDF graph and the concept recognizer.
+        """Build now what the first requests would build: the RDF graph, the concept recognizer and the BM25 index.
         The concept tagger is left to :meth:`prepare_tagger` (in the background: its first fit on a new
         library takes a while, and start-up should not wait for it)."""
-        _ = self._rdf, self._search_service.recognizer
+        _ = self._rdf, self._search_service.recognizer, self._search_engine.lexical
 
     def prepare_tagger(self) -> None:
         """Fit (or load from the cache beside the index) the concept tagger that pasted text needs, so
