@@ -223,3 +223,11 @@ def test_cli_index_stats(search_library, cache_dir: Path, data_dir: Path) -> Non
     assert stats["embedder"] == "use-m3" and stats["dense_kind"] == "flat" and stats["chunks"] == len(search_library._search_engine.chunks)
     text = CliRunner().invoke(app, ["index", "--stats", "--data", str(data_dir), "--cache", str(cache_dir)])
     assert "exact (numpy" in text.output and "BM25 over" in text.output
+
+
+def test_token_memo_carries_tokens_over_and_keeps_only_this_corpus() -> None:
+    texts = ["NCCL watchdog timeout on rank 3", "InfiniBand 링크가 끊겼다"]
+    memo: dict[str, list[str]] = {"stale text": ["stale"], texts[0]: ["nccl", "planted"]}
+    index = LexicalIndex(texts, memo=memo)
+    assert set(memo) == set(texts) and memo[texts[0]] == ["nccl", "planted"]  # the known text was not tokenized again
+    assert index.matched_terms("planted", 0) == ["planted"] and memo[texts[1]] == tokenize(texts[1])

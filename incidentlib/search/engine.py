@@ -138,7 +138,7 @@ class SearchEngine:
     @cached_property
     def lexical(self) -> LexicalIndex:
         """The BM25 index, loaded from the cache when this exact text was indexed before (see :mod:`.lexical_store`)."""
-        index, self.lexical_source = cached_lexical_index([c.text for c in self.chunks], self.cache_dir)
+        index, self.lexical_source = cached_lexical_index([c.text for c in self.chunks], self.cache_dir, self._token_memo)
         return index
 
     # ---- dense ---------------------------------------------------------------

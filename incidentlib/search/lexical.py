@@ -44,9 +44,18 @@ class Postings:
     size: int  # number of chunks
 
 
-def build_postings(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> Postings:
-    """Tokenize ``texts`` and compute the BM25 weight of every (term, chunk) pair (formula in the module docstring)."""
-    return postings_from_tokens((tokenize(text) for text in texts), len(texts), k1, b)
+def build_postings(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B,
+                   memo: dict[str, list[str]] | None = None) -> Postings:
+    """Tokenize ``texts`` and compute the BM25 weight of every (term, chunk) pair (formula in the module docstring).
+
+    With ``memo`` (text -> tokens), known texts are not tokenized again, and the memo is left holding this corpus.
+    """
+    if memo is None:
+        return postings_from_tokens((tokenize(text) for text in texts), len(texts), k1, b)
+    tokens = [memo[text] if text in memo else tokenize(text) for text in texts]
+    memo.clear()
+    memo.update(zip(texts, tokens, strict=True))
+    return postings_from_tokens(iter(tokens), len(texts), k1, b)
 
 
 def postings_from_tokens(token_lists: Iterable[list[str]], size: int, k1: float = BM25_K1, b: float = BM25_B) -> Postings:
@@ -82,9 +91,11 @@ class LexicalIndex:
     """Scores every chunk for a query; filtering is a mask applied before ranking."""
 
     def __init__(self, texts: Sequence[str] | None = None, k1: float = BM25_K1, b: float = BM25_B,
-                 postings: Postings | None = None) -> None:
+                 postings: Postings | None = None, memo: dict[str, list[str]] | None = None) -> None:
+        """``memo`` (text -> tokens) carries tokenization over from an earlier index of a changed corpus:
+        after a write only the new or edited chunks are tokenized; the memo keeps just this corpus's texts."""
         if postings is None:
-            postings = build_postings(texts or [], k1, b)
+            postings = build_postings(texts or [], k1, b, memo)
         self.postings = postings
         self._term = {token: i for i, token in enumerate(postings.vocabulary)}
 

@@ -133,8 +133,13 @@ def save_postings(folder: Path, postings: Postings) -> None:
         raise
 
 
-def cached_lexical_index(texts: Sequence[str], cache_dir: Path) -> tuple[LexicalIndex, str]:
-    """The BM25 index over ``texts``, loaded from ``cache_dir`` when present; also says ``"loaded"`` or ``"built"``."""
+def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
+                         memo: dict[str, list[str]] | None = None) -> tuple[LexicalIndex, str]:
+    """The BM25 index over ``texts``, loaded from ``cache_dir`` when present; also says ``"loaded"`` or ``"built"``.
+
+    ``memo`` (text -> tokens, see :class:`LexicalIndex`) spares tokenizing known texts when the index is built;
+    a loaded index leaves it untouched.
+    """
     folder = cache_dir / LEXICAL_DIR / lexical_key(texts)
     if (folder / "meta.json").exists():
         try:
@@ -146,7 +151,7 @@ def cached_lexical_index(texts: Sequence[str], cache_dir: Path) -> tuple[Lexical
             with contextlib.suppress(OSError):  # a read-only cache still serves
                 os.utime(folder / "meta.json")
             return LexicalIndex(postings=postings), "loaded"
-    postings = build_postings(texts)
+    postings = build_postings(texts, memo=memo)
     try:
         save_postings(folder, postings)
         _evict(folder.parent)
