@@ -13,7 +13,6 @@ import pytest
 from test_hardening_live import _serve
 
 from incidentlib.library import Library
-from incidentlib.search.store import store_dir
 
 CONFIG = Path(__file__).parent / "schemathesis" / "schemathesis.toml"
 # Bounded so CI stays short: a few examples per operation, at most three minutes in all.
@@ -32,12 +31,8 @@ def _st() -> str:
 
 def _writable_copy(search_library: Library, data_dir: Path, cache_dir: Path, target: Path) -> Path:
     """A copy of the bundled library (the writes land in its store, not in the repository) that
-    reuses the session's built index: same chunks, so the vectors are copied, not re-embedded."""
+    reuses the session's built index: the index cache is keyed by content, so the copy finds it."""
     shutil.copytree(data_dir, target)
-    name = search_library.search_config.embedder.backend  # the embedder names its index folder
-    seed = store_dir(cache_dir, data_dir, name)
-    if seed.is_dir():
-        shutil.copytree(seed, store_dir(cache_dir, target, name), dirs_exist_ok=True)
     return target
 
 
