@@ -29,7 +29,7 @@ from .api.guards import (
     GuardSettings,
 )
 from .api.sparql_runner import DEFAULT_MAX_CONCURRENT
-from .errors import DataError, EmbedderUnavailable, IncidentlibError, InvalidRequest, LibraryError
+from .errors import DataError, EmbedderUnavailable, GraphStoreError, IncidentlibError, InvalidRequest, LibraryError
 from .library import (
     CACHE_ENV,
     DATA_ENV,
@@ -65,7 +65,7 @@ def exit_code(exc: IncidentlibError) -> int:
     """1 for a lookup that found nothing or a broken library, 2 for a bad parameter, input or environment."""
     if isinstance(exc, LibraryError):
         return 1
-    if isinstance(exc, (InvalidRequest, DataError, EmbedderUnavailable)):
+    if isinstance(exc, (InvalidRequest, DataError, EmbedderUnavailable, GraphStoreError)):
         return 2
     return 1
 

@@ -27,6 +27,7 @@ from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_json
 from .graph.knowledge import KnowledgeGraph
 from .graph.rdf import build_graph
 from .graph.sparql import SparqlResult, run_sparql
+from .graph.store import GraphStore, GraphStoreConfig, StoreKind, open_store, parse_graph_store, read_graph
 from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, load_library
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
@@ -101,11 +102,13 @@ class Library:
     """A loaded, validated incident library."""
 
     def __init__(self, data: LibraryData, search_config: SearchConfig | None = None,
-                 embedder: Embedder | None = None) -> None:
-        """Wrap loaded ``data``; ``embedder`` replaces the one ``search_config`` names (any :class:`Embedder`)."""
+                 embedder: Embedder | None = None, graph_store: GraphStoreConfig | None = None) -> None:
+        """Wrap loaded ``data``; ``embedder`` replaces the one ``search_config`` names (any :class:`Embedder`);
+        ``graph_store`` says where the RDF lives (default: the in-process rdflib graph)."""
         self.data = data
         self.search_config = search_config or SearchConfig()
         self._embedder = embedder
+        self.graph_config = graph_store or GraphStoreConfig()
         self._base_data = data
         self._store = OverlayStore.for_library(data.root)
         self._writer = Writer(self._store, lambda: self._base_data)
@@ -126,15 +129,18 @@ class Library:
         embedder: str | None = None,
         cache_dir: Path | None = None,
         fusion: FusionMethod | str | None = None,
+        graph_store: str | GraphStoreConfig | None = None,
     ) -> Library:
         """Open ``data_dir``, ``$INCIDENTLIB_DATA`` or the bundled library.
 
         ``embedder``, ``cache_dir`` and ``fusion`` build the search configuration when
-        ``search_config`` is not given; a bad value is an :class:`InvalidRequest`.
+        ``search_config`` is not given; ``graph_store`` is ``memory``, ``oxigraph:PATH`` or a
+        SPARQL endpoint URL (see :mod:`incidentlib.graph.store`); a bad value is an :class:`InvalidRequest`.
         """
         if search_config is None:
             search_config = cls.search_settings(embedder=embedder, cache_dir=cache_dir, fusion=fusion)
-        return cls(load_library(resolve_data_dir(data_dir)), search_config)
+        graph_config = graph_store if isinstance(graph_store, GraphStoreConfig) else parse_graph_store(graph_store)
+        return cls(load_library(resolve_data_dir(data_dir)), search_config, graph_store=graph_config)
 
     @staticmethod
     def search_settings(embedder: str | None = None, cache_dir: Path | None = None,
@@ -149,7 +155,7 @@ class Library:
     def with_embedder(self, embedder: str) -> Library:
         """The same loaded data searched with another embedder (same cache and fusion)."""
         config = self.search_config.model_copy(update={"embedder": EmbedderConfig(backend=embedder)})
-        return type(self)(self.data, config)
+        return type(self)(self.data, config, graph_store=self.graph_config)
 
     @staticmethod
     def check(data_dir: str | Path | None = None, strict: bool = False) -> tuple[Path, LibraryData | None, list[Problem]]:
@@ -226,18 +232,32 @@ class Library:
 
     # ---- graph (private) ---------------------------------------------------
     @cached_property
+    def _graph_store(self) -> GraphStore:
+        """The configured store, loaded with this library's RDF when it is empty or stale (``graph.store``)."""
+        if self.graph_config.kind is StoreKind.memory:
+            from .graph.store_memory import MemoryStore
+
+            return MemoryStore(build_graph(self.data), self.graph_config)
+        return open_store(self.graph_config, self.data)
+
+    @cached_property
     def _knowledge(self) -> KnowledgeGraph:
-        return KnowledgeGraph(self.data)
+        return KnowledgeGraph(self.data, self._graph_store)
 
     @cached_property
     def _rdf(self) -> Graph:
-        return build_graph(self.data)
+        return read_graph(self._graph_store)
 
     def warm(self) -> None:
-        """Build now what the first requests would build: the RDF graph and the concept recognizer.
+        """Build now what the first requests would build: the graph store, its projection and the concept recognizer.
         The concept tagger is left to :meth:`prepare_tagger` (in the background: its first fit on a new
         library takes a while, and start-up should not wait for it)."""
-        _ = self._rdf, self._search_service.recognizer
+        _ = self._knowledge.nx, self._search_service.recognizer
+
+    def graph_endpoint(self) -> tuple[str, int] | None:
+        """Host and port of a remote graph store (the one address a confined SPARQL worker may reach), else None."""
+        address: tuple[str, int] | None = getattr(self._graph_store, "address", None)
+        return address
 
     def prepare_tagger(self) -> None:
         """Fit (or load from the cache beside the index) the concept tagger that pasted text needs, so
@@ -408,9 +428,10 @@ class Library:
         """The shortest path between two nodes (tags skipped), or None when they are not connected."""
         return self._knowledge.path(source, target, lang=check_lang(lang))
 
-    def sparql(self, query: str) -> SparqlResult:
-        """Run a read-only SPARQL query over the RDF graph; :class:`SparqlError` for syntax errors and updates."""
-        return run_sparql(self._rdf, query)
+    def sparql(self, query: str, timeout: float | None = None) -> SparqlResult:
+        """Run a read-only SPARQL query on the graph store; :class:`SparqlError` for syntax errors and updates.
+        ``timeout`` bounds a remote store's answer (in-process stores are bounded by the caller, api.sparql_runner)."""
+        return run_sparql(self._graph_store, query, timeout)
 
     def export(self, fmt: ExportFormat | str) -> str:
         """The whole library as Turtle, JSON-LD, N-Triples, GraphML or JSON Lines."""
