@@ -61,8 +61,8 @@ class RemoteStore:
                 raise SparqlError(f"the SPARQL endpoint {url} refused the query (HTTP {exc.code}): {reason}") from None
             raise GraphStoreError(f"--graph-store {self.config.spec}: {method} {url} failed (HTTP {exc.code}): {reason}") from None
         except (urllib.error.URLError, OSError) as exc:
-            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            raise GraphStoreError(f"--graph-store {self.config.spec}: cannot reach {url}: {reason}") from None
+            cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            raise GraphStoreError(f"--graph-store {self.config.spec}: cannot reach {url}: {cause}") from None
 
     def query(self, sparql: str, kind: QueryKind, timeout: float | None = None) -> StoreAnswer:
         """The endpoint evaluates; ``timeout`` bounds the wait for its answer (the server's own limit may be lower)."""
