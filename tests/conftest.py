@@ -65,3 +65,38 @@ def small_library(target: Path, source: Path, ids: list[str]) -> Path:
             doc.pop("related")
         (target / "incidents" / f"{incident_id}.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
     return target
+
+
+# ---- graph stores: the in-process graph, an embedded Oxigraph and a real Oxigraph server ----------
+GRAPH_STORES = ("memory", "oxigraph", "server")
+
+
+@pytest.fixture(scope="session")
+def oxigraph_url(tmp_path_factory: pytest.TempPathFactory):
+    """A real `oxigraph serve` process for the whole session, its data in a temporary directory."""
+    from tests._oxigraph import oxigraph_server
+
+    with oxigraph_server(tmp_path_factory.mktemp("oxigraph-server")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def graph_stores(data_dir: Path, tmp_path_factory: pytest.TempPathFactory, oxigraph_url: str) -> dict[str, Library]:
+    """The bundled library on each graph store (loaded once per session): name -> Library."""
+    from incidentlib.graph.store import GraphStoreConfig, StoreKind, parse_graph_store
+
+    library = Library.open(data_dir)  # its own: test modules may rename the session's `library` fixture
+
+    embedded = GraphStoreConfig(kind=StoreKind.oxigraph, location=str(tmp_path_factory.mktemp("oxigraph-embedded")))
+    return {
+        "memory": library,
+        "oxigraph": Library(library.data, graph_store=embedded),
+        "server": Library(library.data, graph_store=parse_graph_store(oxigraph_url)),
+    }
+
+
+@pytest.fixture(scope="session", params=GRAPH_STORES)
+def graph_library(request: pytest.FixtureRequest) -> Library:
+    """The bundled library on one graph store; tests using it run once per store."""
+    stores: dict[str, Library] = request.getfixturevalue("graph_stores")
+    return stores[request.param]
