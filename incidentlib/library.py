@@ -155,7 +155,10 @@ class Library:
     def with_embedder(self, embedder: str) -> Library:
         """The same loaded data searched with another embedder (same cache and fusion)."""
         config = self.search_config.model_copy(update={"embedder": EmbedderConfig(backend=embedder)})
-        return type(self)(self.data, config, graph_store=self.graph_config)
+        other = type(self)(self.data, config, graph_store=self.graph_config)
+        if "_graph_store" in self.__dict__:  # an open store is shared: an embedded Oxigraph opens once per process
+            other.__dict__["_graph_store"] = self._graph_store
+        return other
 
     @staticmethod
     def check(data_dir: str | Path | None = None, strict: bool = False) -> tuple[Path, LibraryData | None, list[Problem]]:
