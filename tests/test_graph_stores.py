@@ -25,9 +25,9 @@ from incidentlib.graph.store_oxigraph import OxigraphStore
 from incidentlib.graph.store_remote import RemoteStore
 from incidentlib.loader import load_library
 from tests._oxigraph import oxigraph_server
-from tests.conftest import small_library
+from tests.conftest import on_store, small_library
 
-PERSISTENT = ("oxigraph", "server")
+PERSISTENT = ("oxigraph", pytest.param("server", marks=pytest.mark.slow))  # a server process: the slow subset
 QUERIES = [
     # a SELECT with every kind of term: IRIs, language-tagged and typed literals, unbound values
     """SELECT ?id ?date ?title ?severity WHERE { ?i a il:Incident ; dcterms:identifier ?id ; dcterms:title ?title .
@@ -50,9 +50,9 @@ def _rows(library: Library, query: str) -> tuple[str, object]:
 
 
 @pytest.mark.parametrize("store", PERSISTENT)
-def test_projection_is_the_one_the_files_give(graph_stores, store: str) -> None:
+def test_projection_is_the_one_the_files_give(request, store: str) -> None:
     """NetworkX is fed from the store; nodes, edges, attributes and insertion order equal the file-built projection."""
-    library = graph_stores[store]
+    library = on_store(request, store)
     from_files = build_projection(library.data)
     projection = library._knowledge.nx
     assert projection.number_of_edges() > 1000
@@ -61,8 +61,8 @@ def test_projection_is_the_one_the_files_give(graph_stores, store: str) -> None:
 
 
 @pytest.mark.parametrize("store", PERSISTENT)
-def test_graph_answers_are_identical_across_stores(graph_stores, store: str) -> None:
-    memory, other = graph_stores["memory"], graph_stores[store]
+def test_graph_answers_are_identical_across_stores(request, store: str) -> None:
+    memory, other = on_store(request, "memory"), on_store(request, store)
     for incident_id in ("IL-0025", "IL-0101", "IL-0126", memory.incidents()[-1].id):
         assert other.related(incident_id, limit=None) == memory.related(incident_id, limit=None)
     for concept in ("nccl", "gpu", "infiniband-fabric", "imbue"):
@@ -77,11 +77,11 @@ def test_graph_answers_are_identical_across_stores(graph_stores, store: str) -> 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("store", PERSISTENT)
-def test_exports_and_graph_queries_are_identical_across_stores(graph_stores, store: str) -> None:
+def test_exports_and_graph_queries_are_identical_across_stores(request, store: str) -> None:
     from rdflib import Graph
     from rdflib.compare import isomorphic
 
-    memory, other = graph_stores["memory"], graph_stores[store]
+    memory, other = on_store(request, "memory"), on_store(request, store)
     assert other.export("nt") == memory.export("nt")  # sorted N-Triples: byte for byte
     assert other.export("jsonl") == memory.export("jsonl")
     ours, theirs = (nx.read_graphml(io.BytesIO(lib.export("graphml").encode())) for lib in (memory, other))
@@ -94,9 +94,9 @@ def test_exports_and_graph_queries_are_identical_across_stores(graph_stores, sto
 
 
 @pytest.mark.parametrize("store", PERSISTENT)
-def test_guards_hold_on_every_store(graph_stores, store: str) -> None:
+def test_guards_hold_on_every_store(request, store: str) -> None:
     """The read-only guard and the no-remote-data guard run before any store sees the query."""
-    library = graph_stores[store]
+    library = on_store(request, store)
     count = "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
     before = library.sparql(count).rows
     with pytest.raises(ReadOnlyError, match="read-only"):
@@ -137,6 +137,7 @@ def test_embedded_store_loads_once_and_reloads_when_the_library_changes(tmp_path
     assert library.related("IL-0133", limit=None) == Library(changed).related("IL-0133", limit=None)
 
 
+@pytest.mark.slow
 def test_replicas_share_one_server_and_the_second_does_not_reload(tmp_path: Path, data_dir: Path) -> None:
     """Two libraries (two replicas) on one `oxigraph serve`: the first loads, the second finds the hash and reads."""
     root = _small(tmp_path, data_dir, ["IL-0025", "IL-0021", "IL-0126", "IL-0133"])
