@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 from typing import Literal as TypingLiteral
 
@@ -23,6 +24,7 @@ from rdflib import Graph
 from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.parser import parseUpdate
 from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.plugins.sparql.sparql import Query
 
 from ..errors import ReadOnlyError, RemoteAccessError, SparqlError
 from .ontology import PREFIXES
@@ -85,6 +87,15 @@ class SparqlResult(BaseModel):
 
 
 _INIT_NS = dict(PREFIXES.items())
+# Parsed queries kept: the guard parses a query and the in-process store evaluates that same parse;
+# a few dozen also cover the web app's and agents' repeated queries, at a few kB each.
+PREPARED_CACHE_SIZE = 64
+
+
+@lru_cache(maxsize=PREPARED_CACHE_SIZE)
+def prepare(query: str) -> Query:
+    """rdflib's parse of ``query`` with the library's prefixes (cached: rdflib evaluates a parsed query any number of times)."""
+    return prepareQuery(query, initNs=_INIT_NS)
 _KINDS: dict[str, QueryKind] = {
     "SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE",
 }
@@ -96,7 +107,7 @@ def check_query(query: str) -> QueryKind:
     if not query or not query.strip():
         raise SparqlError("empty query")
     try:
-        prepared = prepareQuery(query, initNs=_INIT_NS)
+        prepared = prepare(query)
     except ParseException as exc:
         if _is_update(query):
             raise ReadOnlyError(

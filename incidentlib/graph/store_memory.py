@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from rdflib import Graph
-from rdflib.plugins.sparql import prepareQuery
 
-from .ontology import PREFIXES
+from .sparql import prepare
 from .store import GRAPH_KINDS, GraphStoreConfig, QueryKind, StoreAnswer
-
-_INIT_NS = dict(PREFIXES.items())
 
 
 class MemoryStore:
@@ -21,7 +18,7 @@ class MemoryStore:
 
     def query(self, sparql: str, kind: QueryKind, timeout: float | None = None) -> StoreAnswer:
         """rdflib evaluates in this thread and cannot be interrupted: the caller bounds the time (api.sparql_runner)."""
-        result = self.graph.query(prepareQuery(sparql, initNs=_INIT_NS))
+        result = self.graph.query(prepare(sparql))
         if kind not in GRAPH_KINDS:
             return StoreAnswer(kind, result.serialize(format="json") or b"{}")
         out = Graph()
