@@ -243,6 +243,23 @@ class Library:
             return MemoryStore(build_graph(self.data), self.graph_config)
         return open_store(self.graph_config, self.data)
 
+    def _sync_graph_store(self) -> bool:
+        """After ``self.data`` changed: the in-process graph is dropped (rebuilt on use); a persistent store is
+        reloaded when its content hash differs from the new data's (``graph.store.ensure_loaded``), so of several
+        replicas on one store the first to see a change loads it. True when a store was reloaded or dropped."""
+        from .graph.store import ensure_loaded
+        from .graph.store_memory import MemoryStore
+
+        for name in ("_knowledge", "_rdf"):
+            self.__dict__.pop(name, None)
+        store = self.__dict__.get("_graph_store")
+        if store is None:
+            return False
+        if isinstance(store, MemoryStore):
+            del self.__dict__["_graph_store"]
+            return True
+        return ensure_loaded(store, self.data)
+
     @cached_property
     def _knowledge(self) -> KnowledgeGraph:
         return KnowledgeGraph(self.data, self._graph_store)

@@ -208,3 +208,20 @@ def test_sparql_runner_on_an_embedded_store(tmp_path: Path, data_dir: Path) -> N
         assert "IL-0025" in payload
     finally:
         runner.stop()
+
+
+@pytest.mark.parametrize("store", ["memory", "oxigraph"])
+def test_changed_data_reaches_the_graph_store(tmp_path: Path, data_dir: Path, store: str) -> None:
+    """When a library's records change in place, the graph store follows: memory is rebuilt, Oxigraph reloaded."""
+    before = load_library(_small(tmp_path, data_dir, ["IL-0025", "IL-0021", "IL-0126"]))
+    after = load_library(small_library(tmp_path / "after", data_dir, ["IL-0025", "IL-0021", "IL-0126", "IL-0133"]))
+    spec = "memory" if store == "memory" else f"oxigraph:{tmp_path / 'ox'}"
+    library = Library(before, graph_store=parse_graph_store(spec))
+    ask = 'ASK { ?i dcterms:identifier "IL-0133" }'
+    assert library.sparql(ask).boolean is False
+    assert "IL-0133" not in {item.id for item in library.related("IL-0025", limit=None)}
+    library.data = after
+    assert library._sync_graph_store() is True
+    assert library.sparql(ask).boolean is True
+    assert library.related("IL-0025", limit=None) == Library(after).related("IL-0025", limit=None)
+    assert library._sync_graph_store() is (store == "memory")  # unchanged data: a persistent store is not reloaded
