@@ -25,9 +25,8 @@ from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
 from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeError
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
-from .graph.rdf import build_graph
 from .graph.sparql import SparqlResult, run_sparql
-from .graph.store import GraphStore, GraphStoreConfig, StoreKind, open_store, parse_graph_store, read_graph
+from .graph.store import GraphStore, GraphStoreConfig, open_store, parse_graph_store, read_graph
 from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, load_library
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
@@ -237,10 +236,6 @@ class Library:
     @cached_property
     def _graph_store(self) -> GraphStore:
         """The configured store, loaded with this library's RDF when it is empty or stale (``graph.store``)."""
-        if self.graph_config.kind is StoreKind.memory:
-            from .graph.store_memory import MemoryStore
-
-            return MemoryStore(build_graph(self.data), self.graph_config)
         return open_store(self.graph_config, self.data)
 
     def _sync_graph_store(self) -> bool:
