@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from rdflib import Graph
 
 from .sparql import prepare
@@ -19,6 +21,8 @@ class MemoryStore:
     def query(self, sparql: str, kind: QueryKind, timeout: float | None = None) -> StoreAnswer:
         """rdflib evaluates in this thread and cannot be interrupted: the caller bounds the time (api.sparql_runner)."""
         result = self.graph.query(prepare(sparql))
+        if kind == "ASK":  # the SPARQL JSON form directly: no serializer plugin to look up in a forked worker
+            return StoreAnswer(kind, json.dumps({"head": {}, "boolean": bool(result.askAnswer)}).encode())
         if kind not in GRAPH_KINDS:
             return StoreAnswer(kind, result.serialize(format="json") or b"{}")
         out = Graph()
