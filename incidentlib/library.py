@@ -797,6 +797,7 @@ class Library:
                 self.__dict__.pop(name, None)
             self.data = data
             self._seq = seq
+            self._sync_graph_store()  # the graph store follows: rebuilt in process, reloaded when its hash differs
         return True
 
     def prepare_search(self) -> None:
