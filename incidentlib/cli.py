@@ -29,7 +29,7 @@ from .api.guards import (
     GuardSettings,
 )
 from .api.sparql_runner import DEFAULT_MAX_CONCURRENT
-from .errors import DataError, EmbedderUnavailable, IncidentlibError, InvalidRequest, LibraryError
+from .errors import DataError, EmbedderUnavailable, GraphStoreError, IncidentlibError, InvalidRequest, LibraryError
 from .library import (
     CACHE_ENV,
     DATA_ENV,
@@ -65,7 +65,7 @@ def exit_code(exc: IncidentlibError) -> int:
     """1 for a lookup that found nothing or a broken library, 2 for a bad parameter, input or environment."""
     if isinstance(exc, LibraryError):
         return 1
-    if isinstance(exc, (InvalidRequest, DataError, EmbedderUnavailable)):
+    if isinstance(exc, (InvalidRequest, DataError, EmbedderUnavailable, GraphStoreError)):
         return 2
     return 1
 
@@ -112,6 +112,9 @@ EmbedderOpt = Annotated[
 CacheOpt = Annotated[
     Optional[Path], typer.Option("--cache", envvar=CACHE_ENV, help="Index cache directory (default: ~/.cache/incidentlib).")
 ]
+GraphStoreOpt = Annotated[Optional[str], typer.Option(
+    "--graph-store", envvar="INCIDENTLIB_GRAPH_STORE",
+    help="Where the RDF graph lives: memory (default), oxigraph:PATH or a SPARQL 1.1 endpoint URL (docs/scaling.md).")]
 KOpt = Annotated[int, typer.Option("-k", "--k", min=1, max=MAX_K, help=f"Number of results (at most {MAX_K}).")]
 
 
@@ -128,8 +131,8 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def open_library(data: Path | None, embedder: str = DEFAULT_EMBEDDER, cache: Path | None = None,
-                 fusion: FusionMethod | None = None) -> Library:
-    return Library.open(data, embedder=embedder, cache_dir=cache, fusion=fusion)
+                 fusion: FusionMethod | None = None, graph_store: str | None = None) -> Library:
+    return Library.open(data, embedder=embedder, cache_dir=cache, fusion=fusion, graph_store=graph_store)
 
 
 def build_with_progress(library: Library, quiet: bool = False) -> None:
@@ -225,12 +228,12 @@ def list_cmd(
 @app.command()
 def show(
     incident_id: Annotated[str, typer.Argument(help="Incident id, e.g. IL-0025.")],
-    data: DataOpt = None,
+    data: DataOpt = None, graph_store: GraphStoreOpt = None,
     lang: LangOpt = LangChoice.en,
     as_json: JsonOpt = False,
 ) -> None:
     """Show one incident in full."""
-    library = open_library(data)
+    library = open_library(data, graph_store=graph_store)
     detail = library.detail(incident_id, lang=lang.value)
     if as_json:
         emit_json(detail)
@@ -282,13 +285,13 @@ def _print_related(items: list[RelatedItem], lang: str) -> None:
 @app.command()
 def related(
     incident_id: Annotated[str, typer.Argument(help="Incident id, e.g. IL-0025.")],
-    data: DataOpt = None,
+    data: DataOpt = None, graph_store: GraphStoreOpt = None,
     lang: LangOpt = LangChoice.en,
     limit: Annotated[int, typer.Option(min=1, max=MAX_LIMIT)] = 10,
     as_json: JsonOpt = False,
 ) -> None:
     """Incidents that share components or causes, rarer shared concepts weighing more."""
-    library = open_library(data)
+    library = open_library(data, graph_store=graph_store)
     items = library.related(incident_id, lang=lang.value, limit=limit)
     if as_json:
         emit_json([item.model_dump(mode="json") for item in items])
@@ -299,12 +302,12 @@ def related(
 @app.command()
 def topic(
     concept: Annotated[str, typer.Argument(help="Concept id or label, e.g. nccl or 'InfiniBand'.")],
-    data: DataOpt = None,
+    data: DataOpt = None, graph_store: GraphStoreOpt = None,
     lang: LangOpt = LangChoice.en,
     as_json: JsonOpt = False,
 ) -> None:
     """A concept's page: definition, incidents, co-occurring concepts, organizations."""
-    library = open_library(data)
+    library = open_library(data, graph_store=graph_store)
     page = library.topic(concept, lang=lang.value)
     if as_json:
         emit_json(page)
@@ -327,11 +330,11 @@ def topic(
 def neighbors(
     node: Annotated[str, typer.Argument(help="Incident id, concept id or label.")],
     depth: Annotated[int, typer.Option(min=1, max=MAX_DEPTH)] = 1,
-    data: DataOpt = None,
+    data: DataOpt = None, graph_store: GraphStoreOpt = None,
     lang: LangOpt = LangChoice.en,
 ) -> None:
     """Node-link JSON of everything within DEPTH hops of a node."""
-    library = open_library(data)
+    library = open_library(data, graph_store=graph_store)
     emit_json(library.neighbors(node, depth=depth, lang=lang.value))
 
 
@@ -339,12 +342,12 @@ def neighbors(
 def path(
     source: Annotated[str, typer.Argument(help="Start: incident id, concept id or label.")],
     target: Annotated[str, typer.Argument(help="End: incident id, concept id or label.")],
-    data: DataOpt = None,
+    data: DataOpt = None, graph_store: GraphStoreOpt = None,
     lang: LangOpt = LangChoice.en,
     as_json: JsonOpt = False,
 ) -> None:
     """The shortest path between two nodes, and the concepts on the way."""
-    library = open_library(data)
+    library = open_library(data, graph_store=graph_store)
     result = library.path(source, target, lang=lang.value)
     if result is None:
         raise fail(f"no path between {source} and {target}")
@@ -358,10 +361,10 @@ def path(
 def export(
     fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="Output format.")] = ExportFormat.turtle,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
-    data: DataOpt = None,
+    data: DataOpt = None, graph_store: GraphStoreOpt = None,
 ) -> None:
     """Export the library as Turtle, JSON-LD, N-Triples, GraphML or JSON Lines."""
-    library = open_library(data)
+    library = open_library(data, graph_store=graph_store)
     text = library.export(fmt)
     if output is None:
         sys.stdout.write(text)
@@ -373,7 +376,7 @@ def export(
 @app.command()
 def sparql(
     query: Annotated[str, typer.Argument(help="A SPARQL query, or @FILE to read it from a file, or - for stdin.")],
-    data: DataOpt = None,
+    data: DataOpt = None, graph_store: GraphStoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a read-only SPARQL query (SELECT, ASK, CONSTRUCT, DESCRIBE). Prefixes il:, skos:, dcterms:, schema: are predefined."""
@@ -381,7 +384,7 @@ def sparql(
         query = sys.stdin.read()
     elif query.startswith("@"):
         query = Path(query[1:]).read_text(encoding="utf-8")
-    library = open_library(data)
+    library = open_library(data, graph_store=graph_store)
     result = library.sparql(query)
     if as_json:
         if result.json_results is not None:
@@ -644,11 +647,11 @@ def import_cmd(
 def clusters(
     method: Annotated[str, typer.Option(help="graph (community detection) or embedding (agglomerative).")] = "graph",
     cluster_id: Annotated[Optional[str], typer.Option("--id", help="Show one cluster, e.g. g-03.")] = None,
-    data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+    data: DataOpt = None, graph_store: GraphStoreOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Root-cause clusters with labels, sizes, representatives and their agreement with cause annotations."""
-    library = open_library(data, embedder, cache)
+    library = open_library(data, embedder, cache, graph_store=graph_store)
     methods = get_args(ClusterMethodName)
     if method not in methods:
         raise fail(f"--method must be {' or '.join(methods)}, got {method!r}", 2)
@@ -802,7 +805,7 @@ def map_cmd(
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
-    data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
+    data: DataOpt = None, graph_store: GraphStoreOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     sparql_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a SPARQL query may run.")] = 10.0,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not mount the MCP endpoint at /mcp.")] = False,
     allow_host: Annotated[list[str] | None, typer.Option(
@@ -826,7 +829,7 @@ def serve(
 
     from .api import SERVE_ENV, ServiceSettings, create_app
 
-    library = open_library(data, embedder, cache)
+    library = open_library(data, embedder, cache, graph_store=graph_store)
     build_with_progress(library)
     library.warm()
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
@@ -846,11 +849,11 @@ def serve(
 
 
 @app.command()
-def mcp(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None) -> None:
+def mcp(data: DataOpt = None, graph_store: GraphStoreOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None) -> None:
     """Run the MCP server over stdio (for Claude Desktop, IDEs and other MCP clients)."""
     from .mcp_server import build_mcp_server
 
-    library = open_library(data, embedder, cache)
+    library = open_library(data, embedder, cache, graph_store=graph_store)
     build_with_progress(library)  # progress goes to stderr; stdout belongs to the protocol
     build_mcp_server(library, local_writes=True).run("stdio")
 

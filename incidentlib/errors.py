@@ -23,6 +23,7 @@
     │   ├── ImportFailed
     │   └── TableError                      a data/diagnosis/*.yaml table that does not validate
     ├── EmbedderUnavailable (also RuntimeError)
+    ├── GraphStoreError (also RuntimeError) -> CLI exit 2, HTTP 503 (the graph store cannot be opened or reached)
     ├── SparqlTimeout                       -> HTTP 503
     ├── SparqlBusy                          -> HTTP 503 with Retry-After
     ├── WriteError                          -> a write that cannot be applied
@@ -230,6 +231,10 @@ class EmbedderUnavailable(IncidentlibError, RuntimeError):
     """The embedding backend cannot run here (missing package or model files)."""
 
 
+class GraphStoreError(IncidentlibError, RuntimeError):
+    """The configured graph store cannot be opened, loaded or reached; the message names the store and the reason."""
+
+
 class SparqlTimeout(IncidentlibError):
     """The query ran longer than the configured limit and was stopped."""
 
@@ -249,6 +254,7 @@ __all__ = [
     "EmbedderUnavailable",
     "FilterError",
     "Forbidden",
+    "GraphStoreError",
     "ImportFailed",
     "IncidentNotFound",
     "IncidentlibError",

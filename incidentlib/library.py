@@ -25,8 +25,8 @@ from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
 from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeError
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
-from .graph.rdf import build_graph
 from .graph.sparql import SparqlResult, run_sparql
+from .graph.store import GraphStore, GraphStoreConfig, open_store, parse_graph_store, read_graph
 from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, load_library
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
@@ -101,11 +101,13 @@ class Library:
     """A loaded, validated incident library."""
 
     def __init__(self, data: LibraryData, search_config: SearchConfig | None = None,
-                 embedder: Embedder | None = None) -> None:
-        """Wrap loaded ``data``; ``embedder`` replaces the one ``search_config`` names (any :class:`Embedder`)."""
+                 embedder: Embedder | None = None, graph_store: GraphStoreConfig | None = None) -> None:
+        """Wrap loaded ``data``; ``embedder`` replaces the one ``search_config`` names (any :class:`Embedder`);
+        ``graph_store`` says where the RDF lives (default: the in-process rdflib graph)."""
         self.data = data
         self.search_config = search_config or SearchConfig()
         self._embedder = embedder
+        self.graph_config = graph_store or GraphStoreConfig()
         self._base_data = data
         self._store = OverlayStore.for_library(data.root)
         self._writer = Writer(self._store, lambda: self._base_data)
@@ -126,15 +128,18 @@ class Library:
         embedder: str | None = None,
         cache_dir: Path | None = None,
         fusion: FusionMethod | str | None = None,
+        graph_store: str | GraphStoreConfig | None = None,
     ) -> Library:
         """Open ``data_dir``, ``$INCIDENTLIB_DATA`` or the bundled library.
 
         ``embedder``, ``cache_dir`` and ``fusion`` build the search configuration when
-        ``search_config`` is not given; a bad value is an :class:`InvalidRequest`.
+        ``search_config`` is not given; ``graph_store`` is ``memory``, ``oxigraph:PATH`` or a
+        SPARQL endpoint URL (see :mod:`incidentlib.graph.store`); a bad value is an :class:`InvalidRequest`.
         """
         if search_config is None:
             search_config = cls.search_settings(embedder=embedder, cache_dir=cache_dir, fusion=fusion)
-        return cls(load_library(resolve_data_dir(data_dir)), search_config)
+        graph_config = graph_store if isinstance(graph_store, GraphStoreConfig) else parse_graph_store(graph_store)
+        return cls(load_library(resolve_data_dir(data_dir)), search_config, graph_store=graph_config)
 
     @staticmethod
     def search_settings(embedder: str | None = None, cache_dir: Path | None = None,
@@ -149,7 +154,10 @@ class Library:
     def with_embedder(self, embedder: str) -> Library:
         """The same loaded data searched with another embedder (same cache and fusion)."""
         config = self.search_config.model_copy(update={"embedder": EmbedderConfig(backend=embedder)})
-        return type(self)(self.data, config)
+        other = type(self)(self.data, config, graph_store=self.graph_config)
+        if "_graph_store" in self.__dict__:  # an open store is shared: an embedded Oxigraph opens once per process
+            other.__dict__["_graph_store"] = self._graph_store
+        return other
 
     @staticmethod
     def check(data_dir: str | Path | None = None, strict: bool = False) -> tuple[Path, LibraryData | None, list[Problem]]:
@@ -226,18 +234,46 @@ class Library:
 
     # ---- graph (private) ---------------------------------------------------
     @cached_property
+    def _graph_store(self) -> GraphStore:
+        """The configured store, loaded with this library's RDF when it is empty or stale (``graph.store``)."""
+        return open_store(self.graph_config, self.data)
+
+    def _sync_graph_store(self) -> bool:
+        """After ``self.data`` changed: the in-process graph is dropped (rebuilt on use); a persistent store is
+        reloaded when its content hash differs from the new data's (``graph.store.ensure_loaded``), so of several
+        replicas on one store the first to see a change loads it. True when a store was reloaded or dropped."""
+        from .graph.store import ensure_loaded
+        from .graph.store_memory import MemoryStore
+
+        for name in ("_knowledge", "_rdf"):
+            self.__dict__.pop(name, None)
+        store = self.__dict__.get("_graph_store")
+        if store is None:
+            return False
+        if isinstance(store, MemoryStore):
+            del self.__dict__["_graph_store"]
+            return True
+        return ensure_loaded(store, self.data)
+
+    @cached_property
     def _knowledge(self) -> KnowledgeGraph:
-        return KnowledgeGraph(self.data)
+        return KnowledgeGraph(self.data, self._graph_store)
 
     @cached_property
     def _rdf(self) -> Graph:
-        return build_graph(self.data)
+        return read_graph(self._graph_store)
 
     def warm(self) -> None:
-        """Build now what the first requests would build: the RDF graph, the concept recognizer and the BM25 index.
+        """Build now what the first requests would build: the graph store (loaded; the SPARQL hosts inherit
+        it when they fork), the NetworkX projection, the concept recognizer and the BM25 index.
         The concept tagger is left to :meth:`prepare_tagger` (in the background: its first fit on a new
         library takes a while, and start-up should not wait for it)."""
-        _ = self._rdf, self._search_service.recognizer, self._search_engine.lexical
+        _ = self._graph_store, self._knowledge.nx, self._search_service.recognizer, self._search_engine.lexical
+
+    def graph_endpoint(self) -> tuple[str, int] | None:
+        """Host and port of a remote graph store (the one address a confined SPARQL worker may reach), else None."""
+        address: tuple[str, int] | None = getattr(self._graph_store, "address", None)
+        return address
 
     def prepare_tagger(self) -> None:
         """Fit (or load from the cache beside the index) the concept tagger that pasted text needs, so
@@ -408,9 +444,10 @@ class Library:
         """The shortest path between two nodes (tags skipped), or None when they are not connected."""
         return self._knowledge.path(source, target, lang=check_lang(lang))
 
-    def sparql(self, query: str) -> SparqlResult:
-        """Run a read-only SPARQL query over the RDF graph; :class:`SparqlError` for syntax errors and updates."""
-        return run_sparql(self._rdf, query)
+    def sparql(self, query: str, timeout: float | None = None) -> SparqlResult:
+        """Run a read-only SPARQL query on the graph store; :class:`SparqlError` for syntax errors and updates.
+        ``timeout`` bounds a remote store's answer (in-process stores are bounded by the caller, api.sparql_runner)."""
+        return run_sparql(self._graph_store, query, timeout)
 
     def export(self, fmt: ExportFormat | str) -> str:
         """The whole library as Turtle, JSON-LD, N-Triples, GraphML or JSON Lines."""
@@ -761,6 +798,7 @@ class Library:
                 self.__dict__.pop(name, None)
             self.data = data
             self._seq = seq
+            self._sync_graph_store()  # the graph store follows: rebuilt in process, reloaded when its hash differs
         return True
 
     def prepare_search(self) -> None:

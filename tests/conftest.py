@@ -65,3 +65,49 @@ def small_library(target: Path, source: Path, ids: list[str]) -> Path:
             doc.pop("related")
         (target / "incidents" / f"{incident_id}.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
     return target
+
+
+# ---- graph stores: the in-process graph, an embedded Oxigraph and a real Oxigraph server ----------
+# The server runs in the slow subset: the fast one starts no servers or subprocesses (README).
+GRAPH_STORES = ("memory", "oxigraph", pytest.param("server", marks=pytest.mark.slow))
+
+
+@pytest.fixture(scope="session")
+def oxigraph_url(tmp_path_factory: pytest.TempPathFactory):
+    """A real `oxigraph serve` process for the whole session, its data in a temporary directory."""
+    from tests._oxigraph import oxigraph_server
+
+    with oxigraph_server(tmp_path_factory.mktemp("oxigraph-server")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def graph_stores(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Library]:
+    """The bundled library in process and on an embedded Oxigraph (loaded once per session): name -> Library."""
+    from incidentlib.graph.store import GraphStoreConfig, StoreKind
+
+    library = Library.open(data_dir)  # its own: test modules may rename the session's `library` fixture
+    embedded = GraphStoreConfig(kind=StoreKind.oxigraph, location=str(tmp_path_factory.mktemp("oxigraph-embedded")))
+    return {"memory": library, "oxigraph": Library(library.data, graph_store=embedded)}
+
+
+@pytest.fixture(scope="session")
+def server_library(graph_stores: dict[str, Library], oxigraph_url: str) -> Library:
+    """The bundled library on the session's `oxigraph serve` process."""
+    from incidentlib.graph.store import parse_graph_store
+
+    return Library(graph_stores["memory"].data, graph_store=parse_graph_store(oxigraph_url))
+
+
+def on_store(request: pytest.FixtureRequest, store: str) -> Library:
+    """The bundled library on ``store`` (memory, oxigraph or server); the server starts only when asked for."""
+    if store == "server":
+        return request.getfixturevalue("server_library")  # type: ignore[no-any-return]
+    stores: dict[str, Library] = request.getfixturevalue("graph_stores")
+    return stores[store]
+
+
+@pytest.fixture(scope="session", params=GRAPH_STORES)
+def graph_library(request: pytest.FixtureRequest) -> Library:
+    """The bundled library on one graph store; tests using it run once per store."""
+    return on_store(request, request.param)

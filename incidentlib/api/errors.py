@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 from ..errors import (
     AuthError,
     Forbidden,
+    GraphStoreError,
     ImportFailed,
     IncidentlibError,
     InvalidRequest,
@@ -54,6 +55,7 @@ STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
     (ImportFailed, 422),
     (SparqlTimeout, 503),
     (SparqlBusy, 503),
+    (GraphStoreError, 503),  # the shared store is down or unreachable: the replica is fine, retry
 )
 #: Anything else the package raises on purpose is a server-side condition (e.g. no embedder).
 DEFAULT_STATUS = 500

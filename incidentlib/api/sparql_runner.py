@@ -18,7 +18,9 @@ no other threads).  The worker:
   ``MemoryError`` instead of growing the machine's memory,
 * caps its CPU time (``RLIMIT_CPU``) a little above the wall-clock limit, so the
   kernel ends it even if nobody else can,
-* refuses any network connection (an audit hook), whatever rdflib would try.
+* refuses any network connection (an audit hook), whatever rdflib would try, except
+  to the graph store's own endpoint when the library uses a remote SPARQL store (the
+  query is evaluated there; the worker waits at most the limit for its answer).
 
 The host waits up to the limit, then ends the worker for certain: SIGTERM, up to
 :data:`KILL_GRACE_SECONDS`, SIGKILL, and reaps it, before it answers.  When no
@@ -36,11 +38,14 @@ import multiprocessing
 import os
 import pickle
 import signal
+import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.concurrency import run_in_threadpool
 
@@ -79,8 +84,27 @@ def _deny_network(event: str, _args: tuple[Any, ...]) -> None:
         raise PermissionError("the SPARQL worker may not open network connections")
 
 
-def _confine(timeout: float) -> None:
-    """Make this child killable, bounded in memory and CPU, and unable to reach the network."""
+def _network_guard(endpoint: tuple[str, int] | None) -> Callable[[str, tuple[Any, ...]], None]:
+    """An audit hook refusing every connection but those to ``endpoint`` (resolved now, before the hook is on)."""
+    if endpoint is None:
+        return _deny_network
+    host, port = endpoint
+    addresses = {(info[4][0], port) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
+
+    def guard(event: str, args: tuple[Any, ...]) -> None:
+        if event == "socket.getaddrinfo" and (args[0], args[1]) == (host, port):
+            return
+        if event == "socket.connect" and isinstance(args[1], tuple) and tuple(args[1][:2]) in addresses:
+            return
+        if event == "urllib.Request" and urlsplit(str(args[0])).hostname == host:
+            return  # the connection itself is checked above
+        _deny_network(event, args)
+
+    return guard
+
+
+def _confine(timeout: float, endpoint: tuple[str, int] | None = None) -> None:
+    """Make this child killable, bounded in memory and CPU, and unable to reach the network (but ``endpoint``)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
@@ -94,13 +118,13 @@ def _confine(timeout: float) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     except (ImportError, ValueError, OSError):
         pass  # not POSIX, or limits already lower: the wall-clock kill still holds
-    sys.addaudithook(_deny_network)
+    sys.addaudithook(_network_guard(endpoint))
 
 
 def _child(library: Library, query: str, conn: Connection, timeout: float) -> None:
     try:
-        _confine(timeout)
-        conn.send(("ok", library.sparql(query).model_dump()))
+        _confine(timeout, library.graph_endpoint())
+        conn.send(("ok", library.sparql(query, timeout).model_dump()))
     except SparqlError as exc:
         conn.send(("error", (type(exc).__name__, str(exc))))
     except MemoryError:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import networkx as nx
 
@@ -18,9 +19,12 @@ from ..loader import LibraryData
 from ..models import Incident
 from ..views import ConceptRef, GraphNode, GraphPath, IncidentSummary, NodeLinkGraph, RelatedItem, TopicPage
 from . import descent, nodes, refs, scoring, topics, walks
-from .projection import build_projection
+from .projection import build_projection, projection_from_store
 from .scoring import RELATING_KINDS
 from .walks import HUB_KINDS
+
+if TYPE_CHECKING:
+    from .store import GraphStore
 
 __all__ = ["RELATING_KINDS", "KnowledgeGraph"]
 
@@ -28,12 +32,14 @@ __all__ = ["RELATING_KINDS", "KnowledgeGraph"]
 class KnowledgeGraph:
     """Graph algorithms over one loaded library; the projection and document frequencies are built once."""
 
-    def __init__(self, data: LibraryData) -> None:
+    def __init__(self, data: LibraryData, store: GraphStore | None = None) -> None:
+        """``store``: the graph store the projection is read from (without one it is built from ``data``)."""
         self.data = data
+        self.store = store
 
     @cached_property
     def nx(self) -> nx.Graph:
-        return build_projection(self.data)
+        return build_projection(self.data) if self.store is None else projection_from_store(self.store, self.data)
 
     # ---- node references and views ---------------------------------------------
     def resolve_node(self, reference: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 from typing import Literal as TypingLiteral
 
@@ -23,9 +24,11 @@ from rdflib import Graph
 from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.parser import parseUpdate
 from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.plugins.sparql.sparql import Query
 
 from ..errors import ReadOnlyError, RemoteAccessError, SparqlError
 from .ontology import PREFIXES
+from .store import GRAPH_KINDS, GraphStore, QueryKind, StoreAnswer
 
 REMOTE_REFUSED = (
     "SERVICE and FROM/FROM NAMED are disabled: queries run only over the library graph "
@@ -84,14 +87,27 @@ class SparqlResult(BaseModel):
 
 
 _INIT_NS = dict(PREFIXES.items())
+# Parsed queries kept: the guard parses a query and the in-process store evaluates that same parse;
+# a few dozen also cover the web app's and agents' repeated queries, at a few kB each.
+PREPARED_CACHE_SIZE = 64
 
 
-def run_sparql(graph: Graph, query: str) -> SparqlResult:
-    """Run a SELECT, ASK, CONSTRUCT or DESCRIBE query; refuse updates with :class:`ReadOnlyError`."""
+@lru_cache(maxsize=PREPARED_CACHE_SIZE)
+def prepare(query: str) -> Query:
+    """rdflib's parse of ``query`` with the library's prefixes (cached: rdflib evaluates a parsed query any number of times)."""
+    return prepareQuery(query, initNs=_INIT_NS)
+_KINDS: dict[str, QueryKind] = {
+    "SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE",
+}
+
+
+def check_query(query: str) -> QueryKind:
+    """The query's form after the guards every store shares: parsed by rdflib, updates refused with
+    :class:`ReadOnlyError`, SERVICE and FROM refused with :class:`RemoteAccessError`."""
     if not query or not query.strip():
         raise SparqlError("empty query")
     try:
-        prepared = prepareQuery(query, initNs=_INIT_NS)
+        prepared = prepare(query)
     except ParseException as exc:
         if _is_update(query):
             raise ReadOnlyError(
@@ -103,25 +119,39 @@ def run_sparql(graph: Graph, query: str) -> SparqlResult:
         raise SparqlError(f"cannot prepare query: {exc}") from None
     if remote_parts(prepared.algebra):
         raise RemoteAccessError(REMOTE_REFUSED)
+    return _KINDS[prepared.algebra.name]
 
-    result = graph.query(prepared)
-    if result.type == "SELECT":
-        variables = [str(v) for v in result.vars or []]
-        rows: list[dict[str, str | None]] = [
-            {name: (None if value is None else str(value)) for name, value in zip(variables, row, strict=False)}  # type: ignore[arg-type]  # SELECT rows are ResultRow
-            for row in result
-        ]
-        payload = json.loads(result.serialize(format="json") or b"{}")
-        return SparqlResult(type="SELECT", variables=variables, rows=rows, json_results=payload)
-    if result.type == "ASK":
-        return SparqlResult(type="ASK", boolean=bool(result.askAnswer), json_results={"head": {}, "boolean": bool(result.askAnswer)})
-    out = Graph()
-    for prefix, namespace in PREFIXES.items():
-        out.bind(prefix, namespace)
-    for triple in result:
-        out.add(triple)  # type: ignore[arg-type]  # CONSTRUCT/DESCRIBE results are triples
-    kind: TypingLiteral["CONSTRUCT", "DESCRIBE"] = "DESCRIBE" if result.type == "DESCRIBE" else "CONSTRUCT"
-    return SparqlResult(type=kind, turtle=out.serialize(format="turtle"))
+
+def run_sparql(store: GraphStore | Graph, query: str, timeout: float | None = None) -> SparqlResult:
+    """Run a SELECT, ASK, CONSTRUCT or DESCRIBE query on any graph store (an rdflib graph is wrapped
+    in the in-process store); every store answers in the same wire formats, read here the same way."""
+    kind = check_query(query)
+    if isinstance(store, Graph):
+        from .store_memory import MemoryStore
+
+        store = MemoryStore(store)
+    return read_answer(store.query(query, kind, timeout))
+
+
+def read_answer(answer: StoreAnswer) -> SparqlResult:
+    """A store's answer as a :class:`SparqlResult`: rows keep each term's lexical value (None when unbound);
+    a graph comes back as Turtle with the library's prefixes."""
+    if answer.kind in GRAPH_KINDS:
+        out = Graph()
+        for prefix, namespace in PREFIXES.items():
+            out.bind(prefix, namespace)
+        out.parse(data=answer.body, format="nt")
+        return SparqlResult(type=answer.kind, turtle=out.serialize(format="turtle"))
+    payload = json.loads(answer.body or b"{}")
+    if answer.kind == "ASK":
+        boolean = bool(payload.get("boolean"))
+        return SparqlResult(type="ASK", boolean=boolean, json_results={"head": {}, "boolean": boolean})
+    variables = [str(v) for v in payload.get("head", {}).get("vars", [])]
+    rows: list[dict[str, str | None]] = [
+        {name: (binding[name]["value"] if name in binding else None) for name in variables}
+        for binding in payload.get("results", {}).get("bindings", [])
+    ]
+    return SparqlResult(type="SELECT", variables=variables, rows=rows, json_results=payload)
 
 
 def _is_update(query: str) -> bool:
