@@ -4,6 +4,7 @@ labelled collection made here."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,64 @@ def test_inferred_links_round_trip_yaml_rdf_sparql_and_review(collection: tuple[
         assert reject[0] not in {link.concept for link in again.proposed()}
     with pytest.raises(ValueError, match="no proposed inferred link"):
         reloaded.review("TS-0009", accept=["no-such-concept"])
+
+
+def test_factor_loadings_find_the_kind_that_agrees_with_nothing() -> None:
+    import numpy as np
+
+    from incidentlib.search.similarity import evidence_loadings, factor_score_weights
+
+    rng = np.random.default_rng(3)
+    samples = []
+    for _ in range(20):  # 20 queries over 50 candidates: two kinds read one hidden relation, one is noise
+        hidden = rng.normal(size=50)
+        samples.append(np.column_stack([hidden + 0.5 * rng.normal(size=50), hidden + 0.8 * rng.normal(size=50), rng.normal(size=50)]))
+    loadings = evidence_loadings(samples)
+    assert loadings is not None
+    assert loadings[0] > loadings[1] > 0.5 and abs(loadings[2]) < 0.1
+    weights = factor_score_weights(loadings)
+    assert abs(sum(weights) - 3) < 1e-9
+    assert weights[0] > weights[1] > 10 * weights[2]
+    assert evidence_loadings([s[:, :2] for s in samples]) is None  # two kinds cannot tell signal from noise
+
+
+def test_reliability_weighting_discounts_graph_evidence_that_is_noise(
+        collection: tuple[Library, Path], tmp_path: Path, cache_dir: Path) -> None:
+    import random
+    import shutil
+
+    from incidentlib.models import ConceptKind
+    from incidentlib.search.similarity import SimilarityIndex
+
+    library, _ = collection
+    root = tmp_path / "noisy"
+    shutil.copytree(library.root, root)
+    pool = [(c, kind) for kind in (ConceptKind.cause, ConceptKind.symptom) for c in library.data.vocab.ids(kind)[:3]]
+    rng = random.Random(11)
+    for path in sorted((root / "incidents").glob("*.yaml")):  # concepts drawn at random, blind to the record's cause
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document["inferred"] = [{"concept": c, "kind": kind.value, "evidence": "drawn at random", "method": "classifier",
+                                 "confidence": 0.9} for c, kind in rng.sample(pool, 2)]
+        path.write_text(yaml.safe_dump(document, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    noisy = Library.open(root, SearchConfig(cache_dir=cache_dir))
+    noisy.build_index()
+    engine = noisy._search_service.engine
+    equal, reliable = SimilarityIndex(engine), SimilarityIndex(engine, "reliability")
+    assert equal.weights == {"lexical": 1.0, "dense": 1.0, "graph": 1.0}
+    weights = reliable.weights
+    assert weights["graph"] < 0.5 * min(weights["lexical"], weights["dense"]), weights
+
+    def top(index: SimilarityIndex, drop_graph: bool = False) -> list[set[str]]:
+        queries = [index.incident_query(i) for i in noisy.incidents()]
+        if drop_graph:
+            queries = [replace(q, concepts={}) for q in queries]
+        return [{e.incident_id for e in index.rank(q, 3)} for q in queries]
+
+    def moved(index: SimilarityIndex) -> int:
+        """Top-3 places the noisy kind changes, against the same fusion without it."""
+        return sum(len(a - b) for a, b in zip(top(index), top(index, drop_graph=True), strict=True))
+
+    assert moved(equal) > 0  # the noise reorders the top under equal weights ...
+    assert moved(reliable) < moved(equal) and moved(reliable) <= 1  # ... and hardly at all once weighed
+    with pytest.raises(ValueError, match="weighting"):
+        SimilarityIndex(engine, "learned")

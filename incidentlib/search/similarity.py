@@ -16,9 +16,25 @@ Three kinds of evidence are measured for every candidate incident ``c`` against 
   confidence of an inferred one; for text, the concepts are inferred from the text.
 
 Fusion: each evidence is standardised over the candidates,
-``z_e(c) = (e(q, c) − mean_c e) / std_c e``, and ``score(c)`` is the mean of ``z_e(c)`` over
+``z_e(c) = (e(q, c) − mean_c e) / std_c e``, and ``score(c) = Σ_e w_e z_e(c) / Σ_e w_e`` over
 the evidence the query has (no concepts → no graph term).  Standardising puts scores of
 different scales on one footing without a weight tuned to one collection.
+
+The weights ``w_e`` come from :data:`WEIGHTING`:
+
+- ``"equal"``: ``w_e = 1``.
+- ``"reliability"``: a label-free estimate of how much each kind of evidence says about the
+  unobserved "alike" relation *on this collection*.  Each kind is read as a noisy measure of
+  one common factor ``F`` (one-factor model): ``z_e = a_e F + u_e`` with independent noise
+  ``u_e`` of variance ``1 − a_e²``.  Then ``corr(z_i, z_j) = a_i a_j`` for ``i ≠ j``, so the
+  loadings follow from the agreement between kinds alone, with no labels:
+  ``a_e² = r_ei · r_ej / r_ij`` for three kinds (the triad identity; more kinds: principal-axis
+  factoring).  ``r`` is the Pearson correlation of the standardised scores, pooled over the
+  (query, candidate) pairs of up to :data:`RELIABILITY_QUERIES` records of the collection used
+  as queries.  The least-squares estimate of ``F`` weights each kind by loading over noise
+  variance, ``w_e = a_e / (1 − a_e²)`` (Bartlett's factor score), so a kind that agrees with
+  nothing (noise) gets a weight near 0 and one that carries the common signal dominates.
+  Fewer than three kinds cannot separate signal from noise this way: equal weights.
 """
 
 from __future__ import annotations
@@ -43,6 +59,13 @@ BM25_B = 0.75
 DENSE_KINDS = ("title", "body", "detail", "signal")  # "concepts" chunks are graph evidence, not text
 EXPLAIN_TERMS = 8  # shared terms shown in ``why``, by weight
 STD_FLOOR = 1e-9  # a constant evidence column carries no ranking information
+WEIGHTINGS = ("equal", "reliability")
+WEIGHTING = "equal"  # how evidence kinds are weighed in the fusion (see the module docstring)
+RELIABILITY_QUERIES = 200  # records used as queries to estimate the weights: enough pairs for stable correlations, bounded cost
+LOADING_FLOOR = 0.0  # a kind that disagrees with the others (negative loading) gets no weight, never a negative one
+LOADING_CEILING = 0.95  # keeps 1 − a² away from 0, so one kind cannot take all the weight from sampling noise
+FACTOR_ITERATIONS = 50  # principal-axis factoring converges in a few tens of steps for a handful of kinds
+EVIDENCE_KINDS = ("lexical", "dense", "graph")
 
 
 @dataclass
@@ -74,7 +97,10 @@ class Query:
 class SimilarityIndex:
     """Incident-level lexical, dense and graph evidence over one library."""
 
-    def __init__(self, engine: SearchEngine) -> None:
+    def __init__(self, engine: SearchEngine, weighting: str = WEIGHTING) -> None:
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting: {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
+        self.weighting = weighting
         self.engine = engine
         self.data = engine.data
         self.ids: list[str] = list(self.data.incidents)
@@ -241,6 +267,37 @@ class SimilarityIndex:
     def text_query(self, text: str, concepts: dict[str, float], inferred: set[str]) -> Query:
         return Query(terms=self.lexical_query(text), passages=self.text_passages(text), concepts=concepts, inferred=frozenset(inferred))
 
+    def _columns(self, query: Query) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Every evidence the query has, per incident; and each incident's best-matching chunk."""
+        dense, best_chunk = self._dense_scores(query.passages)
+        columns: dict[str, np.ndarray] = {"dense": dense}
+        if query.terms:
+            columns["lexical"] = self._lexical_scores(query.terms)
+        if query.concepts:
+            columns["graph"] = self._graph_scores(query.concepts)
+        return columns, best_chunk
+
+    @cached_property
+    def weights(self) -> dict[str, float]:
+        """The fusion weight of each evidence kind on this collection (see the module docstring)."""
+        equal = dict.fromkeys(EVIDENCE_KINDS, 1.0)
+        if self.weighting == "equal" or len(self.ids) < 3:
+            return equal
+        step = max(1, math.ceil(len(self.ids) / RELIABILITY_QUERIES))
+        samples: list[np.ndarray] = []
+        for incident_id in self.ids[::step]:
+            query = self.incident_query(self.data.incidents[incident_id])
+            columns, _ = self._columns(query)
+            if len(columns) < len(EVIDENCE_KINDS):
+                continue
+            others = np.ones(len(self.ids), dtype=bool)
+            others[self.position[incident_id]] = False
+            samples.append(np.column_stack([columns[kind][others] for kind in EVIDENCE_KINDS]))
+        loadings = evidence_loadings(samples)
+        if loadings is None:
+            return equal
+        return dict(zip(EVIDENCE_KINDS, factor_score_weights(loadings), strict=True))
+
     def rank(self, query: Query, k: int, allowed: set[str] | None = None) -> list[Evidence]:
         """The ``k`` best candidates by fused, standardised evidence (see the module docstring)."""
         mask = np.ones(len(self.ids), dtype=bool)
@@ -251,14 +308,11 @@ class SimilarityIndex:
         candidates = np.flatnonzero(mask)
         if not len(candidates):
             return []
-        dense, best_chunk = self._dense_scores(query.passages)
-        columns: dict[str, np.ndarray] = {"dense": dense}
-        if query.terms:
-            columns["lexical"] = self._lexical_scores(query.terms)
-        if query.concepts:
-            columns["graph"] = self._graph_scores(query.concepts)
+        columns, best_chunk = self._columns(query)
+        dense = columns["dense"]
+        weights = self.weights
         fused = np.zeros(len(self.ids))
-        used = 0
+        used = 0.0
         ranks: dict[str, np.ndarray] = {}
         for name, values in columns.items():
             sub = values[candidates]
@@ -269,9 +323,9 @@ class SimilarityIndex:
             ranks[name] = rank
             if std < STD_FLOOR:
                 continue
-            fused += (values - float(sub.mean())) / std
-            used += 1
-        fused = fused / max(used, 1)
+            fused += weights[name] * (values - float(sub.mean())) / std
+            used += weights[name]
+        fused = fused / (used if used > 0 else 1.0)
         order = candidates[np.lexsort((np.array(self.ids, dtype=object)[candidates].astype(str), -fused[candidates]))][:k]
         _, _, _, weighted, inferred = self._concepts
         results = []
@@ -285,6 +339,51 @@ class SimilarityIndex:
                 ranks={name: int(r[i]) for name, r in ranks.items()},
             ))
         return results
+
+
+def evidence_loadings(samples: Sequence[np.ndarray]) -> np.ndarray | None:
+    """One-factor loadings of the evidence kinds from their agreement alone.
+
+    ``samples`` holds one (candidates × kinds) score matrix per query.  Each column is
+    standardised within its query (as in the fusion), the pairs are pooled, and the loadings
+    ``a`` of ``corr(z_i, z_j) = a_i a_j`` (i ≠ j) are found by principal-axis factoring: start
+    from each kind's largest correlation as its communality, then repeatedly take the leading
+    eigenpair of the correlation matrix with the communalities on its diagonal.  For three
+    kinds the fixed point is the triad solution ``a_i² = r_ij r_ik / r_jk``.  ``None`` when
+    there are fewer than three kinds or no query where every kind varies."""
+    standardised = []
+    for sample in samples:
+        std = sample.std(axis=0)
+        if sample.shape[0] < 2 or np.any(std < STD_FLOOR):
+            continue
+        standardised.append((sample - sample.mean(axis=0)) / std)
+    if not standardised or standardised[0].shape[1] < len(EVIDENCE_KINDS):
+        return None
+    pooled = np.vstack(standardised)
+    correlation = np.corrcoef(pooled, rowvar=False)
+    kinds = correlation.shape[0]
+    off_diagonal = correlation - np.eye(kinds)
+    communality = np.abs(off_diagonal).max(axis=1)
+    loadings = np.sqrt(communality)
+    for _ in range(FACTOR_ITERATIONS):
+        reduced = off_diagonal + np.diag(communality)
+        values, vectors = np.linalg.eigh(reduced)
+        loadings = vectors[:, -1] * math.sqrt(max(float(values[-1]), 0.0))
+        if loadings.sum() < 0:
+            loadings = -loadings
+        communality = np.clip(loadings**2, 0.0, 1.0)
+    return np.asarray(loadings, dtype=np.float64)
+
+
+def factor_score_weights(loadings: np.ndarray) -> list[float]:
+    """``w_e = a_e / (1 − a_e²)`` with ``a_e`` clipped to [LOADING_FLOOR, LOADING_CEILING],
+    scaled to sum to the number of kinds (so equal weights are all 1); all-zero → equal."""
+    a = np.clip(loadings, LOADING_FLOOR, LOADING_CEILING)
+    raw = a / (1 - a**2)
+    total = float(raw.sum())
+    if total <= 0:
+        return [1.0] * len(a)
+    return [float(w) * len(a) / total for w in raw]
 
 
 def _is_fragment(token: str) -> bool:
