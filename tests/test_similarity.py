@@ -217,6 +217,7 @@ def test_factor_loadings_find_the_kind_that_agrees_with_nothing() -> None:
     assert evidence_loadings([s[:, :2] for s in samples]) is None  # two kinds cannot tell signal from noise
 
 
+@pytest.mark.slow
 def test_reliability_weighting_discounts_graph_evidence_that_is_noise(
         collection: tuple[Library, Path], tmp_path: Path, cache_dir: Path) -> None:
     import random
