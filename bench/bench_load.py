@@ -88,7 +88,7 @@ def start_server(port: int, extra: list[str]) -> subprocess.Popen[bytes]:
         time.sleep(0.5)
 
 
-def request_for(user: int, step: int) -> tuple[str, str, dict[str, object]]:
+def request_for(user: int, step: int, ids: list[str]) -> tuple[str, str, dict[str, object]]:
     """The user's next request: mostly search and similar (the expensive routes), some cheap reads."""
     kind = (user + step) % 10
     query = QUERIES[(user * 7 + step) % len(QUERIES)]
@@ -97,7 +97,7 @@ def request_for(user: int, step: int) -> tuple[str, str, dict[str, object]]:
     if kind < 7:
         return "POST", "/similar", {"json": {"text": ERRORS[step % len(ERRORS)], "k": 5}}
     if kind == 7:
-        return "GET", f"/incidents/IL-{(step % 150) + 1:04d}", {}
+        return "GET", f"/incidents/{ids[step % len(ids)]}", {}  # ids the library has (its numbering has gaps)
     if kind == 8:
         return "GET", "/incidents", {"params": {"limit": 20, "offset": step % 100}}
     return "POST", "/diagnose", {"json": {"text": ERRORS[(user + step) % len(ERRORS)]}}
@@ -116,12 +116,12 @@ class Tally:
         return sum(len(v) for v in self.latencies.values()) + sum(self.transport_errors.values())
 
 
-async def user_loop(base: str, user: int, address: str, until: float, tally: Tally) -> None:
+async def user_loop(base: str, user: int, address: str, until: float, tally: Tally, ids: list[str]) -> None:
     transport = httpx.AsyncHTTPTransport(local_address=address)
     async with httpx.AsyncClient(base_url=base, transport=transport, timeout=REQUEST_TIMEOUT_SECONDS) as client:
         step = 0
         while time.monotonic() < until:
-            method, path, kwargs = request_for(user, step)
+            method, path, kwargs = request_for(user, step, ids)
             step += 1
             started = time.perf_counter()
             try:
@@ -135,12 +135,12 @@ async def user_loop(base: str, user: int, address: str, until: float, tally: Tal
             tally.add(response.status_code, time.perf_counter() - started)
 
 
-async def run_phase(base: str, users: int, seconds: float, shared_address: bool) -> tuple[Tally, float]:
+async def run_phase(base: str, users: int, seconds: float, shared_address: bool, ids: list[str]) -> tuple[Tally, float]:
     tally = Tally()
     started = time.monotonic()
     until = started + seconds
     await asyncio.gather(*(
-        user_loop(base, user, "127.0.0.2" if shared_address else f"127.0.{2 + user // 250}.{2 + user % 250}", until, tally)
+        user_loop(base, user, "127.0.0.2" if shared_address else f"127.0.{2 + user // 250}.{2 + user % 250}", until, tally, ids)
         for user in range(users)
     ))
     return tally, time.monotonic() - started
@@ -200,11 +200,12 @@ def main() -> None:
     server = start_server(port, extra)
     base = f"http://127.0.0.1:{port}"
     try:
-        asyncio.run(run_phase(base, 2, 3, shared_address=False))  # warm-up: first queries build caches
+        ids = [item["id"] for item in httpx.get(f"{base}/incidents", params={"limit": 150}, timeout=60).json()["items"]]
+        asyncio.run(run_phase(base, 2, 3, shared_address=False, ids=ids))  # warm-up: first queries build caches
         time.sleep(1)
-        steady, steady_seconds = asyncio.run(run_phase(base, args.users, args.seconds, shared_address=False))
+        steady, steady_seconds = asyncio.run(run_phase(base, args.users, args.seconds, shared_address=False, ids=ids))
         time.sleep(2)  # let the rate-limit buckets refill
-        over, over_seconds = asyncio.run(run_phase(base, args.overload_users, args.overload_seconds, shared_address=True))
+        over, over_seconds = asyncio.run(run_phase(base, args.overload_users, args.overload_seconds, shared_address=True, ids=ids))
     finally:
         server.terminate()
         try:
