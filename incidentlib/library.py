@@ -15,6 +15,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
@@ -26,7 +27,7 @@ from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeEr
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
 from .graph.sparql import SparqlResult, run_sparql
-from .graph.store import GraphStore, GraphStoreConfig, open_store, parse_graph_store, read_graph
+from .graph.store import GraphStore, GraphStoreConfig, StoreKind, open_store, parse_graph_store, read_graph
 from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, load_library
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
@@ -114,6 +115,9 @@ class Library:
         self._tokens = TokenStore(self._store)
         self._seq = 0
         self._refresh_lock = threading.Lock()
+        # held by background fits (numpy/BLAS in another thread): a fork taken meanwhile can deadlock
+        # (OpenBLAS's at-fork handler waits for worker threads the fitting thread holds); see forking()
+        self._background = threading.Lock()
         self._recognizer: ConceptRecognizer | None = None
         self._token_memo: dict[str, list[str]] = {}  # chunk text -> BM25 tokens, carried across refreshes
         if self._store.exists:
@@ -257,6 +261,11 @@ class Library:
 
     @cached_property
     def _knowledge(self) -> KnowledgeGraph:
+        """Over a shared store the projection is read from the store; the in-process store holds exactly the
+        triples ``self.data`` gives, so the projection is built from the records and the rdflib graph is only
+        built when SPARQL or an export needs it (most of a short CLI call's time otherwise)."""
+        if self.graph_config.kind is StoreKind.memory:
+            return KnowledgeGraph(self.data)
         return KnowledgeGraph(self.data, self._graph_store)
 
     @cached_property
@@ -275,12 +284,23 @@ class Library:
         address: tuple[str, int] | None = getattr(self._graph_store, "address", None)
         return address
 
+    @contextmanager
+    def forking(self) -> Iterator[None]:
+        """Hold off this library's background work while the caller forks processes from it.
+
+        A thread inside numpy/BLAS during ``fork()`` can deadlock the fork (OpenBLAS's at-fork
+        handler waits for its worker threads), so :meth:`prepare_tagger` runs under the same lock:
+        a fork waits for a fit in progress to finish, and a fit waits for the forks."""
+        with self._background:
+            yield
+
     def prepare_tagger(self) -> None:
         """Fit (or load from the cache beside the index) the concept tagger that pasted text needs, so
         the first ``similar``/``diagnose`` by text does not pay for it. Errors are logged, not raised:
         the request that needs the tagger will then meet the error itself."""
         try:
-            _ = self.tagger
+            with self._background:
+                _ = self.tagger
         except Exception:  # a background warm-up must not take the process down
             logger.exception("prepare_tagger: the concept tagger could not be prepared")
 
@@ -553,6 +573,8 @@ class Library:
             known = {i.id for i in records}
             records += [i for i in load_library(bundled_data_dir()).incidents.values() if i.id not in known and not i.is_draft]
         engine = self._search_engine
+        # in id order: the same training records give the same model (and cache key) whichever library holds them
+        records.sort(key=lambda incident: incident.id)
         classifier = fit_cached(examples_for(records), engine.embedder, engine.cache_dir)
         return ConceptTagger(self.vocab, classifier)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from incidentlib import Library
+from incidentlib.loader import load_library
 from incidentlib.paths import resolve_data_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,6 +51,32 @@ def search_library(data_dir: Path, cache_dir: Path):
     lib = Library.open(data_dir, SearchConfig(cache_dir=cache_dir))
     lib.build_index()
     return lib
+
+
+@pytest.fixture(scope="session")
+def hashed_tagger(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    """The concept classifier fitted once with the hashed test embedder, as its cache file.
+
+    Libraries other than the bundled one train on the bundled records too, so every small test
+    library trains the same model: :func:`seed_tagger` copies it into a test's cache directory
+    instead of fitting it again (seconds each time)."""
+    from fakes import HashEmbedder
+
+    from incidentlib.search.engine import SearchConfig
+
+    root = tmp_path_factory.mktemp("hashed-tagger")
+    small = small_library(root / "lib", data_dir, ["IL-0025"])
+    library = Library(load_library(small), SearchConfig(cache_dir=root / "cache"), embedder=HashEmbedder())
+    _ = library.tagger
+    [fitted] = (root / "cache").glob("concept-classifier-*.pkl")
+    return fitted
+
+
+def seed_tagger(fitted: Path, cache: Path) -> Path:
+    """``cache`` holding the fitted classifier (see :func:`hashed_tagger`); returns ``cache``."""
+    cache.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(fitted, cache / fitted.name)
+    return cache
 
 
 def small_library(target: Path, source: Path, ids: list[str]) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import numpy as np
 import pytest
-from conftest import small_library
+from conftest import seed_tagger, small_library
 from fakes import HashEmbedder
 from fastapi.testclient import TestClient
 
@@ -28,10 +28,11 @@ IDS = ["IL-0025", "IL-0126", "IL-0133", "IL-0134", "IL-0021", "IL-0001", "IL-000
 
 
 @pytest.fixture(scope="module")
-def fake_library(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Library:
+def fake_library(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, hashed_tagger: Path) -> Library:
     root = tmp_path_factory.mktemp("fast")
     small = small_library(root / "small", data_dir, IDS)
-    library = Library(load_library(small), SearchConfig(cache_dir=root / "cache"), embedder=HashEmbedder())
+    library = Library(load_library(small), SearchConfig(cache_dir=seed_tagger(hashed_tagger, root / "cache")),
+                      embedder=HashEmbedder())
     library.build_index()
     return library
 

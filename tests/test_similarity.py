@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import seed_tagger
+from fakes import HashEmbedder
 from rdflib import Graph
 
 from incidentlib import Library
 from incidentlib.importing.duplicates import DuplicateIndex, normalise_url
+from incidentlib.loader import load_library
 from incidentlib.search.boilerplate import Boilerplate
 from incidentlib.search.engine import SearchConfig
 from incidentlib.search.tokenize import tokenize
@@ -58,15 +61,31 @@ def write_collection(folder: Path) -> tuple[Path, Path]:
     return collection, label_file
 
 
-@pytest.fixture(scope="module")
-def collection(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> tuple[Library, Path]:
+def import_collection(folder: Path) -> tuple[Path, Path]:
     from incidentlib.importing import ImportFormat, ImportOptions, run_import
 
-    folder = tmp_path_factory.mktemp("collection")
     source, labels = write_collection(folder)
     report = run_import(source, folder / "lib", ImportOptions(format=ImportFormat.jsonl, id_prefix="TS"))
     assert report.written and len(report.accepted) == 12, report.rejected  # fragment URLs are different incidents
-    library = Library.open(folder / "lib", SearchConfig(cache_dir=cache_dir))
+    return folder / "lib", labels
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> tuple[Library, Path]:
+    """The collection searched with the real default embedder (for the slow, model-dependent tests)."""
+    root, labels = import_collection(tmp_path_factory.mktemp("collection"))
+    library = Library.open(root, SearchConfig(cache_dir=cache_dir))
+    library.build_index()
+    return library, labels
+
+
+@pytest.fixture(scope="module")
+def hashed_collection(tmp_path_factory: pytest.TempPathFactory, hashed_tagger: Path) -> tuple[Library, Path]:
+    """The same collection with the instant hashed embedder: the pipeline without a model's cost."""
+    folder = tmp_path_factory.mktemp("hashed")
+    root, labels = import_collection(folder)
+    library = Library(load_library(root), SearchConfig(cache_dir=seed_tagger(hashed_tagger, folder / "cache")),
+                      embedder=HashEmbedder())
     library.build_index()
     return library, labels
 
@@ -80,8 +99,8 @@ def test_fragment_urls_are_different_incidents() -> None:
     assert index.find(["https://status.example.com/history#a1"], ["three"]) is not None
 
 
-def test_boilerplate_is_found_and_stripped_but_kept_for_display(collection: tuple[Library, Path]) -> None:
-    library, _ = collection
+def test_boilerplate_is_found_and_stripped_but_kept_for_display(hashed_collection: tuple[Library, Path]) -> None:
+    library, _ = hashed_collection
     similarity = library._search_service.similarity
     assert similarity.boilerplate.is_boilerplate(APOLOGY) and similarity.boilerplate.is_boilerplate(NEXT)
     first = library.incidents()[0]
@@ -102,8 +121,8 @@ def test_log_lines_from_other_machines_tokenize_alike() -> None:
     assert "<http_5xx>" in tokenize("upstream returned HTTP 503") and "<http_5xx>" not in tokenize("HTTP 404")
 
 
-def test_similar_finds_the_same_cause_and_explains_it(collection: tuple[Library, Path]) -> None:
-    library, _ = collection
+def test_similar_finds_the_same_cause_and_explains_it(hashed_collection: tuple[Library, Path]) -> None:
+    library, _ = hashed_collection
     dns = library.incidents()[0]
     response = library.similar(incident_id=dns.id, k=3)
     assert dns.id not in [r.id for r in response.results]
@@ -133,8 +152,8 @@ def test_eval_similar_reports_every_method_in_one_run(collection: tuple[Library,
     assert "| similar (text) |" in report.to_markdown()
 
 
-def test_labels_from_field_or_file_and_errors(collection: tuple[Library, Path], tmp_path: Path) -> None:
-    library, labels = collection
+def test_labels_from_field_or_file_and_errors(hashed_collection: tuple[Library, Path], tmp_path: Path) -> None:
+    library, labels = hashed_collection
     loaded = load_labels(str(labels), library.data.incidents)
     assert len(loaded) == 12 and loaded["TS-0001"] == {"dns"}
     assert set(load_labels("org", library.data.incidents)["TS-0001"]) == {"example-corp"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import small_library
+from conftest import seed_tagger, small_library
 from fakes import HashEmbedder
 
 from incidentlib import Library
@@ -93,8 +93,9 @@ def test_rebuild_resets_the_row_maps(small: Path, tmp_path: Path) -> None:
     assert [h.incident_id for h in engine.search("outage", k=3, mode=SearchMode.dense)] == [h.incident_id for h in first]
 
 
-def test_library_with_a_given_embedder(small: Path, tmp_path: Path) -> None:
-    library = Library(load_library(small), SearchConfig(cache_dir=tmp_path / "cache"), embedder=HashEmbedder())
+def test_library_with_a_given_embedder(small: Path, tmp_path: Path, hashed_tagger: Path) -> None:
+    cache = seed_tagger(hashed_tagger, tmp_path / "cache")
+    library = Library(load_library(small), SearchConfig(cache_dir=cache), embedder=HashEmbedder())
     assert library.embedder == "fake-hash"
     report = library.build_index()
     assert report.action == "built" and library.last_build == report

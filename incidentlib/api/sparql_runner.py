@@ -183,9 +183,12 @@ def _host_main(library: Library, conn: Connection) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     while True:
         try:
-            query, timeout = conn.recv()
+            message = conn.recv()
         except (EOFError, OSError):
             os._exit(0)
+        if message is None:  # the server is stopping (see _Host.close)
+            os._exit(0)
+        query, timeout = message
         try:
             # follow acknowledged writes (docs/storage.md) before forking the worker; a store that
             # cannot be read leaves the last snapshot answering
@@ -215,7 +218,11 @@ class _Host:
         return self.conn.recv()  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        self.conn.close()  # the host sees EOF and exits
+        # An explicit stop: EOF alone can take the kill grace, because hosts forked later hold copies
+        # of this pipe's server end and keep it open.
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.conn.close()
         self.process.join(KILL_GRACE_SECONDS)
         if self.process.is_alive():
             self.process.kill()
@@ -256,7 +263,8 @@ class SparqlRunner:
         if not self.forking or self._hosts:
             return
         library.warm()  # build the graph once, so every host and worker inherits it
-        self._hosts = [_Host(library) for _ in range(self.max_concurrent)]
+        with library.forking():
+            self._hosts = [_Host(library) for _ in range(self.max_concurrent)]
         self._idle = list(self._hosts)
 
     def stop(self) -> None:
