@@ -35,6 +35,7 @@ from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, 
 from .search.concepts import ConceptRecognizer
 from .search.engine import IndexStats, SearchConfig, SearchEngine, SearchMode
 from .search.fusion import FusionMethod
+from .search.lexical import Postings
 from .search.service import SearchService
 from .search.store import BuildReport, ProgressFn
 from .storage import atomic_write_bytes, atomic_write_text
@@ -119,7 +120,8 @@ class Library:
         # (OpenBLAS's at-fork handler waits for worker threads the fitting thread holds); see forking()
         self._background = threading.Lock()
         self._recognizer: ConceptRecognizer | None = None
-        self._token_memo: dict[str, list[str]] = {}  # chunk text -> BM25 tokens, carried across refreshes
+        # texts and BM25 postings of the last engine a refresh dropped: the next one updates them, not rebuilds
+        self._lexical_carry: tuple[list[str], Postings] | None = None
         if self._store.exists:
             self.refresh()
 
@@ -481,7 +483,7 @@ class Library:
     # ---- search ----------------------------------------------------------------
     @cached_property
     def _search_engine(self) -> SearchEngine:
-        return SearchEngine(self.data, self.search_config, self._embedder, token_memo=self._token_memo)
+        return SearchEngine(self.data, self.search_config, self._embedder, previous_lexical=self._lexical_carry)
 
     @cached_property
     def _search_service(self) -> SearchService:
@@ -816,6 +818,10 @@ class Library:
             else:  # only the incidents named in the new changes are re-read
                 changed = {c.incident_id: self._store.record(c.incident_id) for c in changes}
                 data = patched(self.data, changed, self._base_data, seq)
+            replaced = self.__dict__.get("_search_engine")
+            snapshot = replaced.lexical_snapshot() if replaced is not None else None
+            if snapshot is not None:  # else keep the last one an engine had built
+                self._lexical_carry = snapshot
             for name in ("_knowledge", "_rdf", "_search_engine", "_search_service", "_analysis"):
                 self.__dict__.pop(name, None)
             self.data = data

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import bm25s
@@ -20,7 +21,7 @@ from incidentlib.search import dense
 from incidentlib.search.engine import SearchEngine
 from incidentlib.search.exact import ExactIndex
 from incidentlib.search.hnsw import HnswIndex
-from incidentlib.search.lexical import LexicalIndex
+from incidentlib.search.lexical import LexicalIndex, Postings, build_postings, update_postings
 from incidentlib.search.lexical_store import LEXICAL_DIR, cached_lexical_index
 from incidentlib.search.tokenize import tokenize
 
@@ -225,9 +226,61 @@ def test_cli_index_stats(search_library, cache_dir: Path, data_dir: Path) -> Non
     assert "exact (numpy" in text.output and "BM25 over" in text.output
 
 
-def test_token_memo_carries_tokens_over_and_keeps_only_this_corpus() -> None:
-    texts = ["NCCL watchdog timeout on rank 3", "InfiniBand 링크가 끊겼다"]
-    memo: dict[str, list[str]] = {"stale text": ["stale"], texts[0]: ["nccl", "planted"]}
-    index = LexicalIndex(texts, memo=memo)
-    assert set(memo) == set(texts) and memo[texts[0]] == ["nccl", "planted"]  # the known text was not tokenized again
-    assert index.matched_terms("planted", 0) == ["planted"] and memo[texts[1]] == tokenize(texts[1])
+def _scores(postings: Postings, query: str) -> np.ndarray:
+    return LexicalIndex(postings=postings).scores(query)
+
+
+@pytest.mark.parametrize("edit", ["append", "remove", "replace", "duplicates", "reorder", "to-empty", "from-empty"])
+def test_an_updated_index_scores_as_a_full_build(edit: str) -> None:
+    """update_postings over an edited corpus gives the scores, term counts and lengths a full build gives."""
+    before = ["NCCL watchdog timeout on rank 3", "InfiniBand 링크가 끊겼다", "", "Xid 79 GPU has fallen off the bus",
+              "NCCL watchdog timeout on rank 3", "타임아웃으로 학습이 멈췄다"]
+    after = {
+        "append": [*before, "A new draft about wombatfjord timeouts", "타임아웃이 또 났다"],
+        "remove": [before[0], before[2], before[5]],
+        "replace": [before[0], "InfiniBand link flapped during all-reduce", *before[2:]],
+        "duplicates": [before[4], before[0], before[0], "fresh text", before[1]],
+        "reorder": list(reversed(before)),
+        "to-empty": [],
+        "from-empty": before,
+    }[edit]
+    start = [] if edit == "from-empty" else before
+    previous = build_postings(start)
+    updated = update_postings(previous, start, after)
+    full = build_postings(after)
+    assert updated.size == full.size == len(after)
+    assert np.array_equal(updated.lengths, full.lengths)
+    for query in [*QUERIES, "wombatfjord", "링크 타임아웃", "fallen bus"]:
+        assert np.allclose(_scores(updated, query), _scores(full, query), rtol=1e-6, atol=1e-7), query
+    live = {t for t, n in zip(updated.vocabulary, np.diff(updated.indptr), strict=True) if n}
+    assert live == {t for t, n in zip(full.vocabulary, np.diff(full.indptr), strict=True) if n}  # only dead terms differ
+    if edit == "append":  # unchanged chunks were not tokenized again: a planted count survives the update
+        planted = replace(previous, tf=np.where(previous.indices == 0, 2, previous.tf).astype(np.int32))
+        moved = update_postings(planted, before, after)
+        assert not np.allclose(_scores(moved, "watchdog"), _scores(full, "watchdog"))
+
+
+def test_update_rejects_texts_that_do_not_match_the_postings() -> None:
+    with pytest.raises(ValueError, match="previous postings cover 2 chunks, given 1 texts"):
+        update_postings(build_postings(["a b", "c d"]), ["a b"], ["a b", "e"])
+
+
+def test_a_live_engine_updates_its_lexical_index_after_a_change(small: Path, tmp_path: Path) -> None:
+    embedder = HashEmbedder()
+    first = engine_for(small, tmp_path / "cache", embedder)
+    assert first.lexical_snapshot() is None  # nothing built yet: nothing to carry
+    _ = first.lexical
+    snapshot = first.lexical_snapshot()
+    assert snapshot is not None and snapshot[1] is first.lexical.postings
+    target = small / "incidents" / "IL-0001.yaml"
+    doc = yaml.safe_load(target.read_text(encoding="utf-8"))
+    doc["summary"]["en"] += " A wombatfjord appeared."
+    target.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    second = SearchEngine(load_library(small), SearchConfig(cache_dir=tmp_path / "cache"), embedder, previous_lexical=snapshot)
+    assert second.lexical_source is None and len(second.lexical) == len(second.chunks)
+    assert second.lexical_source == "updated"
+    fresh = engine_for(small, tmp_path / "other-cache", embedder)
+    assert fresh.lexical.scores("wombatfjord").max() > 0 and fresh.lexical_source == "built"
+    assert np.allclose(second.lexical.scores("wombatfjord"), fresh.lexical.scores("wombatfjord"))
+    third = SearchEngine(load_library(small), SearchConfig(cache_dir=tmp_path / "cache"), embedder, previous_lexical=snapshot)
+    assert third.lexical_source is None and third.lexical is not None and third.lexical_source == "loaded"  # saved

@@ -29,7 +29,7 @@ from ..paths import default_cache_dir
 from .chunks import Chunk, library_chunks
 from .dense import DEFAULT_HNSW_THRESHOLD
 from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
-from .lexical import LexicalIndex
+from .lexical import LexicalIndex, Postings
 from .lexical_store import cached_lexical_index
 from .store import BuildReport, LoadedIndex, ProgressFn, ensure_index, store_dir
 
@@ -78,7 +78,8 @@ class IndexStats(BaseModel):
     lexical_terms: int
     lexical_postings: int = Field(description="(term, chunk) pairs in the BM25 index.")
     lexical_mb: float
-    lexical_source: str = Field(description="loaded (from the cache) or built (tokenized now).")
+    lexical_source: str = Field(description="loaded (from the cache), updated (from the index before a change: "
+                                "only new chunks tokenized) or built (tokenized now).")
 
 
 @dataclass(frozen=True)
@@ -94,16 +95,18 @@ class Hit:
 
 class SearchEngine:
     def __init__(self, data: LibraryData, config: SearchConfig | None = None, embedder: Embedder | None = None,
-                 token_memo: dict[str, list[str]] | None = None) -> None:
-        """``token_memo`` is shared by successive engines of a live library (see :class:`LexicalIndex`)."""
+                 previous_lexical: tuple[list[str], Postings] | None = None) -> None:
+        """``previous_lexical``: the chunk texts and BM25 postings of the engine this one replaces after a
+        change to a live library (:meth:`lexical_snapshot`); that index is updated to this corpus instead of
+        rebuilt (see :func:`.lexical.update_postings`)."""
         self.data = data
-        self._token_memo = token_memo
+        self._previous_lexical = previous_lexical
         self.config = config or SearchConfig()
         self._given_embedder = embedder
         self.last_build: BuildReport | None = None
         self._dense: LoadedIndex | None = None
         self._row_maps_cache: tuple[np.ndarray, np.ndarray, bool] | None = None
-        #: ``"loaded"`` or ``"built"`` once the lexical index exists (``incidentlib index --stats`` shows it).
+        #: ``"loaded"``, ``"updated"`` or ``"built"`` once the lexical index exists (``incidentlib index --stats`` shows it).
         self.lexical_source: str | None = None
 
     # ---- corpus ------------------------------------------------------------
@@ -138,8 +141,16 @@ class SearchEngine:
     @cached_property
     def lexical(self) -> LexicalIndex:
         """The BM25 index, loaded from the cache when this exact text was indexed before (see :mod:`.lexical_store`)."""
-        index, self.lexical_source = cached_lexical_index([c.text for c in self.chunks], self.cache_dir, self._token_memo)
+        index, self.lexical_source = cached_lexical_index([c.text for c in self.chunks], self.cache_dir,
+                                                          self._previous_lexical)
+        self._previous_lexical = None  # not held past its use
         return index
+
+    def lexical_snapshot(self) -> tuple[list[str], Postings] | None:
+        """The chunk texts and BM25 postings of this engine when its lexical index is built, else None."""
+        if "lexical" not in self.__dict__:  # a cached_property not computed yet
+            return None
+        return [c.text for c in self.chunks], self.lexical.postings
 
     # ---- dense ---------------------------------------------------------------
     @cached_property

@@ -11,7 +11,8 @@ The weights are precomputed into a CSC-like layout (``indptr``/``indices``/``dat
 chunk positions ascending), so a query touches only the postings of its own tokens: no Python
 loop runs over chunks, and no per-chunk token lists are kept (matched terms are read back
 from the postings).  The arrays can be saved and loaded (:mod:`.lexical_store`), so a warm
-start does not tokenize the library again.
+start does not tokenize the library again, and after an edit only the new chunks are tokenized
+(:func:`update_postings`).
 """
 
 from __future__ import annotations
@@ -35,46 +36,102 @@ EMPTY_TOKEN = "∅"
 
 @dataclass(frozen=True)
 class Postings:
-    """The index arrays: term ``t``'s chunks are ``indices[indptr[t]:indptr[t+1]]`` (ascending), weights in ``data``."""
+    """The index arrays: term ``t``'s chunks are ``indices[indptr[t]:indptr[t+1]]`` (ascending), weights in ``data``.
+
+    ``tf`` (the term's count in that chunk, beside each weight) and ``lengths`` (tokens per chunk) are
+    what the weights are computed from: kept so that a changed corpus is re-weighted without
+    tokenizing the unchanged chunks again (:func:`update_postings`).
+    """
 
     vocabulary: list[str]
     indptr: np.ndarray  # int64, len(vocabulary) + 1
     indices: np.ndarray  # int32 chunk positions
     data: np.ndarray  # float32 BM25 weights
     size: int  # number of chunks
+    tf: np.ndarray  # int32 term counts, aligned with indices
+    lengths: np.ndarray  # int32 tokens per chunk (≥ 1, see EMPTY_TOKEN)
 
 
-def build_postings(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B,
-                   memo: dict[str, list[str]] | None = None) -> Postings:
-    """Tokenize ``texts`` and compute the BM25 weight of every (term, chunk) pair (formula in the module docstring).
-
-    With ``memo`` (text -> tokens), known texts are not tokenized again, and the memo is left holding this corpus.
-    """
-    if memo is None:
-        return postings_from_tokens((tokenize(text) for text in texts), len(texts), k1, b)
-    tokens = [memo[text] if text in memo else tokenize(text) for text in texts]
-    memo.clear()
-    memo.update(zip(texts, tokens, strict=True))
-    return postings_from_tokens(iter(tokens), len(texts), k1, b)
+def build_postings(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> Postings:
+    """Tokenize ``texts`` and compute the BM25 weight of every (term, chunk) pair (formula in the module docstring)."""
+    return postings_from_tokens((tokenize(text) for text in texts), len(texts), k1, b)
 
 
 def postings_from_tokens(token_lists: Iterable[list[str]], size: int, k1: float = BM25_K1, b: float = BM25_B) -> Postings:
     """:func:`build_postings` from already tokenized chunks (``size`` of them)."""
     vocabulary: dict[str, int] = {}
+    term_of_pair, chunk_of_pair, tf, lengths = _count(token_lists, size, vocabulary)
+    return _weigh(list(vocabulary), term_of_pair, chunk_of_pair, tf, lengths, k1, b)
+
+
+def update_postings(previous: Postings, previous_texts: Sequence[str], texts: Sequence[str],
+                    k1: float = BM25_K1, b: float = BM25_B) -> Postings:
+    """The postings of ``texts`` computed from ``previous`` (the postings of ``previous_texts``): only the
+    texts that were not there before are tokenized; unchanged chunks keep their term counts and move to
+    their new positions, removed ones drop out, and every weight is recomputed (N, df and the average
+    length change with any edit).  Scores equal those of :func:`build_postings` over ``texts``; the
+    vocabulary may keep terms no chunk holds any more (they have no postings and match nothing) until
+    the next full build.
+    """
+    if len(previous_texts) != previous.size:
+        raise ValueError(f"previous postings cover {previous.size} chunks, given {len(previous_texts)} texts")
+    size = len(texts)
+    free: dict[str, list[int]] = {}
+    for position in range(len(previous_texts) - 1, -1, -1):  # popped in ascending order below
+        free.setdefault(previous_texts[position], []).append(position)
+    new_position = np.full(previous.size, -1, dtype=np.int64)
+    fresh: list[int] = []
+    for position, text in enumerate(texts):
+        slots = free.get(text)
+        if slots:
+            new_position[slots.pop()] = position
+        else:
+            fresh.append(position)
+    vocabulary = {term: index for index, term in enumerate(previous.vocabulary)}
+    old_terms = np.repeat(np.arange(len(previous.vocabulary), dtype=np.int64), np.diff(previous.indptr))
+    moved = new_position[previous.indices]
+    kept = moved >= 0
+    lengths = np.zeros(size, dtype=np.int32)
+    reused = new_position >= 0
+    lengths[new_position[reused]] = previous.lengths[reused]
+    add_terms, add_local, add_tf, add_lengths = _count((tokenize(texts[p]) for p in fresh), len(fresh), vocabulary)
+    fresh_positions = np.asarray(fresh, dtype=np.int64)
+    lengths[fresh_positions] = add_lengths
+    return _weigh(list(vocabulary),
+                  np.concatenate([old_terms[kept], add_terms]),
+                  np.concatenate([moved[kept], fresh_positions[add_local]]),
+                  np.concatenate([previous.tf[kept], add_tf]), lengths, k1, b)
+
+
+def _count(token_lists: Iterable[list[str]], size: int, vocabulary: dict[str, int]
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(term, chunk, count) of every distinct term of every chunk, and each chunk's length; new terms are
+    added to ``vocabulary``."""
     ids = array("q")  # 8 bytes a token instead of a Python int object each
-    lengths = np.zeros(size, dtype=np.int64)
+    lengths = np.zeros(size, dtype=np.int32)
     for position, found in enumerate(token_lists):
         tokens = found or [EMPTY_TOKEN]
         lengths[position] = len(tokens)
         ids.extend(vocabulary.setdefault(token, len(vocabulary)) for token in tokens)
-    terms = len(vocabulary)
     if not size:
-        return Postings([], np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), 0)
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0, dtype=np.int32), lengths
     token_ids = np.frombuffer(ids, dtype=np.int64) if len(ids) else np.zeros(0, dtype=np.int64)
     chunk_of_token = np.repeat(np.arange(size, dtype=np.int64), lengths)
-    # one key per (term, chunk): sorting it groups a term's chunks together, in chunk order
     pairs, tf = np.unique(token_ids * size + chunk_of_token, return_counts=True)
     term_of_pair, chunk_of_pair = np.divmod(pairs, size)
+    return term_of_pair, chunk_of_pair, tf.astype(np.int32), lengths
+
+
+def _weigh(vocabulary: list[str], term_of_pair: np.ndarray, chunk_of_pair: np.ndarray, tf: np.ndarray,
+           lengths: np.ndarray, k1: float, b: float) -> Postings:
+    """Postings from (term, chunk, count) triples in any order: grouped by term, chunks ascending, BM25-weighted."""
+    terms, size = len(vocabulary), len(lengths)
+    if not size:
+        return Postings([], np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), 0,
+                        np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32))
+    order = np.argsort(term_of_pair * size + chunk_of_pair, kind="stable")
+    term_of_pair, chunk_of_pair, tf = term_of_pair[order], chunk_of_pair[order], tf[order]
     df = np.bincount(term_of_pair, minlength=terms).astype(np.float64)
     idf = np.log(1.0 + (size - df + 0.5) / (df + 0.5))
     average = float(lengths.mean())
@@ -83,19 +140,18 @@ def postings_from_tokens(token_lists: Iterable[list[str]], size: int, k1: float 
     weights = (idf[term_of_pair] * frequency / (frequency + saturation)).astype(np.float32)
     indptr = np.zeros(terms + 1, dtype=np.int64)
     np.cumsum(np.bincount(term_of_pair, minlength=terms), out=indptr[1:])
-    ordered = sorted(vocabulary, key=vocabulary.__getitem__)
-    return Postings(ordered, indptr, chunk_of_pair.astype(np.int32), weights, size)
+    return Postings(vocabulary, indptr, chunk_of_pair.astype(np.int32), weights, size, tf.astype(np.int32),
+                    lengths.astype(np.int32))
 
 
 class LexicalIndex:
     """Scores every chunk for a query; filtering is a mask applied before ranking."""
 
     def __init__(self, texts: Sequence[str] | None = None, k1: float = BM25_K1, b: float = BM25_B,
-                 postings: Postings | None = None, memo: dict[str, list[str]] | None = None) -> None:
-        """``memo`` (text -> tokens) carries tokenization over from an earlier index of a changed corpus:
-        after a write only the new or edited chunks are tokenized; the memo keeps just this corpus's texts."""
+                 postings: Postings | None = None) -> None:
+        """From ``texts`` (tokenized here) or from ready ``postings`` (loaded, or updated after a change)."""
         if postings is None:
-            postings = build_postings(texts or [], k1, b, memo)
+            postings = build_postings(texts or [], k1, b)
         self.postings = postings
         self._term = {token: i for i, token in enumerate(postings.vocabulary)}
 

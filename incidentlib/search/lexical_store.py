@@ -8,12 +8,18 @@ Layout::
         indptr.npy         int64, terms + 1
         indices.npy        int32 chunk positions, ascending within a term
         data.npy           float32 BM25 weights
+        tf.npy             int32 term counts beside the weights
+        lengths.npy        int32 tokens per chunk
 
 ``key = sha256(format version, tokenizer and BM25 source digests, k1, b, every chunk text)``:
 a copy of the library elsewhere, or a second process, loads the index instead of tokenizing
 every chunk again; a change to the texts or to the tokenizer's code makes a new key.
 Everything is verified on load (checksums, array shapes and ranges) and a cache that fails
 is rebuilt with a logged warning; a cache that cannot be written only costs the next start.
+
+After an edit, a live library passes the index it had (texts and postings) as ``previous``: a new
+key that is not cached yet is then computed by :func:`~.lexical.update_postings` (only the new
+chunks tokenized) instead of a full build.
 """
 
 from __future__ import annotations
@@ -33,12 +39,12 @@ from pydantic import BaseModel
 
 from ..storage import atomic_write_text
 from . import lexical, tokenize
-from .lexical import BM25_B, BM25_K1, LexicalIndex, Postings, build_postings
+from .lexical import BM25_B, BM25_K1, LexicalIndex, Postings, build_postings, update_postings
 
-#: On-disk layout version of the lexical cache.
-LEXICAL_FORMAT = 1
+#: On-disk layout version of the lexical cache (2: term counts and chunk lengths kept).
+LEXICAL_FORMAT = 2
 LEXICAL_DIR = "lexical"
-ARRAYS = ("indptr", "indices", "data")
+ARRAYS = ("indptr", "indices", "data", "tf", "lengths")
 #: Lexical indexes kept: the same bound as dense builds per embedder (store.KEEP_BUILDS), for the same reasons.
 KEEP_LEXICAL = 8
 
@@ -95,13 +101,14 @@ def load_postings(folder: Path, size: int) -> Postings:
             raise LexicalDamaged(f"{name} is missing or unreadable") from None
     try:
         vocabulary = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
-        indptr, indices, data = (np.load(folder / f"{name}.npy", allow_pickle=False) for name in ARRAYS)
+        indptr, indices, data, tf, lengths = (np.load(folder / f"{name}.npy", allow_pickle=False) for name in ARRAYS)
     except (OSError, ValueError) as exc:
         raise LexicalDamaged(f"the index cannot be read ({type(exc).__name__})") from None
     if not isinstance(vocabulary, list) or not all(isinstance(t, str) for t in vocabulary) or len(vocabulary) != meta.terms:
         raise LexicalDamaged(f"vocabulary.json is not a list of {meta.terms} strings")
     if (indptr.dtype != np.int64 or indptr.shape != (meta.terms + 1,) or indices.dtype != np.int32
-            or data.dtype != np.float32 or indices.shape != (meta.postings,) or data.shape != (meta.postings,)):
+            or data.dtype != np.float32 or indices.shape != (meta.postings,) or data.shape != (meta.postings,)
+            or tf.dtype != np.int32 or tf.shape != (meta.postings,) or lengths.dtype != np.int32 or lengths.shape != (size,)):
         raise LexicalDamaged("the arrays do not have the recorded types and lengths")
     if int(indptr[0]) != 0 or int(indptr[-1]) != meta.postings or (np.diff(indptr) < 0).any():
         raise LexicalDamaged("indptr is not a non-decreasing offset array over the postings")
@@ -109,7 +116,9 @@ def load_postings(folder: Path, size: int) -> Postings:
         raise LexicalDamaged("indices point outside the chunks")
     if not np.isfinite(data).all():
         raise LexicalDamaged("data holds NaN or infinite weights")
-    return Postings(vocabulary, indptr, indices, data, size)
+    if (len(tf) and int(tf.min()) < 1) or (len(lengths) and int(lengths.min()) < 1):
+        raise LexicalDamaged("tf or lengths hold counts below 1")
+    return Postings(vocabulary, indptr, indices, data, size, tf, lengths)
 
 
 def save_postings(folder: Path, postings: Postings) -> None:
@@ -134,11 +143,10 @@ def save_postings(folder: Path, postings: Postings) -> None:
 
 
 def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
-                         memo: dict[str, list[str]] | None = None) -> tuple[LexicalIndex, str]:
-    """The BM25 index over ``texts``, loaded from ``cache_dir`` when present; also says ``"loaded"`` or ``"built"``.
-
-    ``memo`` (text -> tokens, see :class:`LexicalIndex`) spares tokenizing known texts when the index is built;
-    a loaded index leaves it untouched.
+                         previous: tuple[Sequence[str], Postings] | None = None) -> tuple[LexicalIndex, str]:
+    """The BM25 index over ``texts``, loaded from ``cache_dir`` when present; also says how it was obtained:
+    ``"loaded"``, ``"updated"`` (from ``previous``, the texts and postings of the index before a change)
+    or ``"built"``.
     """
     folder = cache_dir / LEXICAL_DIR / lexical_key(texts)
     if (folder / "meta.json").exists():
@@ -151,13 +159,16 @@ def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
             with contextlib.suppress(OSError):  # a read-only cache still serves
                 os.utime(folder / "meta.json")
             return LexicalIndex(postings=postings), "loaded"
-    postings = build_postings(texts, memo=memo)
+    if previous is not None:
+        postings, how = update_postings(previous[1], previous[0], texts), "updated"
+    else:
+        postings, how = build_postings(texts), "built"
     try:
         save_postings(folder, postings)
         _evict(folder.parent)
     except OSError as exc:
         log.warning("could not save the lexical index to %s (%s); it is rebuilt next time", folder, exc)
-    return LexicalIndex(postings=postings), "built"
+    return LexicalIndex(postings=postings), how
 
 
 def _evict(parent: Path, keep: int = KEEP_LEXICAL) -> None:
