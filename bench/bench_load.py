@@ -184,6 +184,28 @@ def report(steady: Tally, steady_seconds: float, over: Tally, over_seconds: floa
     return "\n".join(lines)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its reaped children, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def scaling(base: str, pid: int, counts: list[int], seconds: float, ids: list[str]) -> str:
+    """Throughput, latency and server CPU per request at each number of users, one after another on one server."""
+    lines = [f"### Throughput against users ({seconds:g} s each, one address per user, {os.cpu_count()} CPUs)", "",
+             "| users | throughput (req/s) | p50 (ms) | p99 (ms) | errors | server CPU per request (ms) | server CPU use (cores) |",
+             "|---|---|---|---|---|---|---|"]
+    for users in counts:
+        before = cpu_seconds(pid)
+        tally, elapsed = asyncio.run(run_phase(base, users, seconds, shared_address=False, ids=ids))
+        used = cpu_seconds(pid) - before
+        ok = tally.latencies.get(200, [])
+        lines.append(f"| {users} | {len(ok) / elapsed:.1f} | {ms(percentile(ok, 50))} | {ms(percentile(ok, 99))} | "
+                     f"{tally.total - len(ok)} | {ms(used / max(1, tally.total))} | {used / elapsed:.2f} |")
+        time.sleep(2)  # let the rate-limit buckets refill
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=20)
@@ -192,6 +214,8 @@ def main() -> None:
     parser.add_argument("--overload-seconds", type=float, default=20.0)
     parser.add_argument("--data", help="library directory (default: the bundled one)")
     parser.add_argument("--cache", help="index cache directory (default: the usual one)")
+    parser.add_argument("--scaling", help="comma-separated user counts (e.g. 1,2,4,8,20): instead of the two phases, "
+                        "a steady run of --seconds at each, with the server's CPU time per request")
     args = parser.parse_args()
     if not (1 <= args.users <= 500 and 1 <= args.overload_users <= 1000 and args.seconds <= 600 and args.overload_seconds <= 600):
         raise SystemExit("keep the run bounded: at most 500 users / 1000 overload users and 600 s per phase")
@@ -203,6 +227,15 @@ def main() -> None:
         ids = [item["id"] for item in httpx.get(f"{base}/incidents", params={"limit": 150}, timeout=60).json()["items"]]
         asyncio.run(run_phase(base, 2, 3, shared_address=False, ids=ids))  # warm-up: first queries build caches
         time.sleep(1)
+        if args.scaling:
+            counts = [int(part) for part in args.scaling.split(",")]
+            if not all(1 <= c <= 500 for c in counts):
+                raise SystemExit("--scaling: user counts between 1 and 500")
+            print(f"Produced by `python bench/bench_load.py --scaling {args.scaling} --seconds {args.seconds:g}` on "
+                  f"{platform.machine()}, CPython {platform.python_version()}, against a local `incidentlib serve` "
+                  "with default guards (use-m3 embedder).\n")
+            print(scaling(base, server.pid, counts, args.seconds, ids))
+            return
         steady, steady_seconds = asyncio.run(run_phase(base, args.users, args.seconds, shared_address=False, ids=ids))
         time.sleep(2)  # let the rate-limit buckets refill
         over, over_seconds = asyncio.run(run_phase(base, args.overload_users, args.overload_seconds, shared_address=True, ids=ids))

@@ -50,11 +50,12 @@ def free_port() -> int:
         return port
 
 
-def serve(root: Path, cache: Path) -> tuple[subprocess.Popen[bytes], str]:
+def serve(root: Path, cache: Path, follow: bool = True) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen([sys.executable, "-m", "incidentlib", "serve", "--port", str(port), "--data", str(root),
-                                "--cache", str(cache), "--no-mcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                                "--cache", str(cache), "--no-mcp", *([] if follow else ["--no-follow"])],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     base = f"http://127.0.0.1:{port}"
     while True:
         if process.poll() is not None:
@@ -80,14 +81,8 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--small", action="store_true", help=f"Only {', '.join(SMALL_IDS)} instead of the whole library.")
-    parser.add_argument("--writes", type=int, default=200)
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--probes", type=int, default=30)
-    args = parser.parse_args()
-
+def measure(args: argparse.Namespace, follow: bool) -> dict[str, float]:
+    """One run on a fresh copy of the library: two serve processes, with or without the follower thread."""
     work = Path(tempfile.mkdtemp(prefix="bench-writes-"))
     root = work / "lib"
     source = resolve_data_dir()
@@ -100,17 +95,19 @@ def main() -> None:
         shutil.copytree(source, root, ignore=shutil.ignore_patterns(".incidentlib.db*"))
     token = Library.open(root).create_token("bench", "editor").token
     headers = {"Authorization": f"Bearer {token}"}
-    a, base_a = serve(root, work / "cache")
-    b, base_b = serve(root, work / "cache")
+    tag = "f" if follow else "n"  # distinct texts per run: the shared cache holds no index of this run's writes
+    a, base_a = serve(root, args.cache, follow)
+    b, base_b = serve(root, args.cache, follow)
     try:
         def write(n: int) -> float:
             with httpx.Client(headers=headers, timeout=120) as client:
                 started = time.perf_counter()
-                response = client.post(f"{(base_a, base_b)[n % 2]}/incidents", json=draft(f"load{n:05d}"))
+                response = client.post(f"{(base_a, base_b)[n % 2]}/incidents", json=draft(f"load{n:05d}{tag}"))
                 response.raise_for_status()
                 return time.perf_counter() - started
 
-        httpx.get(f"{base_a}/search", params={"q": "warm", "mode": "lexical"}, timeout=120)
+        for base in (base_a, base_b):
+            httpx.get(f"{base}/search", params={"q": "warm", "mode": "lexical"}, timeout=120)
         started = time.perf_counter()
         with ThreadPoolExecutor(args.clients) as pool:
             latencies = list(pool.map(write, range(args.writes)))
@@ -127,6 +124,7 @@ def main() -> None:
                         return time.perf_counter() - started
                     time.sleep(POLL_S)
 
+        time.sleep(1.0)  # let both processes catch up with the write burst before probing
         other = [visible(base_b, n) for n in range(args.probes)]
         same = [visible(base_a, args.probes + n) for n in range(args.probes)]
         incidents = httpx.get(f"{base_b}/health", timeout=60).json()["incidents"]
@@ -135,17 +133,42 @@ def main() -> None:
             process.terminate()
             process.wait()
         shutil.rmtree(work, ignore_errors=True)
-
     ms = 1000.0
+    return {"throughput": args.writes / elapsed, "write_p50": pct(latencies, 0.5) * ms, "write_p99": pct(latencies, 0.99) * ms,
+            "other_p50": pct(other, 0.5) * ms, "other_p99": pct(other, 0.99) * ms, "same_p50": pct(same, 0.5) * ms,
+            "same_p99": pct(same, 0.99) * ms, "other_mean": statistics.mean(other) * ms, "incidents": incidents}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", action="store_true", help=f"Only {', '.join(SMALL_IDS)} instead of the whole library.")
+    parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--probes", type=int, default=30)
+    parser.add_argument("--follower", choices=["on", "off", "both"], default="both",
+                        help="Serve with the follower thread, without it (--no-follow), or both side by side.")
+    parser.add_argument("--cache", type=Path, help="Index cache to use and keep (default: a temporary one; the first "
+                        "start embeds the whole library, later runs with the same --cache start warm).")
+    args = parser.parse_args()
+    settings = {"on": [True], "off": [False], "both": [True, False]}[args.follower]
+    with tempfile.TemporaryDirectory(prefix="bench-writes-cache-") as cache:
+        args.cache = args.cache or Path(cache)  # one index cache: the second run starts as warm as the first
+        runs = {follow: measure(args, follow) for follow in settings}
+
+    def row(label: str, cell: str) -> None:
+        say(f"| {label} | " + " | ".join(cell.format(**runs[follow]) for follow in settings) + " |")
+
     say(f"Produced by `python bench/bench_writes.py{' --small' if args.small else ''} --writes {args.writes} "
-          f"--clients {args.clients} --probes {args.probes}` on {platform.machine()}, CPython {platform.python_version()}; "
-          f"2 serve processes, {incidents} incidents at the end.\n")
-    say("| measure | value |\n|---|---|")
-    say(f"| write throughput ({args.writes} writes, {args.clients} clients, 2 processes) | {args.writes / elapsed:.1f} writes/s |")
-    say(f"| write latency p50 / p99 | {pct(latencies, 0.5) * ms:.0f} / {pct(latencies, 0.99) * ms:.0f} ms |")
-    say(f"| write-to-searchable, other process, p50 / p99 | {pct(other, 0.5) * ms:.0f} / {pct(other, 0.99) * ms:.0f} ms |")
-    say(f"| write-to-searchable, same process, p50 / p99 | {pct(same, 0.5) * ms:.0f} / {pct(same, 0.99) * ms:.0f} ms |")
-    say(f"| write-to-searchable, other process, mean | {statistics.mean(other) * ms:.0f} ms |")
+        f"--clients {args.clients} --probes {args.probes} --follower {args.follower}` on {platform.machine()}, "
+        f"CPython {platform.python_version()}; 2 serve processes per run, each run on a fresh copy.\n")
+    say("| measure | " + " | ".join("follower on" if f else "follower off (--no-follow)" for f in settings) + " |")
+    say("|---|" + "---|" * len(settings))
+    row(f"write throughput ({args.writes} writes, {args.clients} clients)", "{throughput:.1f} writes/s")
+    row("write latency p50 / p99", "{write_p50:.0f} / {write_p99:.0f} ms")
+    row("write-to-searchable, other process, p50 / p99", "{other_p50:.0f} / {other_p99:.0f} ms")
+    row("write-to-searchable, same process, p50 / p99", "{same_p50:.0f} / {same_p99:.0f} ms")
+    row("write-to-searchable, other process, mean", "{other_mean:.0f} ms")
+    row("incidents at the end", "{incidents:.0f}")
 
 
 if __name__ == "__main__":

@@ -819,6 +819,8 @@ def serve(
     sparql_concurrency: Annotated[int, typer.Option(min=1, help="SPARQL queries running at once; more get 503 at once.")] = DEFAULT_MAX_CONCURRENT,
     require_auth: Annotated[bool, typer.Option("--require-auth", help="Reads need a token too (writes always do).")] = False,
     processes: Annotated[int, typer.Option(min=1, help="Server processes on one port; they share the library's write store.")] = 1,
+    no_follow: Annotated[bool, typer.Option("--no-follow", help="No background thread applying other processes' writes: "
+                                            "the first request after a change applies it and pays for the re-index.")] = False,
 ) -> None:
     """Serve the HTTP API (and MCP at /mcp). The first start builds the index; later starts reuse it.
 
@@ -836,7 +838,8 @@ def serve(
     guards = GuardSettings(allowed_hosts=tuple(allow_host or ()), cors_origins=tuple(cors_origin or ()),
                            rate_per_second=rate_limit, rate_burst=rate_burst, heavy_workers=workers, heavy_queue=queue)
     settings = ServiceSettings(sparql_timeout=sparql_timeout, mount_mcp=not no_mcp, host=host,
-                               sparql_max_concurrent=sparql_concurrency, guards=guards, require_auth=require_auth)
+                               sparql_max_concurrent=sparql_concurrency, guards=guards, require_auth=require_auth,
+                               follow_changes=not no_follow)
     if processes > 1:
         # each process opens the library itself (the index is built and cached above) and follows the shared store
         os.environ[SERVE_ENV] = json.dumps({"data": str(library.root), "embedder": embedder,
