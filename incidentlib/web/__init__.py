@@ -13,6 +13,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from ._review import router as review_router
 from ._routes import router
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -21,6 +22,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 def install(app: FastAPI) -> None:
     """Serve the pages at ``/`` and ``/ui/…`` and their assets at ``/ui/static``."""
     app.include_router(router)
+    app.include_router(review_router)
     app.mount("/ui/static", StaticFiles(directory=str(STATIC_DIR)), name="ui-static")
 
 

@@ -229,14 +229,6 @@ def clusters(request: Request, lang: Lang = None, accept_language: AcceptLanguag
                  width=width, height=height)
 
 
-@router.get("/ui/review", response_class=HTMLResponse)
-def review(request: Request, lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
-    language = _lang(lang, accept_language)
-    page = _library(request).list_incidents(lang=language)
-    drafts = [item for item in page.items if item.status == "draft"]
-    return _page(request, "review.html", language, texts(language)["review_title"], drafts=drafts)
-
-
 @router.get("/ui/series", response_class=HTMLResponse)
 def series_form(request: Request, lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
     language = _lang(lang, accept_language)
