@@ -210,3 +210,93 @@ def test_first_load_is_small_and_both_themes_render(browser: Any, base_url: str)
             assert visit.errors == []
         finally:
             visit.close()
+
+
+# ---- the review queue, signed in with an editor token made by the CLI --------------------------------------------
+REVIEW_IDS = ["IL-0001", "IL-0002", "IL-0025"]
+REVIEW_DRAFT = {"org": "meta", "title": {"en": "Checkpoint writes stall on a storage tier"},
+                "summary": {"en": "Training jobs stalled while writing checkpoints."},
+                "body": {"en": "The storage tier stopped answering while ranks wrote checkpoints; HBM errors were logged."},
+                "sources": [{"url": "https://example.com/postmortem", "title": "Postmortem"}],
+                "inferred": [{"concept": "hbm", "kind": "component", "evidence": "HBM errors", "method": "alias", "confidence": 0.9},
+                             {"concept": "gpu", "kind": "component", "evidence": "ranks", "method": "alias", "confidence": 0.55}]}
+# the curator's edit before review: the Korean text and the date the published rules need
+REVIEW_EDIT = {"title": {"ko": "체크포인트 쓰기 지연"}, "summary": {"ko": "체크포인트를 쓰는 동안 학습 작업이 멈췄다."}, "date": "2024-05"}
+
+
+def _sign_in(page: Any, base_url: str, token: str) -> None:
+    page.goto(f"{base_url}/ui/review?lang=en")
+    field = page.get_by_label("Editor token")
+    assert field.get_attribute("type") == "password"
+    field.focus()
+    page.keyboard.type(token)
+    page.keyboard.press("Enter")  # the keyboard alone signs in
+    page.wait_for_selector(".done")
+    assert page.locator(".done").inner_text().strip() == "Signed in."
+
+
+def test_review_queue_sign_in_diff_accept_publish_sign_out(browser: Any, tab: Page, tmp_path: Path, data_dir: Path) -> None:
+    import subprocess
+
+    import httpx
+    from _server import executable
+    from conftest import small_library
+
+    library = small_library(tmp_path / "lib", data_dir, REVIEW_IDS)
+    made = subprocess.run([executable(), "token", "create", "--role", "editor", "--name", "web-reviewer", "--data", str(library)],
+                          capture_output=True, text=True, check=True)
+    token = made.stdout.strip()
+    assert token.startswith("il_")
+    with running_server("--data", str(library), "--cache", str(tmp_path / "cache"), "--no-mcp") as base:
+        auth = {"Authorization": f"Bearer {token}"}
+        created = httpx.post(f"{base}/incidents", json=REVIEW_DRAFT, headers=auth, timeout=60)
+        assert created.status_code == 201, created.text
+        draft_id = created.json()["id"]
+        edited = httpx.patch(f"{base}/incidents/{draft_id}", json=REVIEW_EDIT,
+                             headers={**auth, "If-Match": created.headers["etag"]}, timeout=60)
+        assert edited.status_code == 200, edited.text
+
+        phone = Page(browser, width=PHONE_WIDTH, height=844)
+        try:  # the signed-in queue, with its diff tables, fits a phone
+            _sign_in(phone.page, base, token)
+            overflow = phone.page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"the signed-in review page scrolls sideways by {overflow}px at {PHONE_WIDTH}px"
+            assert phone.page.title().strip() and phone.errors == []
+        finally:
+            phone.close()
+
+        page = tab.page
+        _sign_in(page, base, token)
+        assert token not in page.content()
+        draft = page.locator(f"#draft-{draft_id}")
+        assert "web-reviewer" in page.locator(".reviewer").inner_text()
+        rows = {row.locator("th").inner_text(): row.locator("td").nth(1).inner_text() for row in draft.locator(".diff tbody tr").all()}
+        assert rows["title.ko"] == REVIEW_EDIT["title"]["ko"] and rows["date"] == "2024-05"
+        assert "HBM errors" in draft.locator(".proposed").inner_text()
+        _shot(page, "review-signed-in-light")
+        page.emulate_media(color_scheme="dark")
+        _shot(page, "review-signed-in-dark")
+        page.emulate_media(color_scheme="light")
+
+        page.get_by_role("button", name="Accept: HBM memory").click()
+        page.wait_for_selector(".done")
+        assert "Concept accepted on" in page.locator(".done").inner_text()
+        page.get_by_role("button", name=f"Publish {draft_id}").click()
+        page.wait_for_selector(".done")
+        assert page.locator(".done").inner_text().startswith("Published")
+        assert page.locator(f"#draft-{draft_id}").count() == 0
+
+        page.goto(f"{base}/ui/incidents/{draft_id}?lang=en")
+        assert page.locator("article.incident").get_attribute("data-status") == "published"
+        assert page.locator(".tag.status").count() == 0
+        assert "HBM memory" in page.locator("aside").inner_text()
+        history = httpx.get(f"{base}/incidents/{draft_id}/history", timeout=60).json()["items"]
+        assert [(e["action"], e["actor"]) for e in history] == [
+            ("create", "web-reviewer"), ("update", "web-reviewer"), ("accept-concept", "web-reviewer"), ("publish", "web-reviewer")]
+
+        page.goto(f"{base}/ui/review?lang=en")
+        page.get_by_role("button", name="Sign out").click()
+        page.wait_for_selector(".done")
+        assert page.locator(".done").inner_text().strip() == "Signed out."
+        assert page.get_by_label("Editor token").count() == 1
+        assert page.context.cookies() == []
