@@ -175,3 +175,10 @@ def test_cross_site_and_tokenless_forms_are_refused(client: TestClient, lib: Lib
     anonymous = client.post(f"/ui/review/{draft_id}/reject", data={"csrf": csrf, "lang": "en"})
     assert anonymous.status_code == 401 and "Sign in with an editor token first" in anonymous.text
     assert lib.record(draft_id).status == "draft" and len(lib.history(draft_id).items) == 2  # nothing was written
+
+
+def test_the_cookie_is_secure_when_the_page_is_https(lib: Library) -> None:
+    secure = TestClient(create_app(lib, ServiceSettings(mount_mcp=False)), base_url="https://127.0.0.1:8443",
+                        follow_redirects=False)
+    response = secure.post("/ui/review/sign-in", data={"token": lib.create_token("ann", "admin").token, "lang": "en"})
+    assert response.status_code == 303 and "Secure" in response.headers["set-cookie"]  # an admin may review too
