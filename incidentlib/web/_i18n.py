@@ -107,10 +107,9 @@ _TEXT: dict[str, tuple[str, str]] = {
     "review_title": ("Review queue", "검토 대기열"),
     "review_intro": ("Drafts from imports wait here until a reviewer publishes them.",
                      "가져오기로 들어온 초안이 검토자가 게시할 때까지 여기서 기다립니다."),
-    "review_readonly": ("Reading is open to everyone. To publish, reject or review concepts, sign in with an editor token "
-                        "(`incidentlib token create --role editor --name YOU`).",
-                        "읽기는 누구나 할 수 있습니다. 게시·거절·개념 검토를 하려면 편집자 토큰으로 로그인하세요 "
-                        "(`incidentlib token create --role editor --name 이름`)."),
+    "review_readonly": ("Reading is open to everyone. To publish, reject or review concepts, sign in with an editor token; "
+                        "make one with",
+                        "읽기는 누구나 할 수 있습니다. 게시·거절·개념 검토를 하려면 편집자 토큰으로 로그인하세요. 토큰 만들기:"),
     "sign_in": ("Sign in to review", "검토하려면 로그인"),
     "token_label": ("Editor token", "편집자 토큰"),
     "token_hint": ("Paste a token of role editor or admin. It is kept in a cookie for these pages only and never shown again.",
