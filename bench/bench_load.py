@@ -193,15 +193,17 @@ def cpu_seconds(pid: int) -> float:
 def scaling(base: str, pid: int, counts: list[int], seconds: float, ids: list[str]) -> str:
     """Throughput, latency and server CPU per request at each number of users, one after another on one server."""
     lines = [f"### Throughput against users ({seconds:g} s each, one address per user, {os.cpu_count()} CPUs)", "",
-             "| users | throughput (req/s) | p50 (ms) | p99 (ms) | errors | server CPU per request (ms) | server CPU use (cores) |",
-             "|---|---|---|---|---|---|---|"]
+             "| users | throughput (req/s) | p50 (ms) | p99 (ms) | 429 (rate limit) | other errors | server CPU per request (ms) "
+             "| server CPU use (cores) |",
+             "|---|---|---|---|---|---|---|---|"]
     for users in counts:
         before = cpu_seconds(pid)
         tally, elapsed = asyncio.run(run_phase(base, users, seconds, shared_address=False, ids=ids))
         used = cpu_seconds(pid) - before
         ok = tally.latencies.get(200, [])
+        limited = len(tally.latencies.get(429, []))
         lines.append(f"| {users} | {len(ok) / elapsed:.1f} | {ms(percentile(ok, 50))} | {ms(percentile(ok, 99))} | "
-                     f"{tally.total - len(ok)} | {ms(used / max(1, tally.total))} | {used / elapsed:.2f} |")
+                     f"{limited} | {tally.total - len(ok) - limited} | {ms(used / max(1, tally.total))} | {used / elapsed:.2f} |")
         time.sleep(2)  # let the rate-limit buckets refill
     return "\n".join(lines)
 
