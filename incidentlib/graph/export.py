@@ -5,11 +5,14 @@ from __future__ import annotations
 import io
 import json
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import networkx as nx
 from rdflib import Graph
 
 from ..loader import LibraryData
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class ExportFormat(str, Enum):
@@ -42,6 +45,8 @@ def export_rdf(graph: Graph, fmt: ExportFormat) -> str:
 
 
 def export_graphml(projection: nx.Graph) -> str:
+    import networkx as nx  # only GraphML needs it here; most commands never export
+
     buffer = io.BytesIO()
     nx.write_graphml(projection, buffer, encoding="utf-8")
     return buffer.getvalue().decode("utf-8")

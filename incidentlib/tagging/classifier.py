@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse  # type: ignore[import-untyped]
 
 from ..embeddings import Embedder
 from ..models import LANGS, Incident
 from ..search.tokenize import tokenize
 
 if TYPE_CHECKING:
+    from scipy import sparse  # type: ignore[import-untyped]
     from sklearn.linear_model import LogisticRegression
 
 # Three records is the least from which a concept's wording can be told from one incident's story.
@@ -88,6 +88,8 @@ class ConceptClassifier:
         return np.stack([_EMBEDDINGS[(self.embedder.name, t)] for t in texts])
 
     def _features(self, texts: Sequence[str], fit: bool = False) -> sparse.csr_matrix:
+        from scipy import sparse  # imported when a model is fitted or used
+
         lexical = self._vectorizer.fit_transform(texts) if fit else self._vectorizer.transform(texts)
         if self.embedder is None:
             return sparse.csr_matrix(lexical)
