@@ -227,3 +227,47 @@ def test_require_auth_closes_reads(tmp_path: Path, data_dir: Path) -> None:
         assert bad.status_code == 401
     finally:
         stop(process)
+
+
+def test_two_replicas_on_a_shared_oxigraph_server_answer_alike_and_follow_writes(tmp_path: Path, data_dir: Path) -> None:
+    """Stateless replicas: two `serve` processes on one library directory and one real `oxigraph serve`
+    give identical answers, and a write through one reaches the other's graph views and SPARQL."""
+    from tests._oxigraph import oxigraph_server
+
+    root = small_library(tmp_path / "lib", data_dir, IDS)
+    cache = tmp_path / "cache"
+    editor = Library.open(root).create_token("editor-bot", "editor").token
+    with oxigraph_server(tmp_path / "oxigraph") as endpoint:
+        first = start(root, cache, "--graph-store", endpoint)
+        wait_healthy(*first)  # loads the store and builds the index; the second finds both current
+        second = start(root, cache, "--graph-store", endpoint)
+        wait_healthy(*second)
+        bases = [first[1], second[1]]
+        try:
+            count = "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
+            reads = [("/incidents/IL-0025/related", {}), ("/graph/neighbors/IL-0025", {"depth": 2}),
+                     ("/search", {"q": "NCCL watchdog timeout", "k": 5}), ("/sparql", {"query": count})]
+            for path, params in reads:
+                one, other = (httpx.get(f"{base}{path}", params=params, timeout=60) for base in bases)
+                assert one.status_code == other.status_code == 200, (path, one.text, other.text)
+                assert one.json() == other.json(), path
+            created = httpx.post(f"{bases[0]}/incidents", json=draft("quokkafjell"), headers=auth(editor), timeout=30)
+            assert created.status_code == 201, created.text
+            new_id = created.json()["id"]
+            ask = f'ASK {{ ?i <http://purl.org/dc/terms/identifier> "{new_id}" }}'
+            deadline = time.monotonic() + VISIBLE_DEADLINE_S
+            seen = False
+            while time.monotonic() < deadline and not seen:
+                answer = httpx.get(f"{bases[1]}/sparql", params={"query": ask}, timeout=60)
+                seen = answer.status_code == 200 and answer.json()["boolean"] is True
+            assert seen, f"{new_id} never reached the other replica's SPARQL"
+            for path, params in [*reads, (f"/incidents/{new_id}", {})]:
+                one, other = (httpx.get(f"{base}{path}", params=params, timeout=60) for base in bases)
+                assert one.status_code == other.status_code == 200, (path, one.text, other.text)
+                if path != "/search":  # search scores are per process but the ids and order must agree
+                    assert one.json() == other.json(), path
+                else:
+                    assert [r["id"] for r in one.json()["results"]] == [r["id"] for r in other.json()["results"]]
+        finally:
+            stop(first[0])
+            stop(second[0])
