@@ -45,11 +45,15 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def search_library(data_dir: Path, cache_dir: Path):
-    """The bundled library with the default embedder's index built once."""
+    """The bundled library with the default embedder's index built and its concept tagger fitted once.
+
+    Both are cached in ``cache_dir``: the servers and CLI processes the tests start on that cache
+    load them instead of fitting the tagger again inside a request (a minute on a loaded machine)."""
     from incidentlib.search.engine import SearchConfig
 
     lib = Library.open(data_dir, SearchConfig(cache_dir=cache_dir))
     lib.build_index()
+    lib.prepare_tagger()
     return lib
 
 

@@ -102,6 +102,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterato
         stop(second[0])
 
 
+def children(pid: int) -> list[int]:
+    """Direct child processes of ``pid`` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -194,8 +215,14 @@ def test_kill_9_mid_stream_loses_no_acknowledged_write(tmp_path: Path, data_dir:
         thread.start()
     while len(acknowledged) < 40:
         time.sleep(0.05)
+    hosts = children(process.pid)  # the SPARQL host processes serve forked at start
+    assert hosts, "serve forked no SPARQL hosts"
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
+    deadline = time.monotonic() + VISIBLE_DEADLINE_S
+    while any(alive(pid) for pid in hosts) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in hosts if alive(pid)], "SPARQL hosts outlived their killed server"
     stopped.set()
     for thread in writers:
         thread.join()

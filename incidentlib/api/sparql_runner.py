@@ -59,6 +59,8 @@ MEMORY_BUDGET_BYTES = 512 * 1024 * 1024
 # After SIGTERM a child with default handlers exits within milliseconds; one second
 # covers a loaded machine before SIGKILL, which cannot be ignored.
 KILL_GRACE_SECONDS = 1.0
+#: prctl option: the signal a process receives when its parent dies (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
 # CPU seconds beyond the wall-clock limit before the kernel sends SIGXCPU/SIGKILL:
 # a backstop for a child whose parent can no longer stop it.
 CPU_SLACK_SECONDS = 2
@@ -177,10 +179,29 @@ def _run_in_worker(library: Library, query: str, timeout: float) -> tuple[str, A
         _stop_pid(pid)
 
 
-def _host_main(library: Library, conn: Connection) -> None:
-    """A host's loop: one query at a time, each in its own worker, until the server closes the pipe."""
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when the server dies, even by ``kill -9`` (Linux ``PR_SET_PDEATHSIG``).
+
+    Without it a host whose server was killed waits for its pipe's EOF forever: hosts forked later
+    hold copies of the server's end of the pipe. Elsewhere the EOF and the stop message remain.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the server died before the request took effect
+        os._exit(0)
+
+
+def _host_main(library: Library, conn: Connection, server_end: Connection, parent: int) -> None:
+    """A host's loop: one query at a time, each in its own worker, until the server stops it or dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the server closes the pipe instead
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    server_end.close()  # this process's copy of the server's end: the server's own close must give EOF
+    _die_with_parent(parent)
     while True:
         try:
             message = conn.recv()
@@ -207,7 +228,8 @@ class _Host:
     def __init__(self, library: Library) -> None:
         context = multiprocessing.get_context("fork")
         self.conn, child = context.Pipe(duplex=True)
-        self.process = context.Process(target=_host_main, args=(library, child), name="incidentlib-sparql-host")
+        self.process = context.Process(target=_host_main, args=(library, child, self.conn, os.getpid()),
+                                       name="incidentlib-sparql-host")
         self.process.start()
         child.close()
 
