@@ -209,14 +209,12 @@ def test_sparse_rows_hold_our_bm25_weights(milvus: SearchEngine) -> None:
     assert isinstance(backend, MilvusBackend)
     rows = backend._sparse_rows()
     postings = milvus.lexical.postings
-    dense = np.zeros((postings.size, len(postings.vocabulary)), dtype=np.float32)
-    for chunk, row in enumerate(rows):
-        for term, weight in row.items():
-            dense[chunk, term] = weight
-    for term in range(len(postings.vocabulary)):
-        start, end = postings.indptr[term], postings.indptr[term + 1]
-        assert np.array_equal(np.flatnonzero(dense[:, term]), postings.indices[start:end])
-        assert np.allclose(dense[postings.indices[start:end], term], postings.data[start:end])
+    assert len(rows) == postings.size
+    triples = sorted((term, chunk, weight) for chunk, row in enumerate(rows) for term, weight in row.items())
+    terms = np.repeat(np.arange(len(postings.vocabulary)), np.diff(postings.indptr))
+    assert [t for t, _, _ in triples] == terms.tolist()  # grouped by term as in the postings, chunks ascending
+    assert [c for _, c, _ in triples] == postings.indices.tolist()
+    assert np.allclose([w for _, _, w in triples], postings.data)
 
 
 @pytest.mark.parametrize(("spec", "reason"), [
@@ -248,3 +246,28 @@ def test_cli_rejects_a_bad_backend() -> None:
     result = CliRunner().invoke(app, ["search", "gpu", "--search-backend", "milvus:nowhere"])
     assert result.exit_code == 2
     assert "--search-backend" in result.output and ".db" in result.output
+
+
+@pytest.mark.slow
+def test_eval_numbers_match_the_local_backend(search_library: Library, cache_dir: Path, tmp_path: Path) -> None:
+    """`incidentlib eval` on the bundled library with the default embedder: every number within 0.02."""
+    from incidentlib.library import DEFAULT_EMBEDDER
+
+    items = search_library.eval_queries()
+    local = search_library.evaluate(items, [DEFAULT_EMBEDDER], cache_dir=cache_dir)
+    config = search_library.search_config.model_copy(update={"backend": f"milvus:{tmp_path / 'eval.db'}"})
+    on_milvus = Library(search_library.data, config)
+    on_milvus.build_index()
+    assert isinstance(on_milvus._search_engine.backend, MilvusBackend)
+    remote = on_milvus.evaluate(items, [DEFAULT_EMBEDDER], cache_dir=cache_dir)
+    assert [m.mode for m in remote.modes] == [m.mode for m in local.modes]
+    compared = 0
+    for mine, theirs in zip(remote.modes, local.modes, strict=True):
+        pairs = [(mine.overall, theirs.overall), *((mine.by_lang[g], theirs.by_lang[g]) for g in theirs.by_lang)]
+        assert set(mine.by_lang) == set(theirs.by_lang)
+        for got, want in pairs:
+            for field, value in want.model_dump().items():
+                assert getattr(got, field) == pytest.approx(value, abs=0.02), (mine.mode, field)
+                compared += 1
+    assert compared > 100
+    assert any(m.overall.mrr > 0.3 for m in remote.modes)  # a real ranking, not two empty ones
