@@ -29,11 +29,21 @@ from .api.guards import (
     GuardSettings,
 )
 from .api.sparql_runner import DEFAULT_MAX_CONCURRENT
-from .errors import DataError, EmbedderUnavailable, GraphStoreError, IncidentlibError, InvalidRequest, LibraryError
+from .errors import (
+    DataError,
+    EmbedderUnavailable,
+    GraphStoreError,
+    IncidentlibError,
+    InvalidRequest,
+    LibraryError,
+    SearchBackendError,
+)
 from .library import (
     CACHE_ENV,
     DATA_ENV,
     DEFAULT_EMBEDDER,
+    SEARCH_BACKEND_ENV,
+    SEARCH_BACKEND_OPTION,
     ExportFormat,
     FusionMethod,
     Library,
@@ -65,7 +75,7 @@ def exit_code(exc: IncidentlibError) -> int:
     """1 for a lookup that found nothing or a broken library, 2 for a bad parameter, input or environment."""
     if isinstance(exc, LibraryError):
         return 1
-    if isinstance(exc, (InvalidRequest, DataError, EmbedderUnavailable, GraphStoreError)):
+    if isinstance(exc, (InvalidRequest, DataError, EmbedderUnavailable, GraphStoreError, SearchBackendError)):
         return 2
     return 1
 
@@ -115,6 +125,9 @@ CacheOpt = Annotated[
 GraphStoreOpt = Annotated[Optional[str], typer.Option(
     "--graph-store", envvar="INCIDENTLIB_GRAPH_STORE",
     help="Where the RDF graph lives: memory (default), oxigraph:PATH or a SPARQL 1.1 endpoint URL (docs/scaling.md).")]
+SearchBackendOpt = Annotated[Optional[str], typer.Option(
+    SEARCH_BACKEND_OPTION, envvar=SEARCH_BACKEND_ENV,
+    help="Where ranking runs: local (default), milvus:PATH.db (embedded Milvus) or milvus:http://HOST:19530 (docs/scaling.md).")]
 KOpt = Annotated[int, typer.Option("-k", "--k", min=1, max=MAX_K, help=f"Number of results (at most {MAX_K}).")]
 
 
@@ -131,8 +144,10 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def open_library(data: Path | None, embedder: str = DEFAULT_EMBEDDER, cache: Path | None = None,
-                 fusion: FusionMethod | None = None, graph_store: str | None = None) -> Library:
-    return Library.open(data, embedder=embedder, cache_dir=cache, fusion=fusion, graph_store=graph_store)
+                 fusion: FusionMethod | None = None, graph_store: str | None = None,
+                 search_backend: str | None = None) -> Library:
+    return Library.open(data, embedder=embedder, cache_dir=cache, fusion=fusion, graph_store=graph_store,
+                        search_backend=search_backend)
 
 
 def build_with_progress(library: Library, quiet: bool = False) -> None:
@@ -460,10 +475,10 @@ def search(
     fusion: Annotated[Optional[FusionMethod], typer.Option(help="Hybrid fusion: rrf or weighted.")] = None,
     data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     filters: IncidentFilter | None = None,
-    as_json: JsonOpt = False,
+    as_json: JsonOpt = False, search_backend: SearchBackendOpt = None,
 ) -> None:
     """Search incidents in Korean or English; filters apply before ranking."""
-    library = open_library(data, embedder, cache, fusion)
+    library = open_library(data, embedder, cache, fusion, search_backend=search_backend)
     filters = filters or IncidentFilter()
     library.resolve_filter(filters)
     if mode is not SearchMode.lexical:
@@ -510,12 +525,12 @@ def eval_cmd(
     embedders: Annotated[str, typer.Option(help="Comma-separated embedders to compare.")] = "e5-small,use-m3",
     data: DataOpt = None, cache: CacheOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write the Markdown report here.")] = None,
-    as_json: JsonOpt = False,
+    as_json: JsonOpt = False, search_backend: SearchBackendOpt = None,
 ) -> None:
     """Retrieval quality per mode and query language: recall@1/5/10, MRR, nDCG@10 (`eval similar`: label agreement)."""
     if ctx.invoked_subcommand is not None:
         return
-    library = open_library(data, DEFAULT_EMBEDDER, cache)
+    library = open_library(data, DEFAULT_EMBEDDER, cache, search_backend=search_backend)
     items = library.eval_queries(queries)
     names = [name.strip() for name in embedders.split(",") if name.strip()]
     for name in names:
@@ -821,6 +836,7 @@ def serve(
     processes: Annotated[int, typer.Option(min=1, help="Server processes on one port; they share the library's write store.")] = 1,
     no_follow: Annotated[bool, typer.Option("--no-follow", help="No background thread applying other processes' writes: "
                                             "the first request after a change applies it and pays for the re-index.")] = False,
+    search_backend: SearchBackendOpt = None,
 ) -> None:
     """Serve the HTTP API (and MCP at /mcp). The first start builds the index; later starts reuse it.
 
@@ -831,7 +847,7 @@ def serve(
 
     from .api import SERVE_ENV, ServiceSettings, create_app
 
-    library = open_library(data, embedder, cache, graph_store=graph_store)
+    library = open_library(data, embedder, cache, graph_store=graph_store, search_backend=search_backend)
     build_with_progress(library)
     library.warm()
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
@@ -843,7 +859,8 @@ def serve(
     if processes > 1:
         # each process opens the library itself (the index is built and cached above) and follows the shared store
         os.environ[SERVE_ENV] = json.dumps({"data": str(library.root), "embedder": embedder,
-                                            "cache": str(cache) if cache else None,
+                                            "cache": str(cache) if cache else None, "graph_store": graph_store,
+                                            "search_backend": search_backend,
                                             **{**settings.__dict__, "guards": guards.model_dump(mode="json")}})
         uvicorn.run("incidentlib.api:app_from_env", factory=True, host=host, port=port, workers=processes, log_level="info",
                     h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)

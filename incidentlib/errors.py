@@ -24,6 +24,7 @@
     │   └── TableError                      a data/diagnosis/*.yaml table that does not validate
     ├── EmbedderUnavailable (also RuntimeError)
     ├── GraphStoreError (also RuntimeError) -> CLI exit 2, HTTP 503 (the graph store cannot be opened or reached)
+    ├── SearchBackendError (also RuntimeError) -> CLI exit 2, HTTP 503 (the search backend cannot be opened or reached)
     ├── SparqlTimeout                       -> HTTP 503
     ├── SparqlBusy                          -> HTTP 503 with Retry-After
     ├── WriteError                          -> a write that cannot be applied
@@ -235,6 +236,11 @@ class GraphStoreError(IncidentlibError, RuntimeError):
     """The configured graph store cannot be opened, loaded or reached; the message names the store and the reason."""
 
 
+class SearchBackendError(IncidentlibError, RuntimeError):
+    """The configured search backend (``--search-backend``) cannot be opened, filled or reached, or holds a
+    collection it must not overwrite; the message names the option, the target and the reason."""
+
+
 class SparqlTimeout(IncidentlibError):
     """The query ran longer than the configured limit and was stopped."""
 
@@ -272,6 +278,7 @@ __all__ = [
     "ReadOnlyLibrary",
     "RemoteAccessError",
     "ReviewError",
+    "SearchBackendError",
     "SeriesError",
     "SparqlBusy",
     "SparqlError",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field, ValidationError
 
 from .embeddings import EmbedderConfig
-from .search.engine import SearchConfig, SearchMode
+from .search.engine import SearchMode
 from .search.fusion import FusionMethod
 
 if TYPE_CHECKING:
@@ -125,7 +125,9 @@ def run_evaluation(library: Library, items: list[EvalQuery], embedders: list[str
     lexical_runs = [[h.incident_id for h in library._search_engine.search(q.query, k=10, mode=SearchMode.lexical)] for q in items]
     runs["lexical (BM25)"] = lexical_runs
     for name in embedders:
-        lib = type(library)(library.data, SearchConfig(embedder=EmbedderConfig(backend=name), cache_dir=cache_dir))
+        # the library's other settings (the search backend among them) carry over; only the embedder changes
+        config = library.search_config.model_copy(update={"embedder": EmbedderConfig(backend=name), "cache_dir": cache_dir})
+        lib = type(library)(library.data, config)
         engine = lib._search_engine
         dense_runs, rrf_runs, weighted_runs, similar_runs = [], [], [], []
         for q in items:

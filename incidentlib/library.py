@@ -32,6 +32,9 @@ from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_l
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
 from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
+from .search.backend import BACKEND_ENV as SEARCH_BACKEND_ENV
+from .search.backend import BACKEND_OPTION as SEARCH_BACKEND_OPTION
+from .search.backend import parse_search_backend
 from .search.concepts import ConceptRecognizer
 from .search.engine import IndexStats, SearchConfig, SearchEngine, SearchMode
 from .search.fusion import FusionMethod
@@ -135,24 +138,32 @@ class Library:
         cache_dir: Path | None = None,
         fusion: FusionMethod | str | None = None,
         graph_store: str | GraphStoreConfig | None = None,
+        search_backend: str | None = None,
     ) -> Library:
         """Open ``data_dir``, ``$INCIDENTLIB_DATA`` or the bundled library.
 
         ``embedder``, ``cache_dir`` and ``fusion`` build the search configuration when
         ``search_config`` is not given; ``graph_store`` is ``memory``, ``oxigraph:PATH`` or a
-        SPARQL endpoint URL (see :mod:`incidentlib.graph.store`); a bad value is an :class:`InvalidRequest`.
+        SPARQL endpoint URL (see :mod:`incidentlib.graph.store`); ``search_backend`` is where ranking runs,
+        ``local`` (default), ``milvus:PATH.db`` or ``milvus:http(s)://HOST:PORT`` (see
+        :mod:`incidentlib.search.backend`); a bad value is an :class:`InvalidRequest`.
         """
         if search_config is None:
-            search_config = cls.search_settings(embedder=embedder, cache_dir=cache_dir, fusion=fusion)
+            search_config = cls.search_settings(embedder=embedder, cache_dir=cache_dir, fusion=fusion, backend=search_backend)
+        elif search_backend is not None:
+            search_config = search_config.model_copy(update={"backend": parse_search_backend(search_backend)})
         graph_config = graph_store if isinstance(graph_store, GraphStoreConfig) else parse_graph_store(graph_store)
         return cls(load_library(resolve_data_dir(data_dir)), search_config, graph_store=graph_config)
 
     @staticmethod
     def search_settings(embedder: str | None = None, cache_dir: Path | None = None,
-                        fusion: FusionMethod | str | None = None) -> SearchConfig:
-        """A :class:`SearchConfig` from plain values; an unknown embedder or fusion is an :class:`InvalidRequest`."""
+                        fusion: FusionMethod | str | None = None, backend: str | None = None) -> SearchConfig:
+        """A :class:`SearchConfig` from plain values; an unknown embedder, fusion or search backend is an
+        :class:`InvalidRequest` (the backend's names ``--search-backend``)."""
+        ranking = parse_search_backend(backend)
         try:
-            config = SearchConfig(embedder=EmbedderConfig(backend=embedder or DEFAULT_BACKEND), cache_dir=cache_dir)
+            config = SearchConfig(embedder=EmbedderConfig(backend=embedder or DEFAULT_BACKEND), cache_dir=cache_dir,
+                                  backend=ranking)
             return config.model_copy(update={"fusion": FusionMethod(fusion)}) if fusion else config
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
@@ -495,7 +506,8 @@ class Library:
         return service
 
     def build_index(self, progress: ProgressFn | None = None) -> BuildReport:
-        """Build, extend or reuse the persisted dense index for the configured embedder."""
+        """Build, extend or reuse the persisted dense index for the configured embedder, then make the search
+        backend hold it (a Milvus backend fills its collection for this content when it has none)."""
         return self._search_engine.build(progress)
 
     def index_stats(self) -> IndexStats:
@@ -834,6 +846,7 @@ class Library:
         the BM25 index over the new chunks, the extended dense index and the search service."""
         engine = self._search_engine
         _ = engine.lexical, engine.dense, self._search_service
+        engine.backend.prepare()  # a Milvus backend fills the collection for the new content now, not on a search
 
     def follow_changes(self, stop: threading.Event, interval: float = FOLLOW_INTERVAL_S) -> None:
         """Until ``stop`` is set: every ``interval`` seconds apply committed changes (:meth:`refresh`)
@@ -1031,6 +1044,8 @@ __all__ = [
     "DATA_ENV",
     "DEFAULT_EMBEDDER",
     "MEDIA_TYPES",
+    "SEARCH_BACKEND_ENV",
+    "SEARCH_BACKEND_OPTION",
     "BuildReport",
     "ExportFormat",
     "FusionMethod",

@@ -131,7 +131,8 @@ def app_from_env() -> FastAPI:
 
     config = json.loads(os.environ[SERVE_ENV])
     cache = config.pop("cache")
-    library = Library.open(config.pop("data"), embedder=config.pop("embedder"), cache_dir=Path(cache) if cache else None)
+    library = Library.open(config.pop("data"), embedder=config.pop("embedder"), cache_dir=Path(cache) if cache else None,
+                           graph_store=config.pop("graph_store", None), search_backend=config.pop("search_backend", None))
     library.warm()
     guards = GuardSettings.model_validate(config.pop("guards", {}))
     return create_app(library, ServiceSettings(**config, guards=guards))

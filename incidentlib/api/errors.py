@@ -30,6 +30,7 @@ from ..errors import (
     PreconditionFailed,
     PreconditionRequired,
     ReadError,
+    SearchBackendError,
     SparqlBusy,
     SparqlError,
     SparqlTimeout,
@@ -56,6 +57,7 @@ STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
     (SparqlTimeout, 503),
     (SparqlBusy, 503),
     (GraphStoreError, 503),  # the shared store is down or unreachable: the replica is fine, retry
+    (SearchBackendError, 503),  # the shared search engine is down or unreachable: likewise
 )
 #: Anything else the package raises on purpose is a server-side condition (e.g. no embedder).
 DEFAULT_STATUS = 500

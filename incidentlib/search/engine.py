@@ -21,11 +21,12 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..embeddings import Embedder, EmbedderConfig, create_embedder
 from ..loader import LibraryData
 from ..paths import default_cache_dir
+from .backend import LOCAL, SearchBackend, open_backend, parse_search_backend
 from .chunks import Chunk, library_chunks
 from .dense import DEFAULT_HNSW_THRESHOLD
 from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
@@ -62,6 +63,13 @@ class SearchConfig(BaseModel):
     hnsw_threshold: int = Field(default=DEFAULT_HNSW_THRESHOLD, ge=1)
     cache_dir: Path | None = None
     candidate_depth: int = Field(default=CANDIDATE_DEPTH, ge=1, description="Incidents taken from each ranking before fusion.")
+    backend: str = Field(default=LOCAL, description="Where ranking runs: local (default), milvus:PATH (embedded) "
+                         "or milvus:http(s)://HOST:PORT (a Milvus server); see incidentlib.search.backend.")
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        return parse_search_backend(value)
 
 
 class IndexStats(BaseModel):
@@ -163,10 +171,29 @@ class SearchEngine:
         return self.config.cache_dir or default_cache_dir()
 
     def build(self, progress: ProgressFn | None = None) -> BuildReport:
-        """Make sure the dense index is fresh (reuse, extend or rebuild) and return what was done."""
+        """Make sure the dense index is fresh (reuse, extend or rebuild), then that the ranking backend holds
+        this corpus (fills a Milvus collection when it has none for this content), and return what was done."""
         self._row_maps_cache = None  # row order may change with the index
         self._dense, report = self._ensure(progress)
+        self.backend.prepare(progress)
         return report
+
+    @cached_property
+    def backend(self) -> SearchBackend:
+        """The ranking backend ``config.backend`` names (see :mod:`.backend`)."""
+        return open_backend(self, self.config.backend)
+
+    def chunk_vectors(self) -> np.ndarray:
+        """The dense vector of every chunk, in chunk order (one row per :attr:`chunks` entry)."""
+        _, chunk_to_row = self._row_maps
+        assert self._row_maps_cache is not None
+        vectors = self.dense.vectors
+        result: np.ndarray = vectors if self._row_maps_cache[2] else vectors[chunk_to_row]
+        return result
+
+    def incident_position(self, incident_id: str) -> int:
+        """The incident's place in the library's order (ties in a ranking go to the earlier one)."""
+        return self._incident_position[incident_id]
 
     def _ensure(self, progress: ProgressFn | None) -> tuple[LoadedIndex, BuildReport]:
         folder = store_dir(self.cache_dir, self.data.content_hash, self.embedder)
@@ -268,9 +295,18 @@ class SearchEngine:
         return [(self._incident_ids[incidents[i]], float(scores[i]), int(chunk_ids[i])) for i in ranked]
 
     def rank_lexical(self, query: str, allowed: set[str] | None = None, depth: int | None = None) -> list[tuple[str, float, int]]:
-        return self._top_incidents(self.lexical.scores(query), depth, allowed, positive=True)
+        """Incidents by their best chunk's BM25 score (positive only), ranked by the configured backend."""
+        return self.backend.rank_lexical(query, allowed, depth)
 
     def rank_dense_vector(self, vector: np.ndarray, allowed: set[str] | None = None, depth: int = CANDIDATE_DEPTH) -> list[tuple[str, float, int]]:
+        """Incidents by their best chunk's inner product with ``vector``, ranked by the configured backend."""
+        return self.backend.rank_dense_vector(vector, allowed, depth)
+
+    def local_rank_lexical(self, query: str, allowed: set[str] | None = None, depth: int | None = None) -> list[tuple[str, float, int]]:
+        return self._top_incidents(self.lexical.scores(query), depth, allowed, positive=True)
+
+    def local_rank_dense_vector(self, vector: np.ndarray, allowed: set[str] | None = None,
+                                depth: int = CANDIDATE_DEPTH) -> list[tuple[str, float, int]]:
         index = self.dense.index
         row_scores = index.scores(vector)
         if row_scores is not None:  # exact: every chunk is scored, so the ranking is exact too

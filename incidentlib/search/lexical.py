@@ -161,6 +161,13 @@ class LexicalIndex:
     def _token_ids(self, query: str) -> list[int]:
         return [self._term[token] for token in tokenize(query) if token in self._term]
 
+    def term_counts(self, query: str) -> dict[int, int]:
+        """Known query tokens by term id, with how often each occurs (:meth:`scores` adds ``count(t) · w(t, c)``)."""
+        counts: dict[int, int] = {}
+        for term in self._token_ids(query):
+            counts[term] = counts.get(term, 0) + 1
+        return counts
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every chunk (zeros when no query token is known)."""
         p = self.postings
