@@ -185,9 +185,22 @@ def report(steady: Tally, steady_seconds: float, over: Tally, over_seconds: floa
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its reaped children, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of a process and all its living descendants (and their reaped children), from /proc."""
+    stats: dict[int, list[str]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            stats[int(stat.parent.name)] = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+    family, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, fields in stats.items():
+            if int(fields[1]) == parent and child not in family:
+                family.add(child)
+                frontier.append(child)
+    ticks = sum(sum(int(v) for v in stats[member][11:15]) for member in family if member in stats)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def scaling(base: str, pid: int, counts: list[int], seconds: float, ids: list[str]) -> str:
@@ -216,12 +229,14 @@ def main() -> None:
     parser.add_argument("--overload-seconds", type=float, default=20.0)
     parser.add_argument("--data", help="library directory (default: the bundled one)")
     parser.add_argument("--cache", help="index cache directory (default: the usual one)")
+    parser.add_argument("--processes", type=int, default=1, help="serve --processes N (server processes on one port)")
     parser.add_argument("--scaling", help="comma-separated user counts (e.g. 1,2,4,8,20): instead of the two phases, "
                         "a steady run of --seconds at each, with the server's CPU time per request")
     args = parser.parse_args()
     if not (1 <= args.users <= 500 and 1 <= args.overload_users <= 1000 and args.seconds <= 600 and args.overload_seconds <= 600):
         raise SystemExit("keep the run bounded: at most 500 users / 1000 overload users and 600 s per phase")
-    extra = [*(["--data", args.data] if args.data else []), *(["--cache", args.cache] if args.cache else [])]
+    extra = [*(["--data", args.data] if args.data else []), *(["--cache", args.cache] if args.cache else []),
+             "--processes", str(args.processes)]
     port = free_port()
     server = start_server(port, extra)
     base = f"http://127.0.0.1:{port}"
@@ -233,7 +248,8 @@ def main() -> None:
             counts = [int(part) for part in args.scaling.split(",")]
             if not all(1 <= c <= 500 for c in counts):
                 raise SystemExit("--scaling: user counts between 1 and 500")
-            print(f"Produced by `python bench/bench_load.py --scaling {args.scaling} --seconds {args.seconds:g}` on "
+            print(f"Produced by `python bench/bench_load.py --scaling {args.scaling} --seconds {args.seconds:g} "
+                  f"--processes {args.processes}` on "
                   f"{platform.machine()}, CPython {platform.python_version()}, against a local `incidentlib serve` "
                   "with default guards (use-m3 embedder).\n")
             print(scaling(base, server.pid, counts, args.seconds, ids))
