@@ -11,7 +11,9 @@ is recognised but the word "ib" inside other text is not.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ..models import ConceptKind
 from ..vocab import Vocabulary
@@ -23,6 +25,14 @@ MIN_NAME_CHARS = 2
 CASE_SENSITIVE_BELOW = 3
 RECOGNISED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom, ConceptKind.organization)
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
+_HANGUL_PAIR = re.compile(r"[\uac00-\ud7a3]{2}")
+_HANGUL_PAIRS = re.compile(r"(?=([\uac00-\ud7a3]{2}))")  # every pair of adjacent syllables, overlapping
+#: The characters of a word for the boundary rules (``(?<![A-Za-z0-9_])`` in the patterns); in lowercased text.
+_WORD_RUN = re.compile(r"[a-z0-9_]+")
+#: The tail of a CamelCase word that an acronym can match (Work|NCCL, Core|DNS): upper case and digits after a
+#: lowercase letter, up to the end of the word.
+_CAMEL_TAIL = re.compile(r"(?<=[a-z])[A-Z][A-Z0-9]*(?![A-Za-z0-9_])")
+_ACRONYM = re.compile(r"[A-Z][A-Z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -33,34 +43,70 @@ class Mention:
 
 
 #: Characters that case-insensitive matching equates with an ASCII letter although ``str.lower`` does not
-#: map them to it (Kelvin sign, long s, dotted/dotless i): text holding one skips the substring prefilter.
-_FOLD_EXCEPTIONS = frozenset("\u212a\u017f\u0130\u0131")
+#: map them to it (Kelvin sign, long s, dotted/dotless i; the dotted I also lowercases to two characters):
+#: a text holding one is matched by running every name's pattern.
+_FOLD_CHARS = re.compile("[\u212a\u017f\u0130\u0131]")
+
+
+@dataclass(frozen=True)
+class _Name:
+    name: str
+    concept_id: str
+    kind: str
+    folded: bool  # matched case-insensitively: found in the lowercased text as ``needle``
+    needle: str  # what every match is, in the lowercased text (folded) or in the text; "" to search the pattern
 
 
 class ConceptRecognizer:
     """Finds vocabulary names in text.
 
-    Cost per text: one substring test per name (``needle in text``, in C) picks the few names
-    that can match at all; only those run their regular expression, compiled on first use.
-    A name's pattern can only match where its letters occur, so the prefilter never drops a
-    match: case-sensitive names are tested against the text, case-insensitive ASCII names
-    against the lowercased text.
+    Each recognised concept is credited to its first name, in priority order (longer names
+    first), whose pattern matches anywhere in the text; ``spans`` reports that name's first match.
+
+    One pass over the text finds the few names that can match at all, from keys no match can
+    lack: the text's words and pairs of adjacent words (wherever a Latin name matches, its
+    first two words are two adjacent whole words of the text, since the pattern asks for word
+    boundaries and the name's own separators are not word characters), the upper-case tails of its CamelCase words (an
+    acronym's second way to match), and its Hangul syllable pairs (a Hangul name is a
+    substring, so each of its pairs is in the text).  Each candidate is then located with
+    ``str.find`` and confirmed with its own pattern at that offset, so the result is the
+    pattern's own first match: the same as searching every name's pattern over the text
+    (``reference_spans``), which is what runs for the rare text holding a character that
+    case-insensitive matching folds differently from ``str.lower``.  Cost per text: a few
+    regular-expression scans in C plus the candidates, not one scan per vocabulary name.
     """
 
     def __init__(self, vocab: Vocabulary) -> None:
-        # (name, concept id, kind, needle, needle is lowercase); patterns compiled lazily by name.  The needle is
-        # the name itself for case-sensitive patterns (Hangul, short names), its lowercase for case-insensitive
-        # ASCII names, and empty (always run the pattern) for case-insensitive names with other letters.
-        self._names: list[tuple[str, str, str, str, bool]] = []
+        names: list[_Name] = []
         for kind in RECOGNISED_KINDS:
             for concept in vocab.of_kind(kind):
                 for name in dict.fromkeys(n for n in concept.names() if n and len(n) >= MIN_NAME_CHARS):
-                    sensitive = bool(_HANGUL.search(name)) or len(name) < CASE_SENSITIVE_BELOW
+                    hangul = bool(_HANGUL.search(name))
+                    sensitive = hangul or len(name) < CASE_SENSITIVE_BELOW
                     needle = name if sensitive else name.lower() if name.isascii() else ""
-                    self._names.append((name, concept.id, kind.value, needle, not sensitive))
+                    names.append(_Name(name, concept.id, kind.value, not sensitive, needle))
         # longer names first, so "InfiniBand fabric" is credited before "fabric"-like aliases
-        self._names.sort(key=lambda item: -len(item[0]))
+        names.sort(key=lambda item: -len(item.name))
+        self._names = names
         self._compiled: dict[str, re.Pattern[str]] = {}
+        # key -> positions in self._names; a name without a key is searched in every text
+        self._by_word: dict[str, list[int]] = defaultdict(list)
+        self._by_words: dict[tuple[str, str], list[int]] = defaultdict(list)
+        self._by_tail: dict[str, list[int]] = defaultdict(list)
+        self._by_pair: dict[str, list[int]] = defaultdict(list)
+        self._always: list[int] = []
+        for position, item in enumerate(names):
+            if _HANGUL.search(item.name):
+                pair = _HANGUL_PAIR.search(item.name)
+                (self._by_pair[pair.group(0)] if pair else self._always).append(position)
+                continue
+            words = _WORD_RUN.findall(item.name.lower()) if item.name.isascii() else []
+            if len(words) > 1:
+                self._by_words[(words[0], words[1])].append(position)
+            else:
+                (self._by_word[words[0]] if words else self._always).append(position)
+            if item.folded and _ACRONYM.fullmatch(item.name):
+                self._by_tail[item.name].append(position)
 
     def _pattern(self, name: str) -> re.Pattern[str]:
         pattern = self._compiled.get(name)
@@ -76,35 +122,75 @@ class ConceptRecognizer:
         if len(name) < CASE_SENSITIVE_BELOW:
             return re.compile(rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])")
         pattern = rf"(?i:(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_]))"
-        if re.fullmatch(r"[A-Z][A-Z0-9]+", name):
+        if _ACRONYM.fullmatch(name):
             # an acronym also matches at a CamelCase boundary: NCCL in WorkNCCL, DNS in CoreDNS
             pattern += rf"|(?<![A-Z0-9_]){escaped}(?![A-Za-z0-9_])"
         return re.compile(pattern)
 
-    def _candidates(self, text: str) -> list[tuple[str, str, str]]:
-        """(name, concept id, kind) of the names that occur in ``text`` as a substring, in priority order."""
+    def _candidates(self, text: str, lowered: str) -> list[int]:
+        """Positions in the priority order of every name that can match ``text`` (a superset of those that do)."""
+        found = list(self._always)
+        words = _WORD_RUN.findall(lowered)
+        for key in self._by_word.keys() & set(words):
+            found.extend(self._by_word[key])
+        for pair in self._by_words.keys() & set(pairwise(words)):
+            found.extend(self._by_words[pair])
+        for key in self._by_tail.keys() & set(_CAMEL_TAIL.findall(text)):
+            found.extend(self._by_tail[key])
+        if _HANGUL.search(text):
+            for key in self._by_pair.keys() & set(_HANGUL_PAIRS.findall(text)):
+                found.extend(self._by_pair[key])
+        return sorted(set(found))
+
+    def _first_match(self, item: _Name, text: str, lowered: str) -> re.Match[str] | None:
+        """The pattern's first match in ``text``: the first occurrence of the needle where the pattern matches."""
+        pattern = self._pattern(item.name)
+        if not item.needle:
+            return pattern.search(text)
+        haystack = lowered if item.folded else text
+        start = haystack.find(item.needle)
+        while start >= 0:
+            match = pattern.match(text, start)  # the lookbehind still sees text[start - 1]
+            if match:
+                return match
+            start = haystack.find(item.needle, start + 1)
+        return None
+
+    def _matches(self, text: str) -> list[tuple[_Name, re.Match[str]]]:
+        """Per recognised concept, its first name in priority order that matches and that name's first match."""
+        if _FOLD_CHARS.search(text):
+            return self._reference_matches(text)
         lowered = text.lower()
-        exact = not _FOLD_EXCEPTIONS.isdisjoint(text)  # rare: fall back to testing every name
-        found = []
-        for name, concept_id, kind, needle, folded in self._names:
-            if exact or needle in (lowered if folded else text):
-                found.append((name, concept_id, kind))
-        return found
+        found: dict[str, tuple[_Name, re.Match[str]]] = {}
+        for position in self._candidates(text, lowered):
+            item = self._names[position]
+            if item.concept_id not in found:
+                match = self._first_match(item, text, lowered)
+                if match:
+                    found[item.concept_id] = (item, match)
+        return list(found.values())
+
+    def _reference_matches(self, text: str) -> list[tuple[_Name, re.Match[str]]]:
+        found: dict[str, tuple[_Name, re.Match[str]]] = {}
+        for item in self._names:
+            if item.concept_id not in found:
+                match = self._pattern(item.name).search(text)
+                if match:
+                    found[item.concept_id] = (item, match)
+        return list(found.values())
+
+    @staticmethod
+    def _spans(matches: list[tuple[_Name, re.Match[str]]]) -> list[tuple[Mention, int, int]]:
+        return [(Mention(item.concept_id, item.kind, match.group(0)), match.start(), match.end()) for item, match in matches]
 
     def spans(self, text: str) -> list[tuple[Mention, int, int]]:
         """Each recognised concept once, with the character span of its first match."""
-        found: dict[str, tuple[Mention, int, int]] = {}
-        for name, concept_id, kind in self._candidates(text):
-            if concept_id in found:
-                continue
-            match = self._pattern(name).search(text)
-            if match:
-                found[concept_id] = (Mention(concept_id=concept_id, kind=kind, matched=match.group(0)), match.start(), match.end())
-        return list(found.values())
+        return self._spans(self._matches(text))
+
+    def reference_spans(self, text: str) -> list[tuple[Mention, int, int]]:
+        """``spans`` the straightforward way: every name's pattern searched over the whole text, in priority order."""
+        return self._spans(self._reference_matches(text))
 
     def recognise(self, text: str) -> list[Mention]:
-        found: dict[str, Mention] = {}
-        for name, concept_id, kind in self._candidates(text):
-            if concept_id not in found and self._pattern(name).search(text):
-                found[concept_id] = Mention(concept_id=concept_id, kind=kind, matched=name)
-        return list(found.values())
+        """Each recognised concept once; ``matched`` is the vocabulary name that matched."""
+        return [Mention(item.concept_id, item.kind, item.name) for item, _ in self._matches(text)]
