@@ -36,44 +36,60 @@ _MIN_STEM = 2
 # after the split; it carries no meaning, so it is dropped rather than indexed as a one-letter token.
 _PARTICLE_SET = frozenset(_PARTICLES)
 
-_HANGUL = re.compile(r"[\uac00-\ud7a3]+")
-_WORD = re.compile(r"[\uac00-\ud7a3]+|[A-Za-z0-9_]+(?:[.\-/][A-Za-z0-9_]+)*")
+# A word is a Hangul run or a Latin/number run (with inner . - /); a Hangul run glued to what precedes it
+# (neither space nor Hangul: "GPU를") is reported in the first group, so a lone particle there can be dropped.
+_WORDS = re.compile(r"(?<=[^\s\uac00-\ud7a3])([\uac00-\ud7a3]+)|([\uac00-\ud7a3]+|[A-Za-z0-9_]+(?:[.\-/][A-Za-z0-9_]+)*)")
 _CODE_NUMBER = re.compile(r"\b([A-Za-z]{2,})\s+(\d{1,4})(?![0-9A-Za-z_])")  # Xid 79, SXid 12, HTTP 503
 _LINK_WIDTH = re.compile(r"\b(x\d{1,2})\s*([<>]=?)\s*(x\d{1,2})\b", re.IGNORECASE)  # x4 < x16
 
 # Volatile tokens of pasted logs: a line from another machine differs in every one of them, so
 # each becomes a typed placeholder (on the index and the query side alike) and the *shape* of
 # the message is what matches.  The stored text keeps the literal for display.
-_VOLATILE: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(pattern, re.IGNORECASE))
-    for name, pattern in (
-        ("uuid", r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"),
-        ("time", r"\b\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"),
-        ("uptime", r"\[\s*\d+\.\d{3,}\]"),  # dmesg seconds since boot
-        ("pci", r"\b(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b|\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\b"),
-        ("ip", r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{2,5})?\b"),
-        ("host", r"\bip-\d+-\d+-\d+-\d+(?:\.[a-z0-9-]+)*|\b[a-z0-9-]*(?:node|host|worker|compute|server)[a-z0-9-]*-\d+(?:\.[a-z0-9-]+)*"),
-        ("hex", r"\b0x[0-9a-f]{5,}\b"),
-        ("pid", r"\b(?:pid|tid)\s*[=: ]\s*\d+"),
-        ("rank", r"\brank\s*[=: ]?\s*\d+"),
-        ("seq", r"\bseq(?:num)?\s*[=: ]\s*\d+"),
+# Each pattern comes with a gate that every match passes, tested on the lowercased text: one of
+# the substrings is in it, and the hint (a short pattern that a scan finds quickly) matches in it;
+# a text that fails the gate skips the pattern's slower scan.  The gate is tested on the text
+# before any placeholder is put in: a placeholder is a space, which no substring or hint holds,
+# so putting one in never makes a gate pass that failed before.  ``()`` / ``None``: no test.
+_VOLATILE: tuple[tuple[str, re.Pattern[str], tuple[str, ...], re.Pattern[str] | None], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE), needles, re.compile(hint) if hint else None)
+    for name, pattern, needles, hint in (
+        ("uuid", r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", (), r"-[0-9a-f]{4}-[0-9a-f]{4}-"),
+        ("time", r"\b\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b", (), r":\d\d:"),
+        ("uptime", r"\[\s*\d+\.\d{3,}\]", ("[",), None),  # dmesg seconds since boot
+        ("pci", r"\b(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b|\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\b", (), r":[0-9a-f]{2}[.:]"),
+        ("ip", r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{2,5})?\b", (), r"\.\d{1,3}\."),
+        ("host", r"\bip-\d+-\d+-\d+-\d+(?:\.[a-z0-9-]+)*|\b[a-z0-9-]*(?:node|host|worker|compute|server)[a-z0-9-]*-\d+(?:\.[a-z0-9-]+)*",
+         ("ip-", "node", "host", "worker", "compute", "server"), r"-\d"),
+        ("hex", r"\b0x[0-9a-f]{5,}\b", ("0x",), None),
+        ("pid", r"\b(?:pid|tid)\s*[=: ]\s*\d+", ("pid", "tid"), None),
+        ("rank", r"\brank\s*[=: ]?\s*\d+", ("rank",), None),
+        ("seq", r"\bseq(?:num)?\s*[=: ]\s*\d+", ("seq",), None),
         # measured counts and durations (600351 ms) vary from run to run; configured limits are
         # round numbers people write (Timeout(ms)=600000), so those stay literal
-        ("num", r"\b\d{5,}\b(?<!000)"),
+        ("num", r"\b\d{5,}\b(?<!000)", (), r"\d{5}"),
     )
 )
-# Error families: one feature token for a family however its instance is written.
-_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(pattern, re.IGNORECASE))
-    for name, pattern in (
-        ("nccl_watchdog", r"watchdog caught collective operation timeout|nccl watchdog|processgroupnccl.*watchdog"),
-        ("ib_completion_error", r"\bibv_wc_\w+|transport retry counter exceeded|work completion.*status|completion error"),
-        ("http_5xx", r"\b(?:http(?:/[\d.]+)?|status(?: code)?)[\s:=]+5\d\d\b|\b5\d\d (?:internal server error|bad gateway|service unavailable|gateway timeout)"),
-        ("http_4xx", r"\b(?:http(?:/[\d.]+)?|status(?: code)?)[\s:=]+4\d\d\b|\b4\d\d (?:forbidden|not found|unauthorized|too many requests)"),
-        ("k8s_backoff", r"\b(?:crashloopbackoff|imagepullbackoff|errimagepull|back-off restarting)"),
-        ("oom_kill", r"\boomkilled\b|out of memory: kill(?:ed)? process|oom-kill"),
+# Error families: one feature token for a family however its instance is written; with the
+# substrings (lowercase) one of which every match contains, tested on the lowercased text as for ``_VOLATILE``.
+_FAMILIES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE), needles)
+    for name, pattern, needles in (
+        ("nccl_watchdog", r"watchdog caught collective operation timeout|nccl watchdog|processgroupnccl.*watchdog", ("watchdog",)),
+        ("ib_completion_error", r"\bibv_wc_\w+|transport retry counter exceeded|work completion.*status|completion error",
+         ("ibv_wc_", "transport retry counter exceeded", "completion")),
+        ("http_5xx", r"\b(?:http(?:/[\d.]+)?|status(?: code)?)[\s:=]+5\d\d\b|\b5\d\d (?:internal server error|bad gateway|service unavailable|gateway timeout)",
+         ("http", "status", "internal server error", "bad gateway", "service unavailable", "gateway timeout")),
+        ("http_4xx", r"\b(?:http(?:/[\d.]+)?|status(?: code)?)[\s:=]+4\d\d\b|\b4\d\d (?:forbidden|not found|unauthorized|too many requests)",
+         ("http", "status", "forbidden", "not found", "unauthorized", "too many requests")),
+        ("k8s_backoff", r"\b(?:crashloopbackoff|imagepullbackoff|errimagepull|back-off restarting)",
+         ("crashloopbackoff", "imagepullbackoff", "errimagepull", "back-off restarting")),
+        ("oom_kill", r"\boomkilled\b|out of memory: kill(?:ed)? process|oom-kill", ("oomkilled", "out of memory: kill", "oom-kill")),
     )
 )
+# Case-insensitive matching equates the dotless ı and the dotted İ with i, which ``str.lower`` does not
+# (NFKC has already turned the Kelvin sign and the long s into K and s): a text holding one scans every
+# pattern instead of testing substrings first.
+_FOLD_EXCEPTIONS = ("\u0131", "\u0130")
 
 _STOPWORDS = frozenset(
     ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have", "in", "into", "is", "it", "its", "of", "on", "or", "that", "the", "this", "to", "was", "were", "with", "which", "when", "what", "how", "why", "did", "do", "does", "we", "our", "their", "they", "than", "then", "there", "these", "those", "after", "before", "over", "under", "about"]
@@ -99,34 +115,70 @@ def _english(word: str) -> str:
     return word
 
 
-def tokenize(text: str) -> list[str]:
-    """Tokens for indexing and querying (the same function is used for both)."""
-    text = unicodedata.normalize("NFKC", text)
-    tokens: list[str] = []
-    for name, pattern in _FAMILIES:
-        if pattern.search(text):
-            tokens.append(f"<{name}>")
-    for name, pattern in _VOLATILE:
-        text, count = pattern.subn(" ", text)
-        tokens.extend([f"<{name}>"] * count)
-    for match in _WORD.finditer(text):
-        raw = match.group(0)
-        if _HANGUL.fullmatch(raw):
-            glued = match.start() > 0 and not _HANGUL.match(text[match.start() - 1]) and not text[match.start() - 1].isspace()
-            if glued and raw in _PARTICLE_SET:
-                continue
-            stem = _strip_particle(raw)
-            tokens.append(stem)
-            if len(stem) > 2:
-                tokens.extend(stem[i : i + 2] for i in range(len(stem) - 1))
-            continue
-        word = raw.lower()
-        if word in _STOPWORDS:
-            continue
-        tokens.append(_english(word))
-        pieces = [p for p in re.split(r"[_.\-/]+", word) if p]
+#: Distinct words whose tokens are remembered: enough for the vocabulary of a large archive, and a bound on the
+#: memory (each entry is a word and a few short strings); the memo starts again when full.
+WORD_MEMO_SIZE = 200_000
+_word_memo: dict[str, tuple[str, ...]] = {}
+_SEPARATORS = re.compile(r"[_.\-/]+")
+
+
+def _word_tokens(raw: str) -> tuple[str, ...]:
+    """The tokens of one word of ``_WORDS`` (a particle glued to a Latin word is dropped by the caller)."""
+    if "\uac00" <= raw[0] <= "\ud7a3":  # a Hangul run: a word never mixes scripts
+        stem = _strip_particle(raw)
+        if len(stem) > 2:
+            return (stem, *(stem[i : i + 2] for i in range(len(stem) - 1)))
+        return (stem,)
+    word = raw.lower()
+    if word in _STOPWORDS:
+        return ()
+    tokens = [_english(word)]
+    if not word.isalnum():  # holds one of _ . - /
+        pieces = [p for p in _SEPARATORS.split(word) if p]
         if len(pieces) > 1:
             tokens.extend(_english(p) for p in pieces if p not in _STOPWORDS)
+    return tuple(tokens)
+
+
+def _memo_tokens(raw: str) -> tuple[str, ...]:
+    found = _word_memo.get(raw)
+    if found is None:
+        if len(_word_memo) >= WORD_MEMO_SIZE:
+            _word_memo.clear()
+        found = _word_memo[raw] = _word_tokens(raw)
+    return found
+
+
+def _may_match(lowered: str | None, needles: tuple[str, ...], hint: re.Pattern[str] | None = None) -> bool:
+    """Whether a pattern's gate passes (see ``_VOLATILE``); always when case folding is not ``str.lower``'s."""
+    if lowered is None:
+        return True
+    return (not needles or any(needle in lowered for needle in needles)) and (hint is None or hint.search(lowered) is not None)
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens for indexing and querying (the same function is used for both).
+
+    Cost: a pattern whose substrings (see ``_VOLATILE``) are not in the text is not run, and a
+    word's tokens are computed once per process (``WORD_MEMO_SIZE``), so a text costs a few
+    scans in C and a dictionary look-up per word.
+    """
+    text = unicodedata.normalize("NFKC", text)
+    lowered = None if any(c in text for c in _FOLD_EXCEPTIONS) else text.lower()
+    tokens: list[str] = []
+    for name, pattern, needles in _FAMILIES:
+        if _may_match(lowered, needles) and pattern.search(text):
+            tokens.append(f"<{name}>")
+    for name, pattern, needles, hint in _VOLATILE:
+        if _may_match(lowered, needles, hint):
+            text, count = pattern.subn(" ", text)
+            tokens.extend([f"<{name}>"] * count)
+    for glued, raw in _WORDS.findall(text):
+        if glued:
+            if glued in _PARTICLE_SET:
+                continue
+            raw = glued
+        tokens.extend(_memo_tokens(raw))
     for code, number in _CODE_NUMBER.findall(text):
         tokens.append(f"{code.lower()}{number}")
     for left, op, right in _LINK_WIDTH.findall(text):
