@@ -93,9 +93,14 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-def _shingle_hashes(items: frozenset[str]) -> np.ndarray:
+# Shingle hashes a hasher remembers: an import hashes the same words again and again (each record's
+# tokens, then the same tokens when it is added), and a bound keeps the memory to some tens of MB.
+HASH_MEMO_SIZE = 500_000
+
+
+def _shingle_hash(item: str) -> int:
     # crc32 rather than hash(): str hashing is salted per process, and signatures must be stable
-    return np.fromiter((zlib.crc32(s.encode()) % _PRIME for s in items), dtype=np.uint64, count=len(items))
+    return zlib.crc32(item.encode()) % _PRIME
 
 
 class MinHasher:
@@ -106,11 +111,18 @@ class MinHasher:
         self._a = rng.integers(1, _PRIME, size=num_perm, dtype=np.uint64)
         self._b = rng.integers(0, _PRIME, size=num_perm, dtype=np.uint64)
         self.num_perm = num_perm
+        self._hashes: dict[str, int] = {}
 
     def signature(self, items: frozenset[str]) -> np.ndarray:
         if not items:
             return np.full(self.num_perm, np.iinfo(np.uint64).max, dtype=np.uint64)
-        x = _shingle_hashes(items)
+        memo = self._hashes
+        missing = [item for item in items if item not in memo]
+        if missing:
+            if len(memo) + len(missing) > HASH_MEMO_SIZE:
+                memo.clear()
+            memo.update(zip(missing, map(_shingle_hash, missing), strict=True))
+        x = np.fromiter(map(memo.__getitem__, items), dtype=np.uint64, count=len(items))
         values: np.ndarray = (np.outer(x, self._a) + self._b) % np.uint64(_PRIME)
         minimum: np.ndarray = values.min(axis=0)
         return minimum

@@ -69,11 +69,16 @@ class DuplicateIndex:
         self._by_url: dict[str, str] = {}
         self._hasher = MinHasher(num_perm=BANDS * ROWS)
         self._buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)  # (band, rows) -> known positions
-        self._last: dict[str, frozenset[str]] = {}  # fingerprints of the last find(): an accepted record is added next
+        # text -> (fingerprint, LSH keys) of the last find(): an accepted record is added next, without
+        # tokenizing and hashing its texts again
+        self._last: dict[str, tuple[frozenset[str], list[tuple[int, bytes]]]] = {}
 
-    def _fingerprint(self, text: str) -> frozenset[str]:
+    def _prepared(self, text: str) -> tuple[frozenset[str], list[tuple[int, bytes]]]:
         found = self._last.get(text)
-        return found if found is not None else fingerprint(text)
+        if found is None:
+            tokens = fingerprint(text)
+            found = (tokens, self._bands(tokens) if tokens else [])
+        return found
 
     def _bands(self, tokens: frozenset[str]) -> list[tuple[int, bytes]]:
         signature = self._hasher.signature(tokens)
@@ -82,11 +87,11 @@ class DuplicateIndex:
     def add(self, incident_id: str, urls: list[str], texts: list[str]) -> None:
         normal = frozenset(normalise_url(u) for u in urls)
         position = len(self._known)
-        prints = tuple(self._fingerprint(t) for t in texts if t)
-        self._known.append(Known(incident_id, normal, prints))
+        prepared = [self._prepared(t) for t in texts if t]
+        self._known.append(Known(incident_id, normal, tuple(tokens for tokens, _ in prepared)))
         for url in normal:
             self._by_url.setdefault(url, incident_id)
-        for key in {key for tokens in prints if tokens for key in self._bands(tokens)}:
+        for key in {key for _, keys in prepared for key in keys}:
             self._buckets[key].append(position)
 
     def find(self, urls: list[str], texts: list[str]) -> Duplicate | None:
@@ -96,9 +101,9 @@ class DuplicateIndex:
             owner = self._by_url.get(normalise_url(url))
             if owner:
                 return Duplicate(owner, f"same source URL as {owner}: {url}")
-        self._last = {t: fingerprint(t) for t in texts if t}
-        prints = [tokens for tokens in self._last.values() if tokens]
-        candidates = {position for tokens in prints for key in self._bands(tokens) for position in self._buckets.get(key, ())}
+        self._last = {t: self._prepared(t) for t in texts if t}
+        prints = [tokens for tokens, _ in self._last.values() if tokens]
+        candidates = {position for _, keys in self._last.values() for key in keys for position in self._buckets.get(key, ())}
         best, best_id = 0.0, ""
         for position in sorted(candidates):  # the order added, so ties go to the earlier record
             known = self._known[position]

@@ -148,6 +148,9 @@ class Importer:
             self.duplicates.add(incident.id, [str(s.url) for s in incident.sources],
                                 [f"{incident.title.get(lang, False)} {incident.summary.get(lang, False)}" for lang in LANGS])
         self.new_concepts: dict[ConceptKind, dict[str, Concept]] = {ConceptKind.organization: {}, ConceptKind.tag: {}}
+        # concepts added while building the current record, dropped again if it is rejected (a list, so a rejection
+        # costs what the record added, not a copy of everything added so far)
+        self._added: list[tuple[ConceptKind, str]] = []
         prefix = f"{options.id_prefix}-"
         numbers = [int(i[len(prefix):]) for i in data.incidents if i.startswith(prefix)]
         self._next_number = max(numbers, default=0) + 1
@@ -168,6 +171,8 @@ class Importer:
             return None
         if slug in self.vocab:  # the id exists with another kind: keep ids unique
             slug = f"{slug}-{kind.value}"
+        if slug not in pending:
+            self._added.append((kind, slug))
         pending[slug] = Concept.model_validate({"id": slug, "kind": kind, "label": {"en": name, "ko": name},
                                                 "definition": {"en": f"Added by import; review the labels ({name})."}})
         return slug
@@ -185,12 +190,11 @@ class Importer:
 
         Organizations and tags the record would add are kept only when it is accepted.
         """
-        pending_before = {kind: set(concepts) for kind, concepts in self.new_concepts.items()}
+        self._added = []
         incident, outcome = self._build(raw)
         if incident is None:
-            for kind, concepts in self.new_concepts.items():
-                for slug in set(concepts) - pending_before[kind]:
-                    del concepts[slug]
+            for kind, slug in self._added:
+                self.new_concepts.get(kind, {}).pop(slug, None)
         return incident, outcome
 
     def _build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
