@@ -42,9 +42,11 @@ def fingerprint(text: str) -> frozenset[str]:
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """``|a ∩ b| / |a ∪ b|`` with ``|a ∪ b| = |a| + |b| − |a ∩ b|`` (one set built, not two); 0 when either is empty."""
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)
 
 
 @dataclass(frozen=True)

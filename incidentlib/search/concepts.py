@@ -31,7 +31,7 @@ _HANGUL_PAIRS = re.compile(r"(?=([\uac00-\ud7a3]{2}))")  # every pair of adjacen
 _WORD_RUN = re.compile(r"[a-z0-9_]+")
 #: The tail of a CamelCase word that an acronym can match (Work|NCCL, Core|DNS): upper case and digits after a
 #: lowercase letter, up to the end of the word.
-_CAMEL_TAIL = re.compile(r"(?<=[a-z])[A-Z][A-Z0-9]*(?![A-Za-z0-9_])")
+_CAMEL_TAIL = re.compile(r"[a-z]([A-Z][A-Z0-9]*)(?![A-Za-z0-9_])")  # the group; a match never ends in [a-z]
 _ACRONYM = re.compile(r"[A-Z][A-Z0-9]+")
 
 
