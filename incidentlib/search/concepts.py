@@ -108,6 +108,10 @@ class ConceptRecognizer:
             if item.folded and _ACRONYM.fullmatch(item.name):
                 self._by_tail[item.name].append(position)
 
+    def names(self) -> list[tuple[str, str]]:
+        """(name, concept id) of every recognised name, in priority order."""
+        return [(item.name, item.concept_id) for item in self._names]
+
     def _pattern(self, name: str) -> re.Pattern[str]:
         pattern = self._compiled.get(name)
         if pattern is None:
@@ -171,8 +175,13 @@ class ConceptRecognizer:
         return list(found.values())
 
     def _reference_matches(self, text: str) -> list[tuple[_Name, re.Match[str]]]:
+        # every name in turn; one whose needle is not a substring of the text cannot match, so its scan is skipped
+        # (no shortcut for a text holding a case-folding exception)
+        lowered = None if _FOLD_CHARS.search(text) else text.lower()
         found: dict[str, tuple[_Name, re.Match[str]]] = {}
         for item in self._names:
+            if lowered is not None and item.needle and item.needle not in (lowered if item.folded else text):
+                continue
             if item.concept_id not in found:
                 match = self._pattern(item.name).search(text)
                 if match:
@@ -188,7 +197,8 @@ class ConceptRecognizer:
         return self._spans(self._matches(text))
 
     def reference_spans(self, text: str) -> list[tuple[Mention, int, int]]:
-        """``spans`` the straightforward way: every name's pattern searched over the whole text, in priority order."""
+        """``spans`` the straightforward way: every name's pattern searched over the whole text, in priority order
+        (skipping a name whose needle is not in the text at all)."""
         return self._spans(self._reference_matches(text))
 
     def recognise(self, text: str) -> list[Mention]:

@@ -156,15 +156,16 @@ def _may_match(lowered: str | None, needles: tuple[str, ...], hint: re.Pattern[s
     return (not needles or any(needle in lowered for needle in needles)) and (hint is None or hint.search(lowered) is not None)
 
 
-def tokenize(text: str) -> list[str]:
+def tokenize(text: str, *, gates: bool = True) -> list[str]:
     """Tokens for indexing and querying (the same function is used for both).
 
-    Cost: a pattern whose substrings (see ``_VOLATILE``) are not in the text is not run, and a
-    word's tokens are computed once per process (``WORD_MEMO_SIZE``), so a text costs a few
-    scans in C and a dictionary look-up per word.
+    Cost: a pattern whose gate fails (see ``_VOLATILE``) is not run, and a word's tokens are
+    computed once per process (``WORD_MEMO_SIZE``), so a text costs a few scans in C and a
+    dictionary look-up per word.  ``gates=False`` runs every pattern: the same tokens, slower
+    (the reference the gates are tested against).
     """
     text = unicodedata.normalize("NFKC", text)
-    lowered = None if any(c in text for c in _FOLD_EXCEPTIONS) else text.lower()
+    lowered = None if not gates or any(c in text for c in _FOLD_EXCEPTIONS) else text.lower()
     tokens: list[str] = []
     for name, pattern, needles in _FAMILIES:
         if _may_match(lowered, needles) and pattern.search(text):

@@ -1,0 +1,128 @@
+"""The import's fast paths give what the straightforward methods give.
+
+The concept recognizer finds candidate names in one pass and confirms them at the found
+offsets; ``reference_spans`` searches every name's pattern over the whole text.  The
+tokenizer skips a log-token pattern whose gate fails; ``gates=False`` runs them all.  The
+duplicate index reuses a record's LSH keys from its check when the record is added.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from conftest import small_library
+
+from incidentlib import Library
+from incidentlib.importing import ImportFormat, ImportOptions, run_import
+from incidentlib.importing.duplicates import DuplicateIndex
+from incidentlib.search.concepts import ConceptRecognizer
+from incidentlib.search.tokenize import tokenize
+from incidentlib.tagging.tagger import incident_text
+
+LOG_LINES = [
+    "2024-03-01T12:00:01Z ip-10-0-3-7.ec2.internal kernel: NVRM: Xid 79, pid=4412, GPU has fallen off the bus",
+    "[ 1234.567890] mlx5_core 0000:3b:00.0: ibv_wc_retry_exc_err on rank 12 seq=881 addr 0x7f3a9c00d000",
+    "gpu-node-17 ProcessGroupNCCL Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, Timeout(ms)=600000) ran for 600351 ms",
+    "HTTP/1.1 503 Service Unavailable from 192.168.0.10:8443 request 123e4567-e89b-12d3-a456-426614174000 at 12:34:56.789",
+    "pod trainer-0 CrashLoopBackOff after OOMKilled; status code: 404 Not Found; link x4 < x16",
+    "GPU를 Meta의 NCCL 타임아웃이 발생했다 worker-3 TID: 77 Rank 5 ſeq=3 pıd 9 RAN\u212a 2 İP 10.0.0.1",
+]
+
+
+def _library_texts(library: Library) -> dict[str, list[str]]:
+    texts: dict[str, list[str]] = {"en": [], "ko": []}
+    for incident in library.incidents():
+        for lang in texts:
+            text = incident_text(incident, lang)
+            if text:
+                texts[lang].append(text)
+    return texts
+
+
+@pytest.fixture(scope="module")
+def recognizer(library: Library) -> ConceptRecognizer:
+    return ConceptRecognizer(library.vocab)
+
+
+@pytest.mark.slow
+def test_recognizer_matches_every_pattern_on_the_library_in_both_languages(library: Library, recognizer: ConceptRecognizer) -> None:
+    found = {}
+    for lang, texts in _library_texts(library).items():
+        assert len(texts) > 100
+        mentions = 0
+        for text in texts:
+            fast = recognizer.spans(text)
+            assert fast == recognizer.reference_spans(text), text[:120]
+            assert [(m.concept_id, m.kind) for m in recognizer.recognise(text)] == [(m.concept_id, m.kind) for m, _, _ in fast]
+            mentions += len(fast)
+        found[lang] = mentions
+    assert found["en"] > 500 and found["ko"] > 500  # both languages are exercised, not only empty results
+
+
+def test_recognizer_matches_every_pattern_on_edge_cases(recognizer: ConceptRecognizer) -> None:
+    names = [name for name, _ in recognizer.names()]
+    acronyms = [n for n in names if n.isascii() and n.isupper() and n.isalpha() and len(n) >= 3]
+    assert acronyms
+    acronym = acronyms[0]
+    camel = recognizer.spans(f"Work{acronym} failed")
+    assert camel and camel[0][0].matched == acronym and camel == recognizer.reference_spans(f"Work{acronym} failed")
+    assert not recognizer.spans(f"work{acronym.lower()} failed")  # a CamelCase tail only in its written case
+    rng = random.Random(12)
+    glue = [" ", "", "x", "_", "-", "Work", "core", ".", "(", "한", "é", "\u212a", "\u0131", "1", "\n", "를 "]
+    texts = [f"{LOG_LINES[2]} {LOG_LINES[5]}"]
+    for _ in range(300):
+        parts = rng.choices(names, k=rng.randint(1, 5))
+        texts.append("".join(rng.choice(glue) + rng.choice([p, p.lower(), p.upper(), p.title()]) for p in parts) + rng.choice(glue))
+    for text in texts:
+        assert recognizer.spans(text) == recognizer.reference_spans(text), text
+
+
+def _same_tokens_with_and_without_gates(texts: list[str]) -> int:
+    placeholders = 0
+    for text in texts:
+        tokens = tokenize(text)
+        assert tokens == tokenize(text, gates=False), text[:120]
+        placeholders += sum(t.startswith("<") for t in tokens)
+    return placeholders
+
+
+def test_tokenizer_gates_do_not_change_tokens_of_log_lines(library: Library) -> None:
+    texts = [*LOG_LINES, *(signal.text for incident in library.incidents() for signal in incident.signals)]
+    assert _same_tokens_with_and_without_gates(texts) > 50  # the gated patterns did fire
+
+
+@pytest.mark.slow
+def test_tokenizer_gates_do_not_change_tokens_of_the_library(library: Library) -> None:
+    texts = [text for lang_texts in _library_texts(library).values() for text in lang_texts]
+    assert _same_tokens_with_and_without_gates(texts) > 0
+
+
+def test_duplicate_index_keys_reused_from_the_check_are_the_keys_of_a_fresh_add(library: Library) -> None:
+    texts = [f"{i.title.en} {i.summary.en}" for i in library.incidents()][:60]
+    checked, added = DuplicateIndex(), DuplicateIndex()
+    for number, text in enumerate(texts):
+        urls, pair = [f"https://example.org/{number}"], [text, text.upper()]
+        assert checked.find(urls, pair) is None
+        checked.add(f"K{number}", urls, pair)  # the importer's order: find, then add the same texts
+        added.add(f"K{number}", urls, pair)
+    assert checked._buckets == added._buckets and len(checked._buckets) > 60 * 30  # 32 bands per record, few shared
+    copy = " ".join(texts[7].split()[:-2])
+    assert checked.find([], [copy]) == added.find([], [copy]) is not None
+
+
+def test_a_rejected_record_keeps_the_vocabulary_an_accepted_one_added(tmp_path: Path, data_dir: Path) -> None:
+    target = small_library(tmp_path / "lib", data_dir, ["IL-0101"])
+    records = [
+        {"title": "Queue stalled", "summary": "Consumers stalled after a deploy.", "org": "Zeta Labs",
+         "url": "https://zeta.example/1", "tags": "queues"},
+        {"title": "No link here", "summary": "Nothing to cite.", "org": "Zeta Labs", "tags": "queues; orphans"},
+        {"title": "Also no link", "summary": "Nothing to cite either.", "org": "Omega Works"},
+    ]
+    source = tmp_path / "records.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, maps=["tags=tags"], dry_run=True))
+    assert len(report.accepted) == 1 and len(report.rejected) == 2
+    assert report.new_organizations == ["zeta-labs"] and report.new_tags == ["queues"]
