@@ -17,7 +17,7 @@ from conftest import small_library
 
 from incidentlib import Library
 from incidentlib.importing import ImportFormat, ImportOptions, run_import
-from incidentlib.importing.duplicates import DuplicateIndex
+from incidentlib.importing.duplicates import Duplicate, DuplicateIndex, fingerprint, jaccard
 from incidentlib.search.concepts import ConceptRecognizer
 from incidentlib.search.tokenize import tokenize
 from incidentlib.tagging.tagger import incident_text
@@ -111,6 +111,10 @@ def test_duplicate_index_keys_reused_from_the_check_are_the_keys_of_a_fresh_add(
     assert checked._buckets == added._buckets and len(checked._buckets) > 60 * 30  # 32 bands per record, few shared
     copy = " ".join(texts[7].split()[:-2])
     assert checked.find([], [copy]) == added.find([], [copy]) is not None
+    score = jaccard(fingerprint(copy), fingerprint(texts[7]))
+    assert checked.find([], [copy]) == Duplicate("K7", f"title and text {score:.0%} similar to K7")
+    checked.add("again", ["https://example.org/again"], [texts[7]])  # a tie: the record added first is named
+    assert checked.find([], [texts[7]]) == Duplicate("K7", "title and text 100% similar to K7")
 
 
 def test_a_rejected_record_keeps_the_vocabulary_an_accepted_one_added(tmp_path: Path, data_dir: Path) -> None:

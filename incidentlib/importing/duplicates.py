@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..dedupe import BANDS, ROWS, MinHasher
 from ..search.tokenize import tokenize
 
@@ -53,7 +55,7 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 class Known:
     id: str
     urls: frozenset[str]
-    prints: tuple[frozenset[str], ...]  # one per language of title + summary
+    prints: tuple[np.ndarray, ...]  # one per language of title + summary: its token ids (int32), none empty
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,18 @@ class Duplicate:
     reason: str
 
 
+#: Bytes of one LSH band key: ROWS signature values of 8 bytes (uint64).
+_BAND_BYTES = ROWS * 8
+
+
 class DuplicateIndex:
-    """Existing incidents and the records accepted so far in this import."""
+    """Existing incidents and the records accepted so far in this import.
+
+    A known record's token sets are kept as arrays of token ids, so a record's candidates are
+    scored together: ``|A ∩ B|`` for every candidate ``B`` is a sum over ``B``'s ids of a
+    marker array set at ``A``'s ids, and ``J = |A ∩ B| / (|A| + |B| − |A ∩ B|)``, the same
+    integers and so the same number as :func:`jaccard`.
+    """
 
     def __init__(self, threshold: float = SIMILARITY_THRESHOLD) -> None:
         self.threshold = threshold
@@ -71,6 +83,8 @@ class DuplicateIndex:
         self._by_url: dict[str, str] = {}
         self._hasher = MinHasher(num_perm=BANDS * ROWS)
         self._buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)  # (band, rows) -> known positions
+        self._token_ids: dict[str, int] = {}  # every token of a known record
+        self._marks = np.zeros(1024, dtype=bool)  # by token id: in the record being checked (all False between checks)
         # text -> (fingerprint, LSH keys) of the last find(): an accepted record is added next, without
         # tokenizing and hashing its texts again
         self._last: dict[str, tuple[frozenset[str], list[tuple[int, bytes]]]] = {}
@@ -83,14 +97,18 @@ class DuplicateIndex:
         return found
 
     def _bands(self, tokens: frozenset[str]) -> list[tuple[int, bytes]]:
-        signature = self._hasher.signature(tokens)
-        return [(band, signature[band * ROWS:(band + 1) * ROWS].tobytes()) for band in range(BANDS)]
+        rows = self._hasher.signature(tokens).tobytes()
+        return [(band, rows[band * _BAND_BYTES:(band + 1) * _BAND_BYTES]) for band in range(BANDS)]
+
+    def _ids(self, tokens: frozenset[str]) -> np.ndarray:
+        ids = self._token_ids
+        return np.fromiter((ids.setdefault(t, len(ids)) for t in tokens), dtype=np.int32, count=len(tokens))
 
     def add(self, incident_id: str, urls: list[str], texts: list[str]) -> None:
         normal = frozenset(normalise_url(u) for u in urls)
         position = len(self._known)
         prepared = [self._prepared(t) for t in texts if t]
-        self._known.append(Known(incident_id, normal, tuple(tokens for tokens, _ in prepared)))
+        self._known.append(Known(incident_id, normal, tuple(self._ids(tokens) for tokens, _ in prepared if tokens)))
         for url in normal:
             self._by_url.setdefault(url, incident_id)
         for key in {key for _, keys in prepared for key in keys}:
@@ -104,16 +122,38 @@ class DuplicateIndex:
             if owner:
                 return Duplicate(owner, f"same source URL as {owner}: {url}")
         self._last = {t: self._prepared(t) for t in texts if t}
-        prints = [tokens for tokens, _ in self._last.values() if tokens]
-        candidates = {position for _, keys in self._last.values() for key in keys for position in self._buckets.get(key, ())}
-        best, best_id = 0.0, ""
-        for position in sorted(candidates):  # the order added, so ties go to the earlier record
-            known = self._known[position]
-            for mine in prints:
-                for theirs in known.prints:
-                    score = jaccard(mine, theirs)
-                    if score > best:
-                        best, best_id = score, known.id
+        candidates: set[int] = set()
+        for _, keys in self._last.values():
+            for key in keys:
+                bucket = self._buckets.get(key)
+                if bucket:
+                    candidates.update(bucket)
+        best, best_id = self._best(sorted(candidates), [tokens for tokens, _ in self._last.values() if tokens])
         if best >= self.threshold:
             return Duplicate(best_id, f"title and text {best:.0%} similar to {best_id}")
         return None
+
+    def _best(self, positions: list[int], prints: list[frozenset[str]]) -> tuple[float, str]:
+        """The highest Jaccard similarity of ``prints`` with the known records at ``positions`` (in the order added)
+        and the first record reaching it; ``(0.0, "")`` when none shares a token."""
+        theirs = [(position, ids) for position in positions for ids in self._known[position].prints]
+        if not theirs or not prints:
+            return 0.0, ""
+        flat = np.concatenate([ids for _, ids in theirs])
+        sizes = np.fromiter((len(ids) for _, ids in theirs), dtype=np.int64, count=len(theirs))
+        starts = np.zeros(len(theirs), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        if len(self._marks) < len(self._token_ids):
+            self._marks = np.zeros(2 * len(self._token_ids), dtype=bool)
+        best, first = 0.0, len(theirs)
+        for tokens in prints:
+            mine = np.fromiter((i for i in map(self._token_ids.get, tokens) if i is not None), dtype=np.int64)
+            self._marks[mine] = True
+            shared = np.add.reduceat(self._marks[flat], starts, dtype=np.int64)
+            self._marks[mine] = False
+            scores = shared / (len(tokens) + sizes - shared)
+            top = int(np.argmax(scores))  # the first of the highest
+            score = float(scores[top])
+            if score > best or (score == best and score > 0 and top < first):
+                best, first = score, top
+        return best, (self._known[theirs[first][0]].id if best > 0 else "")

@@ -29,6 +29,9 @@ _HANGUL_PAIR = re.compile(r"[\uac00-\ud7a3]{2}")
 _HANGUL_PAIRS = re.compile(r"(?=([\uac00-\ud7a3]{2}))")  # every pair of adjacent syllables, overlapping
 #: The characters of a word for the boundary rules (``(?<![A-Za-z0-9_])`` in the patterns); in lowercased text.
 _WORD_RUN = re.compile(r"[a-z0-9_]+")
+#: The same words from the UTF-8 bytes of lowercased text: every other byte becomes a space (a non-ASCII
+#: character is encoded in bytes >= 0x80 only, so it separates words just as in ``_WORD_RUN``).
+_WORD_BYTES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789_" else 0x20 for c in range(256))
 #: The tail of a CamelCase word that an acronym can match (Work|NCCL, Core|DNS): upper case and digits after a
 #: lowercase letter, up to the end of the word.
 _CAMEL_TAIL = re.compile(r"[a-z]([A-Z][A-Z0-9]*)(?![A-Za-z0-9_])")  # the group; a match never ends in [a-z]
@@ -90,8 +93,8 @@ class ConceptRecognizer:
         self._names = names
         self._compiled: dict[str, re.Pattern[str]] = {}
         # key -> positions in self._names; a name without a key is searched in every text
-        self._by_word: dict[str, list[int]] = defaultdict(list)
-        self._by_words: dict[tuple[str, str], list[int]] = defaultdict(list)
+        self._by_word: dict[bytes, list[int]] = defaultdict(list)
+        self._by_words: dict[tuple[bytes, bytes], list[int]] = defaultdict(list)
         self._by_tail: dict[str, list[int]] = defaultdict(list)
         self._by_pair: dict[str, list[int]] = defaultdict(list)
         self._always: list[int] = []
@@ -100,7 +103,7 @@ class ConceptRecognizer:
                 pair = _HANGUL_PAIR.search(item.name)
                 (self._by_pair[pair.group(0)] if pair else self._always).append(position)
                 continue
-            words = _WORD_RUN.findall(item.name.lower()) if item.name.isascii() else []
+            words = [w.encode() for w in _WORD_RUN.findall(item.name.lower())] if item.name.isascii() else []
             if len(words) > 1:
                 self._by_words[(words[0], words[1])].append(position)
             else:
@@ -134,16 +137,16 @@ class ConceptRecognizer:
     def _candidates(self, text: str, lowered: str) -> list[int]:
         """Positions in the priority order of every name that can match ``text`` (a superset of those that do)."""
         found = list(self._always)
-        words = _WORD_RUN.findall(lowered)
-        for key in self._by_word.keys() & set(words):
-            found.extend(self._by_word[key])
+        words = lowered.encode("utf-8", "surrogatepass").translate(_WORD_BYTES).split()
+        for word in self._by_word.keys() & set(words):
+            found.extend(self._by_word[word])
         for pair in self._by_words.keys() & set(pairwise(words)):
             found.extend(self._by_words[pair])
-        for key in self._by_tail.keys() & set(_CAMEL_TAIL.findall(text)):
-            found.extend(self._by_tail[key])
+        for tail in self._by_tail.keys() & set(_CAMEL_TAIL.findall(text)):
+            found.extend(self._by_tail[tail])
         if _HANGUL.search(text):
-            for key in self._by_pair.keys() & set(_HANGUL_PAIRS.findall(text)):
-                found.extend(self._by_pair[key])
+            for syllables in self._by_pair.keys() & set(_HANGUL_PAIRS.findall(text)):
+                found.extend(self._by_pair[syllables])
         return sorted(set(found))
 
     def _first_match(self, item: _Name, text: str, lowered: str) -> re.Match[str] | None:

@@ -26,6 +26,7 @@ ALIAS_CONFIDENCE = 0.8
 # Evidence is shown to a reviewer: one sentence, cut to a readable length.
 EVIDENCE_CHARS = 200
 INFERRED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom)
+_INFERRED_KIND_VALUES = frozenset(k.value for k in INFERRED_KINDS)
 
 
 def incident_text(incident: Incident, lang: str | None = None) -> str:
@@ -67,7 +68,7 @@ class ConceptTagger:
     def _alias_links(self, text: str) -> dict[str, InferredLink]:
         links: dict[str, InferredLink] = {}
         for mention, start, end in self.recognizer.spans(text):
-            if mention.kind not in {k.value for k in INFERRED_KINDS}:
+            if mention.kind not in _INFERRED_KIND_VALUES:
                 continue
             links[mention.concept_id] = InferredLink(
                 concept=mention.concept_id, kind=ConceptKind(mention.kind), evidence=_sentence_around(text, start, end),
