@@ -102,7 +102,9 @@ class DuplicateIndex:
 
     def _ids(self, tokens: frozenset[str]) -> np.ndarray:
         ids = self._token_ids
-        return np.fromiter((ids.setdefault(t, len(ids)) for t in tokens), dtype=np.int32, count=len(tokens))
+        new = tokens - ids.keys()
+        ids.update(zip(new, range(len(ids), len(ids) + len(new)), strict=True))
+        return np.fromiter(map(ids.__getitem__, tokens), dtype=np.int32, count=len(tokens))
 
     def add(self, incident_id: str, urls: list[str], texts: list[str]) -> None:
         normal = frozenset(normalise_url(u) for u in urls)
@@ -147,7 +149,8 @@ class DuplicateIndex:
             self._marks = np.zeros(2 * len(self._token_ids), dtype=bool)
         best, first = 0.0, len(theirs)
         for tokens in prints:
-            mine = np.fromiter((i for i in map(self._token_ids.get, tokens) if i is not None), dtype=np.int64)
+            shared_tokens = tokens & self._token_ids.keys()
+            mine = np.fromiter(map(self._token_ids.__getitem__, shared_tokens), dtype=np.int64, count=len(shared_tokens))
             self._marks[mine] = True
             shared = np.add.reduceat(self._marks[flat], starts, dtype=np.int64)
             self._marks[mine] = False
