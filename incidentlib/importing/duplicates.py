@@ -102,7 +102,7 @@ class DuplicateIndex:
 
     def _ids(self, tokens: frozenset[str]) -> np.ndarray:
         ids = self._token_ids
-        new = tokens - ids.keys()
+        new = [t for t in tokens if t not in ids]  # not ``tokens - ids.keys()``: that walks every known token
         ids.update(zip(new, range(len(ids), len(ids) + len(new)), strict=True))
         return np.fromiter(map(ids.__getitem__, tokens), dtype=np.int32, count=len(tokens))
 
@@ -148,9 +148,9 @@ class DuplicateIndex:
         if len(self._marks) < len(self._token_ids):
             self._marks = np.zeros(2 * len(self._token_ids), dtype=bool)
         best, first = 0.0, len(theirs)
+        ids = self._token_ids
         for tokens in prints:
-            shared_tokens = tokens & self._token_ids.keys()
-            mine = np.fromiter(map(self._token_ids.__getitem__, shared_tokens), dtype=np.int64, count=len(shared_tokens))
+            mine = np.array([ids[t] for t in tokens if t in ids], dtype=np.int64)
             self._marks[mine] = True
             shared = np.add.reduceat(self._marks[flat], starts, dtype=np.int64)
             self._marks[mine] = False
