@@ -462,6 +462,8 @@ def _print_results(response: SearchResponse, show_why: bool = True) -> None:
                 parts.append("terms: " + ", ".join(why.matched_terms[:8]))
             if why.shared_concepts:
                 parts.append("concepts: " + ", ".join(_concept_label(c) for c in why.shared_concepts))
+            if why.neighbours:
+                parts.append("near: " + ", ".join(why.neighbours))
             parts.append(f"passage: {why.chunk.kind}/{why.chunk.lang}")
             out.print(f"    [dim]{escape(' · '.join(parts))}[/dim]")
 

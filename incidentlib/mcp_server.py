@@ -109,6 +109,8 @@ def _search_text(response: SearchResponse) -> str:
             reasons.append("terms: " + ", ".join(r.why.matched_terms[:8]))
         if r.why.shared_concepts:
             reasons.append("concepts: " + ", ".join(c.label for c in r.why.shared_concepts))
+        if r.why.neighbours:
+            reasons.append("near: " + ", ".join(r.why.neighbours))
         if reasons:
             lines.append("   why: " + "; ".join(reasons))
     return "\n".join(lines)

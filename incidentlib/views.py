@@ -175,6 +175,7 @@ class Why(BaseModel):
     dense_rank: int | None = None
     graph_score: float | None = None
     evidence: dict[str, float] | None = None  # similar: raw lexical / dense / graph evidence before fusion
+    neighbours: list[str] = []  # similar: its nearest incidents that match the query better and raised its score
 
 
 class SearchResult(BaseModel):

@@ -103,6 +103,7 @@ class SearchService:
                 matched_terms=evidence.terms, shared_concepts=shared,
                 lexical_rank=evidence.ranks.get("lexical"), dense_rank=evidence.ranks.get("dense"),
                 graph_score=None if evidence.graph is None else round(evidence.graph, 4), evidence=raw,
+                neighbours=evidence.neighbours,
             ),
         )
 

@@ -35,6 +35,16 @@ The weights ``w_e`` come from :data:`WEIGHTING`:
   variance, ``w_e = a_e / (1 − a_e²)`` (Bartlett's factor score), so a kind that agrees with
   nothing (noise) gets a weight near 0 and one that carries the common signal dominates.
   Fewer than three kinds cannot separate signal from noise this way: equal weights.
+
+**Neighbourhood** (database-side augmentation; score regularisation over the nearest-neighbour
+graph): incidents alike in cause form groups, so a candidate whose own nearest incidents also
+match the query is more likely alike than one that matches alone.  After fusion, each
+candidate's score is replaced by the mean of its own and its :data:`NEIGHBOURS` nearest
+candidates' fused scores,
+``s'(c) = (s(c) + Σ_{j ∈ N(c)} s(j)) / (1 + |N(c)|)``, where ``N(c)`` are the incidents nearest
+to ``c`` by the same pipeline (``c`` as the query), restricted to the candidates (the query
+itself and filtered-out incidents never count).  It needs no labels and reads nothing but the
+collection's own similarity graph; ``neighbours=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -66,6 +76,9 @@ LOADING_FLOOR = 0.0  # a kind that disagrees with the others (negative loading) 
 LOADING_CEILING = 0.95  # keeps 1 − a² away from 0, so one kind cannot take all the weight from sampling noise
 FACTOR_ITERATIONS = 50  # principal-axis factoring converges in a few tens of steps for a handful of kinds
 EVIDENCE_KINDS = ("lexical", "dense", "graph")
+NEIGHBOURS = 5  # |N(c)|: a small neighbourhood, so one candidate's own match still weighs a sixth; 3 to 10 measure alike (docs/search.md)
+NEIGHBOUR_POOL = 50  # nearest incidents kept per incident: filters (allowed, the query itself) still leave NEIGHBOURS; memory N × pool
+EXPLAIN_NEIGHBOURS = 3  # neighbours shown in ``why``
 
 
 @dataclass
@@ -81,6 +94,7 @@ class Evidence:
     terms: list[str] = field(default_factory=list)
     shared: dict[str, bool] = field(default_factory=dict)  # concept id -> inferred on either side
     ranks: dict[str, int] = field(default_factory=dict)
+    neighbours: list[str] = field(default_factory=list)  # its nearest incidents that also match the query (raised its score)
 
 
 @dataclass(frozen=True)
@@ -97,10 +111,13 @@ class Query:
 class SimilarityIndex:
     """Incident-level lexical, dense and graph evidence over one library."""
 
-    def __init__(self, engine: SearchEngine, weighting: str = WEIGHTING) -> None:
+    def __init__(self, engine: SearchEngine, weighting: str = WEIGHTING, neighbours: int = NEIGHBOURS) -> None:
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting: {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
+        if neighbours < 0 or neighbours > NEIGHBOUR_POOL:
+            raise ValueError(f"neighbours: {neighbours} is not between 0 and {NEIGHBOUR_POOL}")
         self.weighting = weighting
+        self.neighbours = neighbours
         self.engine = engine
         self.data = engine.data
         self.ids: list[str] = list(self.data.incidents)
@@ -298,18 +315,8 @@ class SimilarityIndex:
             return equal
         return dict(zip(EVIDENCE_KINDS, factor_score_weights(loadings), strict=True))
 
-    def rank(self, query: Query, k: int, allowed: set[str] | None = None) -> list[Evidence]:
-        """The ``k`` best candidates by fused, standardised evidence (see the module docstring)."""
-        mask = np.ones(len(self.ids), dtype=bool)
-        if allowed is not None:
-            mask &= np.array([i in allowed for i in self.ids], dtype=bool)
-        if query.exclude is not None and query.exclude in self.position:
-            mask[self.position[query.exclude]] = False
-        candidates = np.flatnonzero(mask)
-        if not len(candidates):
-            return []
-        columns, best_chunk = self._columns(query)
-        dense = columns["dense"]
+    def _fuse(self, columns: dict[str, np.ndarray], candidates: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """``Σ_e w_e z_e / Σ_e w_e`` over ``candidates``, and each evidence's rank among them."""
         weights = self.weights
         fused = np.zeros(len(self.ids))
         used = 0.0
@@ -325,18 +332,65 @@ class SimilarityIndex:
                 continue
             fused += weights[name] * (values - float(sub.mean())) / std
             used += weights[name]
-        fused = fused / (used if used > 0 else 1.0)
+        return fused / (used if used > 0 else 1.0), ranks
+
+    # ---- neighbourhood ----------------------------------------------------------
+    @cached_property
+    def nearest(self) -> np.ndarray:
+        """(incidents × pool): each incident's nearest other incidents by the fused evidence, best first.
+
+        Computed once per index: every incident is ranked against all the others as a query."""
+        n = len(self.ids)
+        pool = min(NEIGHBOUR_POOL, max(n - 1, 0))
+        nearest = np.zeros((n, pool), dtype=np.int64)
+        everyone = np.arange(n)
+        for i, incident_id in enumerate(self.ids):
+            others = everyone[everyone != i]
+            columns, _ = self._columns(self.incident_query(self.data.incidents[incident_id]))
+            fused, _ = self._fuse(columns, others)
+            nearest[i] = others[np.argsort(-fused[others], kind="stable")[:pool]]
+        return nearest
+
+    def _neighbourhood(self, fused: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``s'`` of the module docstring for every incident, and the neighbours used (−1 pads)."""
+        if self.neighbours == 0 or len(self.ids) < 2:
+            return fused, np.full((len(self.ids), 0), -1, dtype=np.int64)
+        nearest = self.nearest
+        usable = mask[nearest]
+        usable &= np.cumsum(usable, axis=1) <= self.neighbours  # the first NEIGHBOURS that are candidates
+        total = fused + np.where(usable, fused[nearest], 0.0).sum(axis=1)
+        smoothed = total / (1 + usable.sum(axis=1))
+        chosen = np.where(usable, nearest, -1)
+        return smoothed, chosen
+
+    def rank(self, query: Query, k: int, allowed: set[str] | None = None) -> list[Evidence]:
+        """The ``k`` best candidates by fused, standardised evidence, averaged over each candidate's
+        neighbourhood (see the module docstring)."""
+        mask = np.ones(len(self.ids), dtype=bool)
+        if allowed is not None:
+            mask &= np.array([i in allowed for i in self.ids], dtype=bool)
+        if query.exclude is not None and query.exclude in self.position:
+            mask[self.position[query.exclude]] = False
+        candidates = np.flatnonzero(mask)
+        if not len(candidates):
+            return []
+        columns, best_chunk = self._columns(query)
+        dense = columns["dense"]
+        own, ranks = self._fuse(columns, candidates)
+        fused, chosen = self._neighbourhood(own, mask)
         order = candidates[np.lexsort((np.array(self.ids, dtype=object)[candidates].astype(str), -fused[candidates]))][:k]
         _, _, _, weighted, inferred = self._concepts
         results = []
         for i in order:
             shared = {c: (c in query.inferred or c in inferred[i]) for c in query.concepts if c in weighted[i]}
+            near = sorted((int(j) for j in chosen[i] if j >= 0 and own[j] > own[i]), key=lambda j: -own[j])
             results.append(Evidence(
                 incident_id=self.ids[i], score=float(fused[i]),
                 lexical=float(columns["lexical"][i]) if "lexical" in columns else None,
                 dense=float(dense[i]), graph=float(columns["graph"][i]) if "graph" in columns else None,
                 chunk=int(best_chunk[i]), terms=self._terms_explained(query.terms, int(i)), shared=shared,
                 ranks={name: int(r[i]) for name, r in ranks.items()},
+                neighbours=[self.ids[j] for j in near[:EXPLAIN_NEIGHBOURS]],
             ))
         return results
 
