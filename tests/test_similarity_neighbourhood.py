@@ -15,7 +15,7 @@ from fakes import HashEmbedder
 from incidentlib import Library
 from incidentlib.loader import load_library
 from incidentlib.search.engine import SearchConfig
-from incidentlib.search.similarity import NEIGHBOURS, SimilarityIndex
+from incidentlib.search.similarity import NEIGHBOURHOOD_SIZE, NEIGHBOURS, SimilarityIndex
 from incidentlib.similar_eval import precision_at
 
 # Words that say each cause; every record uses some of them, so records of one cause resemble each other.
@@ -26,7 +26,7 @@ CAUSES = {
 }
 FILLER = ["morning", "evening", "weekend", "customers", "engineers", "rollback", "paged", "escalated", "mitigated", "restored", "monitoring", "dashboard", "alerts", "ticket", "vendor", "contract", "region", "cluster", "tenant", "account", "billing", "portal", "mobile", "desktop", "partner", "report", "review", "timeline", "audit", "budget", "roadmap", "holiday", "migration", "release", "sprint", "backlog", "oncall", "handover", "pager", "runbook", "checklist", "meeting", "summary", "followup", "owner", "priority", "severity", "customer", "support", "status", "banner"]
 PLACE = "frankfurt rhein datacenter frankfurt rhein datacenter"  # what the query and the decoy share, and nothing else does
-PER_CAUSE = 7  # more than NEIGHBOURS, so each record's nearest are of its own cause
+PER_CAUSE = 7  # more than NEIGHBOURHOOD_SIZE, so each record's nearest are of its own cause
 
 
 def write_collection(folder: Path) -> tuple[Path, dict[str, str], str, str]:
@@ -62,15 +62,18 @@ def neighbourhood(tmp_path_factory: pytest.TempPathFactory, hashed_tagger: Path)
     library = Library(load_library(folder / "lib"), SearchConfig(cache_dir=seed_tagger(hashed_tagger, folder / "cache")),
                       embedder=HashEmbedder())
     library.build_index()
+    service = library._search_service
+    assert service.similarity.neighbours == NEIGHBOURS == 0  # off by default
+    service.__dict__["similarity"] = SimilarityIndex(service.engine, neighbours=NEIGHBOURHOOD_SIZE)  # what `similar` ranks with
     return library, label_of, query, decoy
 
 
 def test_nearest_incidents_are_of_the_same_cause(neighbourhood: tuple[Library, dict[str, str], str, str]) -> None:
     library, label_of, _, _ = neighbourhood
     index = library._search_service.similarity
-    assert index.neighbours == NEIGHBOURS
+    assert index.neighbours == NEIGHBOURHOOD_SIZE
     agree = [label_of[index.ids[j]] == label_of[incident_id] for i, incident_id in enumerate(index.ids)
-             for j in index.nearest[i][:NEIGHBOURS]]
+             for j in index.nearest[i][:NEIGHBOURHOOD_SIZE]]
     assert all(i not in row for i, row in enumerate(index.nearest))  # never its own neighbour
     assert sum(agree) / len(agree) > 0.8
 
@@ -79,7 +82,7 @@ def test_a_candidate_that_matches_alone_falls_below_ones_whose_neighbours_match(
         neighbourhood: tuple[Library, dict[str, str], str, str]) -> None:
     library, label_of, query, decoy = neighbourhood
     engine = library._search_service.engine
-    alone, with_neighbours = SimilarityIndex(engine, neighbours=0), SimilarityIndex(engine)
+    alone, with_neighbours = SimilarityIndex(engine, neighbours=0), SimilarityIndex(engine, neighbours=NEIGHBOURHOOD_SIZE)
     incident = library.data.incidents[query]
 
     def top(index: SimilarityIndex, k: int = 3) -> list[str]:

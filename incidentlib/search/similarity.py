@@ -39,12 +39,15 @@ The weights ``w_e`` come from :data:`WEIGHTING`:
 **Neighbourhood** (database-side augmentation; score regularisation over the nearest-neighbour
 graph): incidents alike in cause form groups, so a candidate whose own nearest incidents also
 match the query is more likely alike than one that matches alone.  After fusion, each
-candidate's score is replaced by the mean of its own and its :data:`NEIGHBOURS` nearest
+candidate's score is replaced by the mean of its own and its ``neighbours`` nearest
 candidates' fused scores,
 ``s'(c) = (s(c) + Σ_{j ∈ N(c)} s(j)) / (1 + |N(c)|)``, where ``N(c)`` are the incidents nearest
 to ``c`` by the same pipeline (``c`` as the query), restricted to the candidates (the query
 itself and filtered-out incidents never count).  It needs no labels and reads nothing but the
-collection's own similarity graph; ``neighbours=0`` turns it off.
+collection's own similarity graph.  Off by default (:data:`NEIGHBOURS` = 0): it raised label
+agreement on an independent collection and lowered it on the bundled library with its
+concepts held out (docs/search.md); ``SimilarityIndex(engine, neighbours=NEIGHBOURHOOD_SIZE)``
+turns it on.
 """
 
 from __future__ import annotations
@@ -76,8 +79,9 @@ LOADING_FLOOR = 0.0  # a kind that disagrees with the others (negative loading) 
 LOADING_CEILING = 0.95  # keeps 1 − a² away from 0, so one kind cannot take all the weight from sampling noise
 FACTOR_ITERATIONS = 50  # principal-axis factoring converges in a few tens of steps for a handful of kinds
 EVIDENCE_KINDS = ("lexical", "dense", "graph")
-NEIGHBOURS = 5  # |N(c)|: a small neighbourhood, so one candidate's own match still weighs a sixth; 3 to 10 measure alike (docs/search.md)
-NEIGHBOUR_POOL = 50  # nearest incidents kept per incident: filters (allowed, the query itself) still leave NEIGHBOURS; memory N × pool
+NEIGHBOURS = 0  # off by default: it helps on one independent collection and hurts on the bundled one (docs/search.md)
+NEIGHBOURHOOD_SIZE = 5  # |N(c)| when turned on: a small neighbourhood, so the candidate's own match still weighs a sixth
+NEIGHBOUR_POOL = 50  # nearest incidents kept per incident: filters (allowed, the query itself) still leave the neighbourhood; memory N × pool
 EXPLAIN_NEIGHBOURS = 3  # neighbours shown in ``why``
 
 
@@ -175,11 +179,16 @@ class SimilarityIndex:
             vector[t] = w
         return np.asarray(matrix @ vector).ravel()
 
+    @cached_property
+    def _term_names(self) -> dict[int, str]:
+        vocabulary, _, _ = self._lexical
+        return {i: t for t, i in vocabulary.items()}
+
     def _terms_explained(self, terms: dict[int, float], candidate: int) -> list[str]:
-        vocabulary, _, matrix = self._lexical
+        _, _, matrix = self._lexical
         row = matrix.getrow(candidate)
         contributions = sorted(((terms[t] * w, t) for t, w in zip(row.indices, row.data, strict=True) if t in terms), reverse=True)
-        names = {i: t for t, i in vocabulary.items()} if contributions else {}
+        names = self._term_names
         shown = [names[t] for _, t in contributions if not _is_fragment(names[t])]
         return shown[:EXPLAIN_TERMS]
 
@@ -357,7 +366,7 @@ class SimilarityIndex:
             return fused, np.full((len(self.ids), 0), -1, dtype=np.int64)
         nearest = self.nearest
         usable = mask[nearest]
-        usable &= np.cumsum(usable, axis=1) <= self.neighbours  # the first NEIGHBOURS that are candidates
+        usable &= np.cumsum(usable, axis=1) <= self.neighbours  # the first ``neighbours`` that are candidates
         total = fused + np.where(usable, fused[nearest], 0.0).sum(axis=1)
         smoothed = total / (1 + usable.sum(axis=1))
         chosen = np.where(usable, nearest, -1)
