@@ -27,7 +27,15 @@ from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeEr
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
 from .graph.sparql import SparqlResult, run_sparql
-from .graph.store import GraphStore, GraphStoreConfig, StoreKind, open_store, parse_graph_store, read_graph
+from .graph.store import (
+    PATCH_MAX_INCIDENTS,
+    GraphStore,
+    GraphStoreConfig,
+    StoreKind,
+    open_store,
+    parse_graph_store,
+    read_graph,
+)
 from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, load_library
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
 from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
@@ -255,22 +263,31 @@ class Library:
         """The configured store, loaded with this library's RDF when it is empty or stale (``graph.store``)."""
         return open_store(self.graph_config, self.data)
 
-    def _sync_graph_store(self) -> bool:
-        """After ``self.data`` changed: the in-process graph is dropped (rebuilt on use); a persistent store is
-        reloaded when its content hash differs from the new data's (``graph.store.ensure_loaded``), so of several
-        replicas on one store the first to see a change loads it. True when a store was reloaded or dropped."""
-        from .graph.store import ensure_loaded
+    def _sync_graph_store(self, previous: LibraryData | None = None, changed: set[str] | None = None) -> str:
+        """After ``self.data`` changed from ``previous`` (only the ``changed`` incidents): bring an open graph store
+        along (``graph.store.follow_change``): the changed incidents' triples are patched in, in process or in a
+        persistent store; a store that holds other content, or a change without a known delta (``previous`` None,
+        e.g. the YAML base changed), is reloaded whole (in process: dropped and rebuilt on use).  Of several
+        replicas on one store the first to see a change applies it; the others find it ``"current"``.
+        Returns what happened: ``"none"`` (no store open), ``"dropped"``, ``"current"``, ``"patched"`` or ``"loaded"``."""
+        from .graph.store import ensure_loaded, follow_change
         from .graph.store_memory import MemoryStore
 
-        for name in ("_knowledge", "_rdf"):
-            self.__dict__.pop(name, None)
-        store = self.__dict__.get("_graph_store")
+        self.__dict__.pop("_knowledge", None)
+        store: GraphStore | None = self.__dict__.get("_graph_store")
         if store is None:
-            return False
+            self.__dict__.pop("_rdf", None)
+            return "none"
         if isinstance(store, MemoryStore):
-            del self.__dict__["_graph_store"]
-            return True
-        return ensure_loaded(store, self.data)
+            if previous is None or changed is None:
+                for name in ("_graph_store", "_rdf"):
+                    self.__dict__.pop(name, None)
+                return "dropped"
+            return follow_change(store, previous, self.data, changed)  # in place: ``_rdf`` is this same graph
+        self.__dict__.pop("_rdf", None)
+        if previous is None or changed is None:
+            return "loaded" if ensure_loaded(store, self.data) else "current"
+        return follow_change(store, previous, self.data, changed)
 
     @cached_property
     def _knowledge(self) -> KnowledgeGraph:
@@ -489,7 +506,10 @@ class Library:
             return export_graphml(self._knowledge.nx)
         if fmt is ExportFormat.jsonl:
             return export_jsonl(self.data)
-        return export_rdf(self._rdf, fmt)
+        from .graph.store import reading
+
+        with reading(self._graph_store):  # an in-process graph is patched in place by refresh(): not mid-export
+            return export_rdf(self._rdf, fmt)
 
     # ---- search ----------------------------------------------------------------
     @cached_property
@@ -822,23 +842,29 @@ class Library:
                 return False
             changes = self._store.changes_since(self._seq)
             seq = max([seq, *(c.seq for c in changes)])
-            if self._seq == 0 or any(c.action == "export" for c in changes):
+            previous: LibraryData | None = None
+            changed_ids: set[str] | None = None
+            # the whole overlay is merged at the first look of a process that opened a store with a history, and
+            # after an export (the YAML base changed); otherwise only the incidents the new changes name
+            exported = any(c.action == "export" for c in changes)
+            if exported or (self._seq == 0 and len(changes) > PATCH_MAX_INCIDENTS):
                 if self._seq:
                     self._base_data = load_library(self.root)  # the YAML base itself changed
                     self._recognizer = None
                 data = merged(self._base_data, self._store.records(), seq)
-            else:  # only the incidents named in the new changes are re-read
+            else:
                 changed = {c.incident_id: self._store.record(c.incident_id) for c in changes}
                 data = patched(self.data, changed, self._base_data, seq)
+                previous, changed_ids = self.data, set(changed)
             replaced = self.__dict__.get("_search_engine")
             snapshot = replaced.lexical_snapshot() if replaced is not None else None
             if snapshot is not None:  # else keep the last one an engine had built
                 self._lexical_carry = snapshot
-            for name in ("_knowledge", "_rdf", "_search_engine", "_search_service", "_analysis"):
+            for name in ("_search_engine", "_search_service", "_analysis"):
                 self.__dict__.pop(name, None)
             self.data = data
             self._seq = seq
-            self._sync_graph_store()  # the graph store follows: rebuilt in process, reloaded when its hash differs
+            self._sync_graph_store(previous, changed_ids)  # the graph store follows: patched with the changed incidents
         return True
 
     def prepare_search(self) -> None:

@@ -16,15 +16,22 @@ triple in the named graph :data:`META_GRAPH`: ``<META_GRAPH> il:contentHash "…
 :func:`graph_content_hash` of what was loaded.  :func:`ensure_loaded` (re)loads the default
 graph only when that hash is missing or differs from the library's, so a restart does not
 reload, and a crash during a load (the hash is removed first, written last) reloads next time.
+
+After a write only the changed incidents' triples change: :func:`follow_change` *patches* the
+store (``GraphStore.patch``: the :class:`~.rdf.GraphDelta` removed and added, and the hash moved
+from the old content's to the new one's, in one transaction that applies only while the store
+still holds the old content), and falls back to a full load when the store holds anything else
+or the change is too large for a patch to pay.
 """
 
 from __future__ import annotations
 
 import hashlib
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 from rdflib import Graph
@@ -32,6 +39,9 @@ from rdflib import Graph
 from ..errors import InvalidRequest
 from ..loader import LibraryData
 from .ontology import PREFIXES, bind_prefixes
+
+if TYPE_CHECKING:
+    from .rdf import GraphDelta
 
 # Bump when build_graph's output changes for the same data files (a new triple, a renamed
 # property): stores loaded by an older version then see a different hash and reload.
@@ -42,6 +52,10 @@ CONTENT_HASH = "https://w3id.org/incidentlib/ontology#contentHash"
 # limit (loading the bundled library over HTTP takes about a second; 300 s leaves room for a
 # library a hundred times larger on a slow endpoint).
 DEFAULT_HTTP_TIMEOUT_SECONDS = 300.0
+#: Changed incidents above which a change is loaded in bulk rather than patched: a patch costs a few
+#: milliseconds per incident (its triples built twice and sent as SPARQL Update text, which stores
+#: parse more slowly than a bulk N-Triples load), so a large import is cheaper to reload whole.
+PATCH_MAX_INCIDENTS = 1_000
 
 #: The prefixes every query may use without declaring them (il:, skos:, dcterms:, …).
 PREFIX_IRIS: dict[str, str] = {prefix: str(namespace) for prefix, namespace in PREFIXES.items()}
@@ -126,6 +140,11 @@ class GraphStore(Protocol):
         """Replace the default graph with ``ntriples`` and record ``content_hash`` (removed first, written last)."""
         ...
 
+    def patch(self, delta: GraphDelta, old_hash: str, new_hash: str) -> bool:
+        """Apply ``delta`` and move the recorded hash from ``old_hash`` to ``new_hash`` atomically, only if the
+        store holds ``old_hash``; True when it now holds ``new_hash``."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -157,13 +176,51 @@ def ensure_loaded(store: GraphStore, data: LibraryData) -> bool:
     return True
 
 
+def patch_update(delta: GraphDelta, old_hash: str, new_hash: str) -> str:
+    """One SPARQL Update applying ``delta`` only while the store records ``old_hash`` (a compare-and-swap).
+
+    ``DELETE { old hash, removed triples } INSERT { new hash, added triples } WHERE { old hash }``:
+    the templates hold ground triples, so when the WHERE clause does not match nothing changes.
+    """
+    from .rdf import delta_ntriples
+
+    meta = f"<{META_GRAPH}> <{CONTENT_HASH}>"
+    return (f'DELETE {{ GRAPH <{META_GRAPH}> {{ {meta} "{old_hash}" }}\n{delta_ntriples(delta.removed)} }}\n'
+            f'INSERT {{ GRAPH <{META_GRAPH}> {{ {meta} "{new_hash}" }}\n{delta_ntriples(delta.added)} }}\n'
+            f'WHERE {{ GRAPH <{META_GRAPH}> {{ {meta} "{old_hash}" }} }}')
+
+
+def follow_change(store: GraphStore, before: LibraryData, after: LibraryData, changed: set[str]) -> str:
+    """Bring ``store`` from ``before``'s graph to ``after``'s: ``"current"`` when it already holds it (another
+    replica got there first), ``"patched"`` when the changed incidents' delta applied, else ``"loaded"``
+    (a full :func:`ensure_loaded`: the store held other content, or more than :data:`PATCH_MAX_INCIDENTS` changed)."""
+    wanted = graph_content_hash(after)
+    stored = store.stored_hash()
+    if stored == wanted:
+        return "current"
+    if stored == graph_content_hash(before) and len(changed) <= PATCH_MAX_INCIDENTS:
+        from .rdf import graph_delta
+
+        if store.patch(graph_delta(before, after, changed), stored, wanted):
+            return "patched"
+    ensure_loaded(store, after)
+    return "loaded"
+
+
+def reading(store: GraphStore) -> AbstractContextManager[object]:
+    """Hold while reading a store's graph object directly (an export): an in-process graph is patched in place."""
+    from .store_memory import MemoryStore
+
+    return store.lock if isinstance(store, MemoryStore) else nullcontext()
+
+
 def open_store(config: GraphStoreConfig, data: LibraryData) -> GraphStore:
     """The configured store, holding ``data``'s graph (loaded now when it is empty or stale)."""
     if config.kind is StoreKind.memory:
         from .rdf import build_graph
         from .store_memory import MemoryStore
 
-        return MemoryStore(build_graph(data), config)
+        return MemoryStore(build_graph(data), config, graph_content_hash(data))
     store: GraphStore
     if config.kind is StoreKind.oxigraph:
         from .store_oxigraph import OxigraphStore

@@ -7,9 +7,22 @@ through an Oxigraph *server* instead (:mod:`.store_remote`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import GraphStoreError
-from .store import CONTENT_HASH, GRAPH_KINDS, META_GRAPH, PREFIX_IRIS, GraphStoreConfig, QueryKind, StoreAnswer
+from .store import (
+    CONTENT_HASH,
+    GRAPH_KINDS,
+    META_GRAPH,
+    PREFIX_IRIS,
+    GraphStoreConfig,
+    QueryKind,
+    StoreAnswer,
+    patch_update,
+)
+
+if TYPE_CHECKING:
+    from .rdf import GraphDelta
 
 
 class OxigraphStore:
@@ -65,6 +78,14 @@ class OxigraphStore:
         self._store.bulk_load(ntriples, ox.RdfFormat.N_TRIPLES, to_graph=ox.DefaultGraph())
         self._store.add(ox.Quad(meta, ox.NamedNode(CONTENT_HASH), ox.Literal(content_hash), meta))
         self._store.flush()
+
+    def patch(self, delta: GraphDelta, old_hash: str, new_hash: str) -> bool:
+        """One SPARQL Update (:func:`~.store.patch_update`); pyoxigraph applies an update as one transaction."""
+        if self.stored_hash() != old_hash:
+            return False
+        self._store.update(patch_update(delta, old_hash, new_hash))
+        self._store.flush()
+        return self.stored_hash() == new_hash
 
     def close(self) -> None:
         """Flush and drop the handle: RocksDB's directory lock goes with it, so another ``OxigraphStore`` may open it."""

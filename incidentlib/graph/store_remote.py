@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..errors import GraphStoreError, SparqlError
@@ -23,7 +24,11 @@ from .store import (
     GraphStoreConfig,
     QueryKind,
     StoreAnswer,
+    patch_update,
 )
+
+if TYPE_CHECKING:
+    from .rdf import GraphDelta
 
 NTRIPLES = "application/n-triples"
 RESULTS_JSON = "application/sparql-results+json"
@@ -86,6 +91,12 @@ class RemoteStore:
         self._update(f"DROP SILENT GRAPH <{META_GRAPH}>")  # a load cut short leaves no hash: the next start reloads
         self._send(f"{self.store_url}?default", ntriples, "PUT", {"Content-Type": NTRIPLES}, None)
         self._update(f'INSERT DATA {{ GRAPH <{META_GRAPH}> {{ <{META_GRAPH}> <{CONTENT_HASH}> "{content_hash}" }} }}')
+
+    def patch(self, delta: GraphDelta, old_hash: str, new_hash: str) -> bool:
+        """One conditional SPARQL Update request (:func:`~.store.patch_update`): if another replica changed the store
+        first, its WHERE clause matches nothing and the store is left as that replica wrote it."""
+        self._update(patch_update(delta, old_hash, new_hash))
+        return self.stored_hash() == new_hash
 
     def close(self) -> None:
         """Nothing to release: every request opens and closes its own connection."""
