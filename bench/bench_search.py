@@ -141,7 +141,7 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
     meta = IndexMeta(format_version=3, embedder="use-m3", dim=index.vectors.shape[1], content_hash="synthetic",
                      chunks=len(chunks), index_kind=index.kind, build="synthetic", built_at=0.0)
     engine.__dict__.update(chunks=chunks, lexical=lexical, embedder=real_engine.embedder)
-    engine._dense = LoadedIndex(index, [c.id for c in chunks], meta)
+    engine.use_index(LoadedIndex(index, [c.id for c in chunks], meta))
     return engine, tokens, hnsw_index, timings, len(incidents)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -46,6 +47,7 @@ from .search.backend import parse_search_backend
 from .search.concepts import ConceptRecognizer
 from .search.engine import IndexStats, SearchConfig, SearchEngine, SearchMode
 from .search.fusion import FusionMethod
+from .search.layered import DenseSnapshot
 from .search.lexical import Postings
 from .search.service import SearchService
 from .search.store import BuildReport, ProgressFn
@@ -58,6 +60,7 @@ from .views import (
     AlertsAnswer,
     ClusterSet,
     ClusterView,
+    CompactReport,
     CreatedToken,
     Diagnosis,
     ExportReport,
@@ -106,6 +109,10 @@ DEFAULT_EMBEDDER = DEFAULT_BACKEND
 # How often a serving process looks for changes committed by any process (one indexed SQLite read);
 # a tenth of the 1 s write-to-searchable budget, leaving the rest for the index rebuild.
 FOLLOW_INTERVAL_S = 0.1
+# Seconds without a change after which a serving process compacts (see Library.compact): long enough that a
+# burst of writes is carried write by write rather than compacted between two of them, short enough that a
+# restart or another process soon finds a clean index on disk. Chosen by that argument, not tuned.
+COMPACT_AFTER_IDLE_S = 5.0
 
 logger = logging.getLogger(__name__)
 assert set(get_args(SearchModeName)) == {m.value for m in SearchMode}
@@ -133,6 +140,9 @@ class Library:
         self._recognizer: ConceptRecognizer | None = None
         # texts and BM25 postings of the last engine a refresh dropped: the next one updates them, not rebuilds
         self._lexical_carry: tuple[list[str], Postings] | None = None
+        # the dense index of the engine a refresh dropped: the next engine carries it (search.layered)
+        self._dense_carry: DenseSnapshot | None = None
+        self._compaction: threading.Thread | None = None
         if self._store.exists:
             self.refresh()
 
@@ -514,7 +524,9 @@ class Library:
     # ---- search ----------------------------------------------------------------
     @cached_property
     def _search_engine(self) -> SearchEngine:
-        return SearchEngine(self.data, self.search_config, self._embedder, previous_lexical=self._lexical_carry)
+        carried, self._dense_carry = self._dense_carry, None  # the engine holds it until used (and hands it on)
+        return SearchEngine(self.data, self.search_config, self._embedder, previous_lexical=self._lexical_carry,
+                            previous_dense=carried)
 
     @cached_property
     def _search_service(self) -> SearchService:
@@ -860,6 +872,8 @@ class Library:
             snapshot = replaced.lexical_snapshot() if replaced is not None else None
             if snapshot is not None:  # else keep the last one an engine had built
                 self._lexical_carry = snapshot
+            if replaced is not None:
+                self._dense_carry = replaced.dense_snapshot()
             for name in ("_search_engine", "_search_service", "_analysis"):
                 self.__dict__.pop(name, None)
             self.data = data
@@ -874,21 +888,72 @@ class Library:
         _ = engine.lexical, engine.dense, self._search_service
         engine.backend.prepare()  # a Milvus backend fills the collection for the new content now, not on a search
 
-    def follow_changes(self, stop: threading.Event, interval: float = FOLLOW_INTERVAL_S) -> None:
+    def follow_changes(self, stop: threading.Event, interval: float = FOLLOW_INTERVAL_S,
+                       compact_after: float = COMPACT_AFTER_IDLE_S) -> None:
         """Until ``stop`` is set: every ``interval`` seconds apply committed changes (:meth:`refresh`)
         and, when there were some, :meth:`prepare_search`.  Run in a background thread by ``serve``,
-        so the first request after a write, in any process, finds the index already built.
+        so the first request after a write, in any process, finds the index already built.  Once no
+        change came for ``compact_after`` seconds, :meth:`compact` runs in another background thread.
 
         Write-to-searchable latency is then at most ``interval`` + one rebuild, instead of one rebuild
         paid by whichever request comes first.  An error is logged and retried at the next tick: a
         request still refreshes on its own, so a failing follower never hides a write.
         """
+        last_change = time.monotonic()
         while not stop.wait(interval):
             try:
                 if self.refresh():
                     self.prepare_search()
+                    last_change = time.monotonic()
+                elif self.needs_compaction and time.monotonic() - last_change >= compact_after:
+                    self._compact_in_background()
             except Exception:  # a background thread must outlive any one bad refresh
                 logger.exception("follow_changes: refresh failed; retrying in %.1f s", interval)
+
+    @property
+    def needs_compaction(self) -> bool:
+        """True when the search index was carried through changes (dead and appended rows, not saved yet)."""
+        engine: SearchEngine | None = self.__dict__.get("_search_engine")
+        return engine is not None and engine.needs_compaction
+
+    def compact(self) -> CompactReport:
+        """Tidy what writes leave behind, without blocking reads or writes:
+
+        - the dense index carried through changes (its dead rows masked, new rows in an appended
+          exact delta; see :mod:`incidentlib.search.layered`) is written as one clean index for the
+          current content from the vectors in memory — nothing is re-embedded; when another process
+          already wrote it, it is loaded instead — and swapped in;
+        - the write store's write-ahead log is copied into the database and truncated.
+
+        ``serve`` runs it in the background once the library has been quiet for
+        :data:`COMPACT_AFTER_IDLE_S` seconds after a change.
+        """
+        started = time.perf_counter()
+        engine: SearchEngine | None = self.__dict__.get("_search_engine")
+        action, rows, dropped = "none", 0, 0
+        if engine is not None and engine.needs_compaction:
+            before = engine.dense_snapshot()
+            with self._background:  # a fork (SPARQL host) waits: FAISS and BLAS threads may be running
+                report = engine.compact()
+            if report is not None and before is not None:
+                action, rows, dropped = report.action, report.chunks, before.dead
+        wal_before, wal_after = self._store.checkpoint()
+        return CompactReport(dense=action, dense_rows=rows, dead_rows_dropped=dropped, wal_bytes_before=wal_before,
+                             wal_bytes_after=wal_after, seconds=round(time.perf_counter() - started, 3))
+
+    def _compact_in_background(self) -> None:
+        if self._compaction is not None and self._compaction.is_alive():
+            return
+
+        def run() -> None:
+            try:
+                report = self.compact()
+                logger.info("compacted: %s", report.model_dump_json())
+            except Exception:
+                logger.exception("compaction failed; the carried index keeps serving")
+
+        self._compaction = threading.Thread(target=run, name="incidentlib-compaction", daemon=True)
+        self._compaction.start()
 
     def refresh_graph(self) -> bool:
         """:meth:`refresh`, then rebuild the RDF graph at once when something changed.

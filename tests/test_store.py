@@ -25,6 +25,7 @@ from incidentlib.errors import (
     ValidationFailed,
 )
 from incidentlib.loader import load_library
+from incidentlib.search.engine import SearchConfig
 from incidentlib.store import STORE_FILE
 
 IDS = ["IL-0001", "IL-0002", "IL-0025", "IL-0070"]  # IL-0025: named by data/diagnosis/shapes.yaml
@@ -90,6 +91,31 @@ def test_the_follower_applies_another_instances_write_and_builds_search_before_a
         # no request ever called refresh(): the follower did, and built the index the search now uses
         assert follower.change_seq == writer.change_seq
         assert [r.id for r in follower.search("quokka", mode="lexical").results] == [record.id]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
+def test_the_follower_compacts_the_carried_index_once_writes_stop(root: Path, tmp_path: Path) -> None:
+    writer = open_lib(root)
+    follower = Library(load_library(root), SearchConfig(cache_dir=tmp_path / "own-cache"), embedder=HashEmbedder())
+    follower.prepare_search()
+    stop = threading.Event()
+    thread = threading.Thread(target=follower.follow_changes, args=(stop, 0.05, 0.5), daemon=True)
+    thread.start()
+    try:
+        record = writer.create_draft(draft("quokka"), actor="ci-bot")
+        deadline = time.monotonic() + 120  # a bound on a loaded machine, not a latency claim
+        while follower.change_seq != writer.change_seq or follower.needs_compaction or (
+                follower._search_engine.last_build is None):
+            assert time.monotonic() < deadline, "the follower never compacted"
+            time.sleep(0.05)
+        build = follower._search_engine.last_build
+        assert build.action == "compacted" and build.embedded == 0  # carried first, then written from memory
+        fresh = Library(load_library(root), SearchConfig(cache_dir=tmp_path / "fresh"), embedder=HashEmbedder())
+        ranked = [r.id for r in follower.search("quokka storage", mode="dense").results]
+        assert record.id in ranked and ranked == [r.id for r in fresh.search("quokka storage", mode="dense").results]
     finally:
         stop.set()
         thread.join(timeout=30)

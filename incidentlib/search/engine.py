@@ -30,6 +30,7 @@ from .backend import LOCAL, SearchBackend, open_backend, parse_search_backend
 from .chunks import Chunk, library_chunks
 from .dense import DEFAULT_HNSW_THRESHOLD
 from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
+from .layered import DenseSnapshot, RowKey, carry
 from .lexical import LexicalIndex, Postings
 from .lexical_store import cached_lexical_index
 from .store import BuildReport, LoadedIndex, ProgressFn, ensure_index, store_dir
@@ -91,6 +92,23 @@ class IndexStats(BaseModel):
 
 
 @dataclass(frozen=True)
+class _DenseState:
+    """One dense index with its row maps, replaced as a whole (a request reads one consistent state).
+
+    ``row_to_chunk[row]`` is the chunk position of an index row (-1 for a dead row of a carried index),
+    ``chunk_to_row[chunk]`` the row of a chunk; ``identity`` when rows are the chunks in order;
+    ``keys`` the ``(chunk id, digest)`` per row when known (carried), ``persisted`` False until compacted.
+    """
+
+    loaded: LoadedIndex
+    row_to_chunk: np.ndarray
+    chunk_to_row: np.ndarray
+    identity: bool
+    keys: list[RowKey] | None
+    persisted: bool
+
+
+@dataclass(frozen=True)
 class Hit:
     """One ranked incident with the chunk that earned its score."""
 
@@ -103,17 +121,19 @@ class Hit:
 
 class SearchEngine:
     def __init__(self, data: LibraryData, config: SearchConfig | None = None, embedder: Embedder | None = None,
-                 previous_lexical: tuple[list[str], Postings] | None = None) -> None:
-        """``previous_lexical``: the chunk texts and BM25 postings of the engine this one replaces after a
-        change to a live library (:meth:`lexical_snapshot`); that index is updated to this corpus instead of
-        rebuilt (see :func:`.lexical.update_postings`)."""
+                 previous_lexical: tuple[list[str], Postings] | None = None,
+                 previous_dense: DenseSnapshot | None = None) -> None:
+        """``previous_lexical`` / ``previous_dense``: the BM25 postings (with chunk texts) and the dense index of
+        the engine this one replaces after a change to a live library (:meth:`lexical_snapshot`,
+        :meth:`dense_snapshot`); the BM25 index is updated to this corpus instead of rebuilt (see
+        :func:`.lexical.update_postings`), the dense one carried (see :mod:`.layered`) until :meth:`compact`."""
         self.data = data
         self._previous_lexical = previous_lexical
+        self._previous_dense = previous_dense
         self.config = config or SearchConfig()
         self._given_embedder = embedder
         self.last_build: BuildReport | None = None
-        self._dense: LoadedIndex | None = None
-        self._row_maps_cache: tuple[np.ndarray, np.ndarray, bool] | None = None
+        self._state: _DenseState | None = None
         #: ``"loaded"``, ``"updated"`` or ``"built"`` once the lexical index exists (``incidentlib index --stats`` shows it).
         self.lexical_source: str | None = None
 
@@ -173,8 +193,13 @@ class SearchEngine:
     def build(self, progress: ProgressFn | None = None) -> BuildReport:
         """Make sure the dense index is fresh (reuse, extend or rebuild), then that the ranking backend holds
         this corpus (fills a Milvus collection when it has none for this content), and return what was done."""
-        self._row_maps_cache = None  # row order may change with the index
-        self._dense, report = self._ensure(progress)
+        state = self._state
+        if state is not None and not state.persisted:
+            report = self.compact(progress)
+            assert report is not None
+        else:
+            loaded, report = self._ensure(progress)
+            self._state = self._new_state(loaded, None, persisted=True)
         self.backend.prepare(progress)
         return report
 
@@ -185,46 +210,96 @@ class SearchEngine:
 
     def chunk_vectors(self) -> np.ndarray:
         """The dense vector of every chunk, in chunk order (one row per :attr:`chunks` entry)."""
-        _, chunk_to_row = self._row_maps
-        assert self._row_maps_cache is not None
-        vectors = self.dense.vectors
-        result: np.ndarray = vectors if self._row_maps_cache[2] else vectors[chunk_to_row]
+        state = self._dense_state
+        vectors = state.loaded.vectors
+        result: np.ndarray = vectors if state.identity else vectors[state.chunk_to_row]
         return result
 
     def incident_position(self, incident_id: str) -> int:
         """The incident's place in the library's order (ties in a ranking go to the earlier one)."""
         return self._incident_position[incident_id]
 
-    def _ensure(self, progress: ProgressFn | None) -> tuple[LoadedIndex, BuildReport]:
+    def _ensure(self, progress: ProgressFn | None, donor: DenseSnapshot | None = None) -> tuple[LoadedIndex, BuildReport]:
         folder = store_dir(self.cache_dir, self.data.content_hash, self.embedder)
         loaded, report = ensure_index(
             self.chunks, self.data.content_hash, self.embedder, folder, hnsw_threshold=self.config.hnsw_threshold,
             progress=progress, library=str(Path(self.data.root).resolve()),
+            memory_donor=None if donor is None else (donor.loaded.vectors, donor.keys),
         )
         self.last_build = report
         return loaded, report
 
+    def _new_state(self, loaded: LoadedIndex, keys: list[RowKey] | None, persisted: bool) -> _DenseState:
+        position = {chunk.id: i for i, chunk in enumerate(self.chunks)}
+        row_to_chunk = np.fromiter((position.get(chunk_id, -1) if chunk_id else -1 for chunk_id in loaded.chunk_ids),
+                                   dtype=np.int64, count=len(loaded.chunk_ids))
+        live = np.flatnonzero(row_to_chunk >= 0)
+        chunk_to_row = np.empty(len(self.chunks), dtype=np.int64)
+        chunk_to_row[row_to_chunk[live]] = live
+        identity = len(row_to_chunk) == len(self.chunks) and bool(np.array_equal(row_to_chunk, np.arange(len(row_to_chunk))))
+        return _DenseState(loaded, row_to_chunk, chunk_to_row, identity, keys, persisted)
+
     @property
-    def dense(self) -> LoadedIndex:
-        """The dense index, loaded (or built without progress) on first use."""
-        if self._dense is None:
-            self._dense = self._ensure(None)[0]
-        return self._dense
+    def _dense_state(self) -> _DenseState:
+        """The dense index and its row maps: carried from the previous engine after a change, else loaded
+        (or built without progress) on first use."""
+        state = self._state
+        if state is None:
+            previous, self._previous_dense = self._previous_dense, None  # not held past its use
+            carried = None if previous is None else carry(previous, self.chunks, self.data.content_hash, self.embedder)
+            if carried is not None:
+                loaded, keys, self.last_build = carried
+                state = self._new_state(loaded, keys, persisted=False)
+            elif previous is not None:  # too many dead rows to carry: compact now, from the vectors in memory
+                state = self._new_state(self._ensure(None, previous)[0], None, persisted=True)
+            else:
+                state = self._new_state(self._ensure(None)[0], None, persisted=True)
+            self._state = state
+        return state
 
     @property
     def _row_maps(self) -> tuple[np.ndarray, np.ndarray]:
-        """Index row -> chunk position, and chunk position -> index row."""
-        if self._row_maps_cache is None:
-            self._row_maps_cache = self._compute_row_maps()
-        return self._row_maps_cache[0], self._row_maps_cache[1]
+        """Index row -> chunk position (-1: a dead row), and chunk position -> index row."""
+        state = self._dense_state
+        return state.row_to_chunk, state.chunk_to_row
 
-    def _compute_row_maps(self) -> tuple[np.ndarray, np.ndarray, bool]:
-        position = {chunk.id: i for i, chunk in enumerate(self.chunks)}
-        row_to_chunk = np.array([position[chunk_id] for chunk_id in self.dense.chunk_ids], dtype=np.int64)
-        chunk_to_row = np.empty(len(self.chunks), dtype=np.int64)
-        chunk_to_row[row_to_chunk] = np.arange(len(row_to_chunk))
-        identity = bool(np.array_equal(row_to_chunk, np.arange(len(row_to_chunk))))
-        return row_to_chunk, chunk_to_row, identity
+    def use_index(self, loaded: LoadedIndex) -> None:
+        """Serve ``loaded`` (rows named by ``loaded.chunk_ids``) as this engine's dense index: for benchmarks
+        that build an index themselves."""
+        self._state = self._new_state(loaded, None, persisted=True)
+
+    @property
+    def dense(self) -> LoadedIndex:
+        """The dense index, loaded (or built without progress, or carried after a change) on first use."""
+        return self._dense_state.loaded
+
+    @property
+    def needs_compaction(self) -> bool:
+        """True when the dense index is a carried one (dead rows, appended rows, not saved): :meth:`compact` tidies it."""
+        state = self._state
+        return state is not None and not state.persisted
+
+    def dense_snapshot(self) -> DenseSnapshot | None:
+        """This engine's dense index and each row's ``(chunk id, digest)``, when it has one (for the next engine)."""
+        state = self._state
+        if state is None:
+            return self._previous_dense  # not built since the last change: the one it would have carried
+        if state.keys is not None:
+            return DenseSnapshot(state.loaded, state.keys)
+        digest = {chunk.id: chunk.digest for chunk in self.chunks}
+        return DenseSnapshot(state.loaded, [(cid, digest[cid]) if cid in digest else None for cid in state.loaded.chunk_ids])
+
+    def compact(self, progress: ProgressFn | None = None) -> BuildReport | None:
+        """Write one clean dense index for this content from the carried vectors (nothing is re-embedded; another
+        process may already have written it, then it is loaded) and swap it in; None when there is nothing to do."""
+        state = self._state
+        if state is None or state.persisted:
+            return None
+        snapshot = self.dense_snapshot()
+        assert snapshot is not None
+        loaded, report = self._ensure(progress, snapshot)
+        self._state = self._new_state(loaded, None, persisted=True)
+        return report
 
     def stats(self) -> IndexStats:
         """Sizes and kinds of the built indexes (builds or loads them first)."""
@@ -307,21 +382,22 @@ class SearchEngine:
 
     def local_rank_dense_vector(self, vector: np.ndarray, allowed: set[str] | None = None,
                                 depth: int = CANDIDATE_DEPTH) -> list[tuple[str, float, int]]:
-        index = self.dense.index
+        state = self._dense_state
+        index = state.loaded.index
         row_scores = index.scores(vector)
         if row_scores is not None:  # exact: every chunk is scored, so the ranking is exact too
-            _, chunk_to_row = self._row_maps
-            assert self._row_maps_cache is not None
-            scores = row_scores if self._row_maps_cache[2] else row_scores[chunk_to_row]
+            scores = row_scores if state.identity else row_scores[state.chunk_to_row]
             return self._top_incidents(scores, depth, allowed, positive=False)
-        row_to_chunk, chunk_to_row = self._row_maps
+        row_to_chunk, chunk_to_row = state.row_to_chunk, state.chunk_to_row
         chunks = self._allowed_chunks(allowed)
         rows = None if chunks is None else chunk_to_row[chunks]
         available = len(index) if rows is None else len(rows)
         fetch = min(available, max(DENSE_FETCH_MIN, depth * DENSE_FETCH_PER_INCIDENT))
         while True:
             found, ids = index.search(vector, fetch, allowed=rows)
-            ranked = self._aggregate(row_to_chunk[ids.astype(np.int64)], found.astype(np.float32))
+            chunk_of = row_to_chunk[ids.astype(np.int64)]
+            live = chunk_of >= 0  # a carried index's dead rows rank nowhere
+            ranked = self._aggregate(chunk_of[live], found.astype(np.float32)[live])
             if len(ranked) >= depth or fetch >= available:
                 return ranked[:depth]
             fetch = min(available, fetch * DENSE_FETCH_GROWTH)
@@ -358,12 +434,12 @@ class SearchEngine:
     def incident_vector(self, incident_id: str, kinds: Iterable[str] = ("title", "body")) -> np.ndarray:
         """The normalised mean of an incident's chunk vectors (for "more like this")."""
         wanted = set(kinds)
-        _, chunk_to_row = self._row_maps
+        state = self._dense_state
         order, offsets, _ = self._incident_chunks
         position = self._incident_position[incident_id]
         own = order[offsets[position] : offsets[position + 1]]
-        rows = [chunk_to_row[i] for i in own if self.chunks[i].kind in wanted]
-        vector = self.dense.vectors[rows].mean(axis=0)
+        rows = [state.chunk_to_row[i] for i in own if self.chunks[i].kind in wanted]
+        vector = state.loaded.vectors[rows].mean(axis=0)
         norm = float(np.linalg.norm(vector)) or 1.0
         result: np.ndarray = (vector / norm).astype(np.float32)
         return result

@@ -250,12 +250,16 @@ def ensure_index(
     batch_size: int = EMBED_BATCH,
     progress: ProgressFn | None = None,
     library: str = "",
+    memory_donor: tuple[np.ndarray, list[tuple[str, str] | None]] | None = None,
 ) -> tuple[LoadedIndex, BuildReport]:
     """Return a fresh index for ``chunks``, building or updating the persisted one as needed.
 
     ``folder`` is :func:`store_dir` of the content; ``library`` (the library's directory) only
     helps pick a donor of unchanged vectors.  Index rows need not follow the library's chunk
     order: ``LoadedIndex.chunk_ids`` names the chunk in each row, so new chunks can be appended.
+    ``memory_donor`` (vectors and the ``(chunk id, digest)`` of each row, None for a dead row) is an
+    index held in memory (a carried one, :mod:`.layered`): its vectors are used instead of a donor on
+    disk, and the persisted index is always written anew (compaction).
     """
     started = time.perf_counter()
     warning: str | None = None
@@ -275,7 +279,9 @@ def ensure_index(
         return current_build, _report("reused", meta, 0, len(chunks), folder, started)
 
     donor: tuple[Path, IndexMeta] | None = None
-    if current_build is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim:
+    if memory_donor is not None:
+        pass  # the vectors are in memory: no donor on disk
+    elif current_build is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim:
         donor = (folder, meta)  # the same content with another index kind or chunking: reuse its vectors
     elif not warning:
         donor = _donor(folder, embedder, library)
@@ -289,9 +295,12 @@ def ensure_index(
             old, old_rows = None, []  # a damaged donor only costs re-embedding
     old_vectors = old.vectors if old is not None else np.zeros((0, embedder.dim), dtype=np.float32)
     previous = {(row["id"], row["digest"]): i for i, row in enumerate(old_rows)}
+    if memory_donor is not None:
+        old_vectors = memory_donor[0]
+        previous = {key: i for i, key in enumerate(memory_donor[1]) if key is not None}
     current = {(c.id, c.digest) for c in chunks}
     missing = [c for c in chunks if (c.id, c.digest) not in previous]
-    fresh = _embed([c.text for c in missing], embedder, batch_size, progress)
+    fresh = embed_texts([c.text for c in missing], embedder, batch_size, progress)
 
     additions_only = bool(old_rows) and all(key in current for key in previous)
     # every donor row still current and an HNSW graph to keep: append the new chunks (incremental add)
@@ -309,7 +318,9 @@ def ensure_index(
         vectors[row] = old_vectors[previous[key]] if key in previous else fresh[fresh_row[chunk.id]]
     del old, old_vectors  # the donor's memory is not needed any more
     index = dense.create(vectors, hnsw_threshold)
-    if not missing:
+    if memory_donor is not None:
+        action = "compacted"
+    elif not missing:
         action = "refreshed"
     elif additions_only:
         action = "extended"  # the exact index is its vectors: the new rows are added to the reused ones
@@ -356,7 +367,8 @@ def _evict(parent: Path, keep: int = KEEP_BUILDS) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def _embed(texts: list[str], embedder: Embedder, batch_size: int, progress: ProgressFn | None) -> np.ndarray:
+def embed_texts(texts: list[str], embedder: Embedder, batch_size: int, progress: ProgressFn | None) -> np.ndarray:
+    """``texts`` embedded as documents in batches of ``batch_size`` (float32, one row per text)."""
     parts = []
     done = 0
     if progress:

@@ -1,0 +1,129 @@
+"""A dense index that follows a live library without rewriting it: an immutable base plus appended rows.
+
+After a write the engine does not rebuild or re-save its vector index (at 100k incidents that
+is gigabytes per write). It *carries* the previous one (:func:`carry`):
+
+- rows of chunks that are gone or were edited become dead (their chunk id is ``""`` in
+  ``LoadedIndex.chunk_ids``; the engine's row maps send them nowhere, so they never rank);
+- new and edited chunks are embedded and appended to a small exact *delta* index;
+- the base (exact matrix or HNSW graph) is shared, never modified, so a request still
+  running on the previous engine reads a consistent index.
+
+A search asks the base and the delta and merges the two top lists (exact for the delta).
+Compaction (``SearchEngine.compact``) later writes one clean index for the current content
+from these vectors — nothing is re-embedded — and swaps it in; :data:`MAX_DEAD_SHARE` bounds
+how much dead weight a carry may leave before it compacts at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from ..embeddings import Embedder
+from .chunks import Chunk
+from .dense import VectorIndex, empty_result
+from .exact import ExactIndex
+from .store import EMBED_BATCH, BuildReport, LoadedIndex, embed_texts
+
+#: A carry that would leave more than this share of the index's rows dead compacts instead: dead rows
+#: cost memory and, in an HNSW graph, search effort (more fetched candidates fall away), and half is the
+#: point where a rewrite holds fewer rows than the carried index. Chosen by that argument, not tuned.
+MAX_DEAD_SHARE = 0.5
+
+#: ``(chunk id, text digest)`` of the chunk in one index row; None for a dead row.
+RowKey = tuple[str, str] | None
+
+
+class LayeredIndex:
+    """``base`` rows ``0…len(base)-1``, then ``delta`` rows; searches both, modifies neither."""
+
+    def __init__(self, base: VectorIndex, delta: ExactIndex) -> None:
+        self.base = base
+        self.delta = delta
+        self.kind = base.kind
+
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        """All rows as one matrix (a copy, made once: for the callers that read vectors directly)."""
+        return np.vstack([self.base.vectors, self.delta.vectors])
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.delta)
+
+    def add(self, vectors: np.ndarray) -> VectorIndex:
+        return LayeredIndex(self.base, ExactIndex(np.vstack([self.delta.vectors, vectors])))
+
+    def scores(self, query: np.ndarray) -> np.ndarray | None:
+        base = self.base.scores(query)
+        return None if base is None else np.concatenate([base, self.delta.scores(query)])
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` of the base's and the delta's top ``k`` (row ids of the delta offset by ``len(base)``)."""
+        offset = len(self.base)
+        base_rows = delta_rows = None
+        if allowed is not None:
+            rows = np.asarray(allowed, dtype=np.int64)
+            base_rows, delta_rows = rows[rows < offset], rows[rows >= offset] - offset
+        found: list[tuple[np.ndarray, np.ndarray]] = []
+        if base_rows is None or len(base_rows):
+            found.append(self.base.search(query, k, allowed=base_rows))
+        if len(self.delta) and (delta_rows is None or len(delta_rows)):
+            scores, ids = self.delta.search(query, k, allowed=delta_rows)
+            found.append((scores, ids + offset))
+        if not found:
+            return empty_result()
+        scores = np.concatenate([s for s, _ in found])
+        ids = np.concatenate([i for _, i in found])
+        best = np.argsort(-scores, kind="stable")[:k]
+        return scores[best].astype(np.float32), ids[best].astype(np.int64)
+
+    def save(self, folder: Path) -> list[str]:
+        raise NotImplementedError("a carried index is saved by compaction as one clean index, never as layers")
+
+    def describe(self) -> str:
+        return f"{self.base.describe()} + {len(self.delta):,} rows appended since the last compaction"
+
+
+@dataclass(frozen=True)
+class DenseSnapshot:
+    """An engine's dense index and the key of each of its rows: what the next engine carries."""
+
+    loaded: LoadedIndex
+    keys: list[RowKey]
+
+    @property
+    def dead(self) -> int:
+        return sum(key is None for key in self.keys)
+
+
+def carry(snapshot: DenseSnapshot, chunks: list[Chunk], content_hash: str, embedder: Embedder,
+          batch_size: int = EMBED_BATCH) -> tuple[LoadedIndex, list[RowKey], BuildReport] | None:
+    """The previous index turned into one for ``chunks``: stale rows dead, new chunks embedded and appended.
+
+    None when that would leave more than :data:`MAX_DEAD_SHARE` of the rows dead (then compact instead).
+    """
+    started = time.perf_counter()
+    current = {(c.id, c.digest) for c in chunks}
+    keys: list[RowKey] = [key if key is not None and key in current else None for key in snapshot.keys]
+    known = {key for key in keys if key is not None}
+    missing = [c for c in chunks if (c.id, c.digest) not in known]
+    dead = sum(key is None for key in keys)
+    if dead > MAX_DEAD_SHARE * (len(keys) + len(missing)):
+        return None
+    fresh = embed_texts([c.text for c in missing], embedder, batch_size, None)
+    index = snapshot.loaded.index
+    grown = index.add(fresh) if isinstance(index, LayeredIndex) else LayeredIndex(index, ExactIndex(fresh))
+    keys += [(c.id, c.digest) for c in missing]
+    meta = snapshot.loaded.meta.model_copy(update={
+        "content_hash": content_hash, "chunks": len(keys), "build": "", "built_at": time.time(),
+        "embedded_now": len(missing), "reused": len(keys) - dead - len(missing), "checksums": {}})
+    loaded = LoadedIndex(grown, [key[0] if key is not None else "" for key in keys], meta)
+    report = BuildReport(action="carried", embedder=meta.embedder, chunks=len(current), embedded=len(missing),
+                         reused=meta.reused, index_kind=meta.index_kind, path="",
+                         seconds=round(time.perf_counter() - started, 3))
+    return loaded, keys, report

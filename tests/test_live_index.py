@@ -1,0 +1,131 @@
+"""The dense index after a change: carried (dead rows masked, new rows appended, nothing rewritten), then compacted.
+
+Real numpy/FAISS indexes over a small library copy, with the instant hashed embedder (what is
+tested is the index bookkeeping, not the model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import small_library
+from fakes import HashEmbedder
+from test_store import draft
+
+from incidentlib import Library
+from incidentlib.loader import LibraryData, load_library
+from incidentlib.search.engine import SearchConfig, SearchEngine, SearchMode
+from incidentlib.search.layered import MAX_DEAD_SHARE, LayeredIndex
+from incidentlib.store import STORE_FILE
+
+IDS = ["IL-0025", "IL-0126", "IL-0133", "IL-0134", "IL-0021", "IL-0001", "IL-0002", "IL-0070"]
+QUERIES = ["NCCL watchdog timeout", "InfiniBand 링크 장애", "Xid 79 fell off the bus", "checkpoint storage stalled",
+           "GPU 메모리 ECC 오류"]
+
+
+def _changed(data: LibraryData) -> LibraryData:
+    """One incident edited (its body), one removed, one added (a copy under a new id with another title)."""
+    incidents = dict(data.incidents)
+    edited = incidents["IL-0126"]
+    incidents["IL-0126"] = edited.model_copy(update={"body": edited.body.model_copy(
+        update={"en": "The storage tier stalled every checkpoint for an hour."})})
+    incidents.pop("IL-0002")
+    twin = incidents["IL-0025"]
+    incidents["IL-0999"] = twin.model_copy(update={"id": "IL-0999", "related": [], "title": twin.title.model_copy(
+        update={"en": "Checkpoint storage stalled the NCCL job"})})
+    return replace(data, incidents=dict(sorted(incidents.items())), content_hash=data.content_hash + "+change")
+
+
+def _ranking(engine: SearchEngine, query: str) -> list[tuple[str, int, float]]:
+    vector = engine.embedder.encode_queries([query])[0]
+    return [(i, c, round(s, 5)) for i, s, c in engine.rank_dense_vector(vector, depth=6)]
+
+
+@pytest.mark.parametrize("threshold", [10**9, 1], ids=["exact", "hnsw"])
+def test_a_carried_index_ranks_as_a_rebuilt_one_and_compacts_without_embedding(
+        tmp_path: Path, data_dir: Path, threshold: int) -> None:
+    data = load_library(small_library(tmp_path / "lib", data_dir, IDS))
+    config = SearchConfig(cache_dir=tmp_path / "cache", hnsw_threshold=threshold)
+    embedder = HashEmbedder()
+    first = SearchEngine(data, config, embedder)
+    first.build()
+    after = _changed(data)
+    embedded_before = embedder.documents_encoded
+    carried = SearchEngine(after, config, embedder, previous_dense=first.dense_snapshot())
+    index = carried.dense.index
+    assert isinstance(index, LayeredIndex) and index.base is first.dense.index  # shared, not copied or rewritten
+    assert carried.last_build is not None and carried.last_build.action == "carried"
+    changed_chunks = {(c.id, c.digest) for c in carried.chunks} - {(c.id, c.digest) for c in first.chunks}
+    assert carried.last_build.embedded == len(changed_chunks) == embedder.documents_encoded - embedded_before > 0
+    assert carried.needs_compaction
+    dead = carried.dense_snapshot().dead  # type: ignore[union-attr]
+    assert dead == len({(c.id, c.digest) for c in first.chunks} - {(c.id, c.digest) for c in carried.chunks}) > 0
+    assert not any(engine_path.name.startswith(after.content_hash[:16])
+                   for engine_path in (tmp_path / "cache").rglob("build-*"))  # nothing was written for the carry
+
+    rebuilt = SearchEngine(after, SearchConfig(cache_dir=tmp_path / "other-cache", hnsw_threshold=threshold), HashEmbedder())
+    rebuilt.build()
+    for query in QUERIES:
+        assert _ranking(carried, query) == _ranking(rebuilt, query)
+        assert [h.incident_id for h in carried.search(query, k=5, mode=SearchMode.hybrid)] == \
+            [h.incident_id for h in rebuilt.search(query, k=5, mode=SearchMode.hybrid)]
+    assert np.allclose(carried.chunk_vectors(), rebuilt.chunk_vectors())
+    assert "IL-0002" not in {i for q in QUERIES for i, _, _ in _ranking(carried, q)}  # removed: its rows are dead
+
+    embedded_before = embedder.documents_encoded
+    report = carried.compact()
+    assert report is not None and report.action == "compacted" and report.embedded == 0
+    assert embedder.documents_encoded == embedded_before  # the carried vectors were written, not re-embedded
+    assert not carried.needs_compaction and not isinstance(carried.dense.index, LayeredIndex)
+    assert len(carried.dense.chunk_ids) == len(carried.chunks)  # the dead rows are gone
+    for query in QUERIES:
+        assert _ranking(carried, query) == _ranking(rebuilt, query)
+    assert carried.compact() is None  # nothing left to do
+
+    restarted = SearchEngine(after, config, embedder)  # a restart or another process finds the clean index
+    assert restarted.build().action == "reused" and embedder.documents_encoded == embedded_before
+
+
+def test_a_change_that_kills_most_rows_compacts_at_once(tmp_path: Path, data_dir: Path) -> None:
+    data = load_library(small_library(tmp_path / "lib", data_dir, IDS))
+    config = SearchConfig(cache_dir=tmp_path / "cache")
+    embedder = HashEmbedder()
+    first = SearchEngine(data, config, embedder)
+    first.build()
+    kept = dict(list(data.incidents.items())[:2])
+    shrunk = replace(data, incidents=kept, content_hash=data.content_hash + "+shrunk")
+    assert len(kept) / len(data.incidents) < 1 - MAX_DEAD_SHARE
+    encoded = embedder.documents_encoded
+    engine = SearchEngine(shrunk, config, embedder, previous_dense=first.dense_snapshot())
+    assert not engine.needs_compaction and not isinstance(engine.dense.index, LayeredIndex)
+    assert engine.last_build is not None and engine.last_build.action == "compacted"
+    assert embedder.documents_encoded == encoded and len(engine.dense.chunk_ids) == len(engine.chunks)
+
+
+def test_writes_to_a_live_library_carry_the_index_and_compaction_tidies_it(tmp_path: Path, data_dir: Path) -> None:
+    root = small_library(tmp_path / "lib", data_dir, IDS)
+    embedder = HashEmbedder()
+    library = Library(load_library(root), SearchConfig(cache_dir=tmp_path / "cache"), embedder=embedder)
+    library.search("NCCL watchdog timeout")
+    library.prepare_search()
+    assert not library.needs_compaction
+    first = library.create_draft(draft("quokka"))
+    second = library.create_draft(draft("wombat"))
+    library.prepare_search()
+    engine = library._search_engine
+    assert engine.last_build is not None and engine.last_build.action == "carried"
+    assert library.needs_compaction
+    assert [r.id for r in library.search("wombat", mode="dense").results][:1] == [second.id]
+    assert first.id in {r.id for r in library.search("quokka storage", mode="dense", k=5).results}
+
+    report = library.compact()
+    assert report.dense == "compacted" and report.dense_rows == len(engine.chunks)
+    assert report.wal_bytes_before > 0 and report.wal_bytes_after == 0  # the two writes were in the log
+    assert not library.needs_compaction
+    wal = root / f"{STORE_FILE}-wal"
+    assert not wal.exists() or wal.stat().st_size == 0  # checkpointed and truncated
+    assert [r.id for r in library.search("wombat", mode="dense").results][:1] == [second.id]
+    assert library.compact().dense == "none"
