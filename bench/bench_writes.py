@@ -2,6 +2,7 @@
 
     python bench/bench_writes.py                   # the bundled library (copied), 2 serve processes
     python bench/bench_writes.py --small --writes 100
+    python bench/bench_writes.py --copies 5 --mode hybrid --follower on   # a 5x larger library, hybrid search
 
 What is measured, in one run on one machine, against two real `incidentlib serve` processes
 sharing one copied library directory:
@@ -9,8 +10,12 @@ sharing one copied library directory:
 1. Write throughput: ``--writes`` POST /incidents from ``--clients`` concurrent clients, spread
    over both processes; writes/s and per-write latency p50/p99 (each write is one fsync'd commit).
 2. Write-to-searchable latency: a draft with a unique word is written to process A, then
-   ``/search?mode=lexical`` is polled on process B (and, separately, on A) until it ranks the
-   draft first; from sending the write to the first finding response. p50/p99 over ``--probes``.
+   ``/search?mode=MODE`` (``--mode``: lexical, or hybrid, which also needs the dense index to
+   follow) is polled on process B (and, separately, on A) until it ranks the draft first; from
+   sending the write to the first finding response. p50/p99 over ``--probes``.
+
+``--copies N`` makes the library N times larger: each copy repeats every bundled incident under a
+new id (``SY-<copy><number>``) with its curated links dropped.
 
 Latencies are wall-clock on a shared machine: compare within a table, not across runs.
 """
@@ -72,6 +77,19 @@ def draft(word: str) -> dict[str, object]:
             "body": {"en": f"{word} marks this record."}, "sources": [{"url": "https://example.com/bench", "title": "bench"}]}
 
 
+def grow(root: Path, copies: int) -> None:
+    """Add ``copies - 1`` copies of every incident of ``root`` under new ids (curated links dropped)."""
+    import yaml
+
+    originals = sorted((root / "incidents").glob("*.yaml"))
+    for copy in range(1, copies):
+        for number, path in enumerate(originals):
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            doc["id"] = f"SY-{copy:02d}{number:04d}"
+            doc.pop("related", None)
+            (root / "incidents" / f"{doc['id']}.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+
+
 def say(line: str) -> None:
     sys.stdout.write(line + "\n")
 
@@ -93,6 +111,7 @@ def measure(args: argparse.Namespace, follow: bool) -> dict[str, float]:
         small_library(root, source, SMALL_IDS)
     else:
         shutil.copytree(source, root, ignore=shutil.ignore_patterns(".incidentlib.db*"))
+    grow(root, args.copies)
     token = Library.open(root).create_token("bench", "editor").token
     headers = {"Authorization": f"Bearer {token}"}
     tag = "f" if follow else "n"  # distinct texts per run: the shared cache holds no index of this run's writes
@@ -107,7 +126,7 @@ def measure(args: argparse.Namespace, follow: bool) -> dict[str, float]:
                 return time.perf_counter() - started
 
         for base in (base_a, base_b):
-            httpx.get(f"{base}/search", params={"q": "warm", "mode": "lexical"}, timeout=120)
+            httpx.get(f"{base}/search", params={"q": "warm", "mode": args.mode}, timeout=3600)
         started = time.perf_counter()
         with ThreadPoolExecutor(args.clients) as pool:
             latencies = list(pool.map(write, range(args.writes)))
@@ -119,7 +138,7 @@ def measure(args: argparse.Namespace, follow: bool) -> dict[str, float]:
                 started = time.perf_counter()
                 new_id = client.post(f"{base_a}/incidents", json=draft(word)).raise_for_status().json()["id"]
                 while True:
-                    results = client.get(f"{reader}/search", params={"q": word, "mode": "lexical", "k": 1}).json()["results"]
+                    results = client.get(f"{reader}/search", params={"q": word, "mode": args.mode, "k": 1}).json()["results"]
                     if results and results[0]["id"] == new_id:
                         return time.perf_counter() - started
                     time.sleep(POLL_S)
@@ -145,6 +164,9 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--probes", type=int, default=30)
+    parser.add_argument("--copies", type=int, default=1, help="Make the library this many times larger (synthetic copies).")
+    parser.add_argument("--mode", choices=["lexical", "hybrid"], default="lexical",
+                        help="Search mode the probes poll (hybrid: the dense index must follow too).")
     parser.add_argument("--follower", choices=["on", "off", "both"], default="both",
                         help="Serve with the follower thread, without it (--no-follow), or both side by side.")
     parser.add_argument("--cache", type=Path, help="Index cache to use and keep (default: a temporary one; the first "
@@ -158,7 +180,8 @@ def main() -> None:
     def row(label: str, cell: str) -> None:
         say(f"| {label} | " + " | ".join(cell.format(**runs[follow]) for follow in settings) + " |")
 
-    say(f"Produced by `python bench/bench_writes.py{' --small' if args.small else ''} --writes {args.writes} "
+    say(f"Produced by `python bench/bench_writes.py{' --small' if args.small else ''} --copies {args.copies} "
+        f"--mode {args.mode} --writes {args.writes} "
         f"--clients {args.clients} --probes {args.probes} --follower {args.follower}` on {platform.machine()}, "
         f"CPython {platform.python_version()}; 2 serve processes per run, each run on a fresh copy.\n")
     say("| measure | " + " | ".join("follower on" if f else "follower off (--no-follow)" for f in settings) + " |")
