@@ -165,8 +165,9 @@ def build_with_progress(library: Library, quiet: bool = False) -> None:
     if report.warning:  # a damaged cache was rebuilt: say so even when quiet (stderr only)
         err.print(f"[yellow]warning:[/yellow] {escape(report.warning)}")
     if not quiet and report.action != "reused":
+        resumed = f", {report.resumed} from an interrupted build" if report.resumed else ""
         err.print(f"index {report.action}: {report.chunks} chunks, {report.embedded} embedded, "
-                  f"{report.reused} reused, {report.index_kind}, {report.seconds:.1f}s")
+                  f"{report.reused} reused{resumed}, {report.index_kind}, {report.seconds:.1f}s")
 
 
 def emit_json(value: BaseModel | list[Any] | dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ tested is the index bookkeeping, not the model).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from incidentlib import Library
 from incidentlib.loader import LibraryData, load_library
 from incidentlib.search.engine import SearchConfig, SearchEngine, SearchMode
 from incidentlib.search.layered import MAX_DEAD_SHARE, LayeredIndex
+from incidentlib.search.store import PARTIAL_DIR, ensure_index, store_dir
 from incidentlib.store import STORE_FILE
 
 IDS = ["IL-0025", "IL-0126", "IL-0133", "IL-0134", "IL-0021", "IL-0001", "IL-0002", "IL-0070"]
@@ -129,3 +131,41 @@ def test_writes_to_a_live_library_carry_the_index_and_compaction_tidies_it(tmp_p
     assert not wal.exists() or wal.stat().st_size == 0  # checkpointed and truncated
     assert [r.id for r in library.search("wombat", mode="dense").results][:1] == [second.id]
     assert library.compact().dense == "none"
+
+
+class _Interrupted(Exception):
+    pass
+
+
+class _FailingEmbedder(HashEmbedder):
+    """Stops (as Ctrl-C or a killed process would) once ``limit`` documents were embedded."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if self.documents_encoded + len(texts) > self.limit:
+            raise _Interrupted
+        return super().encode_documents(texts)
+
+
+def test_an_interrupted_build_resumes_from_its_last_checkpoint(tmp_path: Path, data_dir: Path) -> None:
+    data = load_library(small_library(tmp_path / "lib", data_dir, IDS))
+    chunks = SearchEngine(data, SearchConfig(), HashEmbedder()).chunks
+    folder = store_dir(tmp_path / "cache", data.content_hash, HashEmbedder())
+    segment = 16
+    failing = _FailingEmbedder(limit=3 * segment + 5)  # three segments saved, the fourth cut short
+    with pytest.raises(_Interrupted):
+        ensure_index(chunks, data.content_hash, failing, folder, batch_size=8, segment=segment)
+    assert len(list((folder / PARTIAL_DIR).glob("segment-*.npz"))) == 3
+    assert not (folder / "meta.json").exists()  # nothing half-built is in service
+
+    resumed_embedder = HashEmbedder()
+    loaded, report = ensure_index(chunks, data.content_hash, resumed_embedder, folder, batch_size=8, segment=segment)
+    assert report.action == "built" and report.resumed == 3 * segment
+    assert report.embedded == resumed_embedder.documents_encoded == len(chunks) - 3 * segment
+    assert not (folder / PARTIAL_DIR).exists()  # the checkpoints go once the build is whole
+    clean, _ = ensure_index(chunks, data.content_hash, HashEmbedder(), tmp_path / "clean", batch_size=8)
+    order = {chunk_id: row for row, chunk_id in enumerate(clean.chunk_ids)}
+    assert np.allclose(loaded.vectors, clean.vectors[[order[c] for c in loaded.chunk_ids]])

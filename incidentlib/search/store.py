@@ -63,6 +63,12 @@ FORMAT_VERSION = 3
 #: Texts per embedder call while building: amortises the call overhead and keeps progress updates frequent.
 EMBED_BATCH = 64
 ROWS_FILE = "chunks.jsonl"
+#: Chunks embedded between two checkpoints of a build: an interrupted build resumes from the last one.  4,096
+#: chunks are under half a minute of use-m3 on this 2-core machine and 8 MB of 512-d vectors: little work is
+#: lost and few files are written.  Chosen by that argument, not tuned.
+RESUME_SEGMENT = 4096
+#: Where a build in progress keeps its checkpoints, inside the content folder (removed when the build is done).
+PARTIAL_DIR = ".partial"
 #: Content folders kept per embedder: a few versions or copies of libraries stay warm, and the cache cannot
 #: grow without bound when many scratch libraries (tests, evaluations) are indexed.  Chosen by hand.
 KEEP_BUILDS = 8
@@ -104,6 +110,7 @@ class IndexMeta(BaseModel):
     built_at: float
     embedded_now: int = 0
     reused: int = 0
+    resumed: int = 0
     checksums: dict[str, str] = {}
     #: The library directory the build was made from: a hint for choosing a donor, never a key.
     library: str = ""
@@ -125,6 +132,7 @@ class BuildReport(BaseModel):
     path: str
     seconds: float
     warning: str | None = None
+    resumed: int = 0  # chunks whose vectors an interrupted build had already saved
 
 
 def _slug(text: str) -> str:
@@ -251,6 +259,7 @@ def ensure_index(
     progress: ProgressFn | None = None,
     library: str = "",
     memory_donor: tuple[np.ndarray, list[tuple[str, str] | None]] | None = None,
+    segment: int = RESUME_SEGMENT,
 ) -> tuple[LoadedIndex, BuildReport]:
     """Return a fresh index for ``chunks``, building or updating the persisted one as needed.
 
@@ -260,6 +269,10 @@ def ensure_index(
     ``memory_donor`` (vectors and the ``(chunk id, digest)`` of each row, None for a dead row) is an
     index held in memory (a carried one, :mod:`.layered`): its vectors are used instead of a donor on
     disk, and the persisted index is always written anew (compaction).
+
+    Embedding is checkpointed every ``segment`` chunks into ``folder/.partial/``; a build that was
+    interrupted (Ctrl-C, a killed process) takes those vectors back on its next run and embeds only
+    the rest (``BuildReport.resumed``).
     """
     started = time.perf_counter()
     warning: str | None = None
@@ -300,7 +313,7 @@ def ensure_index(
         previous = {key: i for i, key in enumerate(memory_donor[1]) if key is not None}
     current = {(c.id, c.digest) for c in chunks}
     missing = [c for c in chunks if (c.id, c.digest) not in previous]
-    fresh = embed_texts([c.text for c in missing], embedder, batch_size, progress)
+    fresh, resumed = _embed_resumably(missing, embedder, folder, batch_size, segment, progress)
 
     additions_only = bool(old_rows) and all(key in current for key in previous)
     # every donor row still current and an HNSW graph to keep: append the new chunks (incremental add)
@@ -308,7 +321,8 @@ def ensure_index(
         order = [*old_rows, *(index_row(c) for c in missing)]
         index = old.index.add(fresh)
         action = "extended" if missing else "refreshed"
-        return _finish(action, index, order, content_hash, embedder, folder, len(missing), started, warning, library, donor)
+        return _finish(action, index, order, content_hash, embedder, folder, len(missing), started, warning, library, donor,
+                       resumed)
 
     order = [index_row(c) for c in chunks]
     vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
@@ -328,12 +342,70 @@ def ensure_index(
         action = "updated"
     else:
         action = "built"
-    return _finish(action, index, order, content_hash, embedder, folder, len(missing), started, warning, library, donor)
+    return _finish(action, index, order, content_hash, embedder, folder, len(missing), started, warning, library, donor,
+                   resumed)
+
+
+def _segment_keys(chunks: list[Chunk]) -> np.ndarray:
+    return np.array([f"{c.id}\0{c.digest}" for c in chunks], dtype=np.str_)
+
+
+def _saved_segments(partial: Path, dim: int) -> dict[str, np.ndarray]:
+    """Vectors saved by an interrupted build, by ``id\0digest``; a damaged or foreign segment is skipped."""
+    found: dict[str, np.ndarray] = {}
+    for path in sorted(partial.glob("segment-*.npz")):
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                keys, vectors = saved["keys"], saved["vectors"]
+        except (OSError, ValueError, KeyError):
+            log.warning("skipping unreadable checkpoint %s", path)
+            continue
+        if vectors.ndim != 2 or vectors.shape != (len(keys), dim) or vectors.dtype != np.float32 or not np.isfinite(vectors).all():
+            log.warning("skipping checkpoint %s: not %d-dimensional finite float32 rows", path, dim)
+            continue
+        found.update(zip((str(key) for key in keys), vectors, strict=True))
+    return found
+
+
+def _embed_resumably(chunks: list[Chunk], embedder: Embedder, folder: Path, batch_size: int, segment: int,
+                     progress: ProgressFn | None) -> tuple[np.ndarray, int]:
+    """Vectors for ``chunks`` (in order) and how many came from an interrupted build's checkpoints.
+
+    The rest is embedded ``segment`` chunks at a time, each segment saved (temporary file, then rename)
+    before the next starts, so an interruption loses at most one segment.
+    """
+    partial = folder / PARTIAL_DIR
+    saved = _saved_segments(partial, embedder.dim) if partial.is_dir() else {}
+    keys = _segment_keys(chunks)
+    todo = [i for i, key in enumerate(keys) if str(key) not in saved]
+    vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
+    for i, key in enumerate(keys):
+        if str(key) in saved:
+            vectors[i] = saved[str(key)]
+    resumed = len(chunks) - len(todo)
+    if progress:
+        progress(0, len(todo))
+    for start in range(0, len(todo), segment):
+        rows = todo[start : start + segment]
+
+        def step(done: int, _total: int, offset: int = start) -> None:
+            if progress:
+                progress(offset + done, len(todo))
+
+        vectors[rows] = embed_texts([chunks[i].text for i in rows], embedder, batch_size, step)
+        if len(todo) > segment:  # a build of one segment has nothing to resume
+            partial.mkdir(parents=True, exist_ok=True)
+            staging = partial / f".segment-{start:09d}.npz"
+            with staging.open("wb") as handle:
+                np.savez(handle, keys=keys[rows], vectors=vectors[rows])
+            staging.rename(partial / f"segment-{start:09d}-{os.getpid()}.npz")
+    return vectors, resumed
 
 
 def _finish(action: str, index: VectorIndex, order: list[IndexRow], content_hash: str,
             embedder: Embedder, folder: Path, embedded: int, started: float,
-            warning: str | None, library: str, donor: tuple[Path, IndexMeta] | None) -> tuple[LoadedIndex, BuildReport]:
+            warning: str | None, library: str, donor: tuple[Path, IndexMeta] | None,
+            resumed: int = 0) -> tuple[LoadedIndex, BuildReport]:
     meta = IndexMeta(
         format_version=FORMAT_VERSION,
         embedder=embedder.name,
@@ -343,16 +415,19 @@ def _finish(action: str, index: VectorIndex, order: list[IndexRow], content_hash
         index_kind=index.kind,
         build=f"build-{content_hash[:16]}-{int(time.time() * 1000)}",
         built_at=time.time(),
-        embedded_now=embedded,
+        embedded_now=embedded - resumed,
         reused=len(order) - embedded,
+        resumed=resumed,
         library=library,
     )
     meta = _write_build(folder, meta, order, index)
+    shutil.rmtree(folder / PARTIAL_DIR, ignore_errors=True)  # the build is whole: its checkpoints are not needed
     if donor is not None and donor[0] != folder and library and donor[1].library == library:
         shutil.rmtree(donor[0], ignore_errors=True)  # superseded: the same directory's earlier content
     _evict(folder.parent)
     loaded = LoadedIndex(index, [row["id"] for row in order], meta)
-    return loaded, _report(action, meta, embedded, len(order) - embedded, folder, started, warning)
+    report = _report(action, meta, embedded - resumed, len(order) - embedded, folder, started, warning)
+    return loaded, report.model_copy(update={"resumed": resumed})
 
 
 def _evict(parent: Path, keep: int = KEEP_BUILDS) -> None:
