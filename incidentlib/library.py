@@ -44,6 +44,7 @@ from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, 
 from .search.backend import BACKEND_ENV as SEARCH_BACKEND_ENV
 from .search.backend import BACKEND_OPTION as SEARCH_BACKEND_OPTION
 from .search.backend import parse_search_backend
+from .search.chunks import ChunkMemo
 from .search.concepts import ConceptRecognizer
 from .search.engine import IndexStats, SearchConfig, SearchEngine, SearchMode
 from .search.fusion import FusionMethod
@@ -142,6 +143,8 @@ class Library:
         self._lexical_carry: tuple[list[str], Postings] | None = None
         # the dense index of the engine a refresh dropped: the next engine carries it (search.layered)
         self._dense_carry: DenseSnapshot | None = None
+        # each incident's chunks, reused by the next engine for the incidents a change left alone
+        self._chunk_memo: ChunkMemo = {}
         self._compaction: threading.Thread | None = None
         if self._store.exists:
             self.refresh()
@@ -526,7 +529,7 @@ class Library:
     def _search_engine(self) -> SearchEngine:
         carried, self._dense_carry = self._dense_carry, None  # the engine holds it until used (and hands it on)
         return SearchEngine(self.data, self.search_config, self._embedder, previous_lexical=self._lexical_carry,
-                            previous_dense=carried)
+                            previous_dense=carried, chunk_memo=self._chunk_memo)
 
     @cached_property
     def _search_service(self) -> SearchService:

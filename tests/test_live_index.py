@@ -114,11 +114,15 @@ def test_writes_to_a_live_library_carry_the_index_and_compaction_tidies_it(tmp_p
     library.search("NCCL watchdog timeout")
     library.prepare_search()
     assert not library.needs_compaction
+    cut_before = {chunk.id: chunk for chunk in library._search_engine.chunks}
     first = library.create_draft(draft("quokka"))
     second = library.create_draft(draft("wombat"))
     library.prepare_search()
     engine = library._search_engine
     assert engine.last_build is not None and engine.last_build.action == "carried"
+    # the incidents the writes left alone keep their chunk objects: only the drafts were cut
+    assert all(cut_before[c.id] is c for c in engine.chunks if c.incident_id not in {first.id, second.id})
+    assert {c.incident_id for c in engine.chunks if c.id not in cut_before} == {first.id, second.id}
     assert library.needs_compaction
     assert [r.id for r in library.search("wombat", mode="dense").results][:1] == [second.id]
     assert first.id in {r.id for r in library.search("quokka storage", mode="dense", k=5).results}

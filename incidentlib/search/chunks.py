@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel
@@ -40,8 +41,9 @@ class Chunk(BaseModel):
     lang: str
     text: str
 
-    @property
+    @cached_property
     def digest(self) -> str:
+        """``sha256(id \\0 text)``, 16 hex digits: what identifies the chunk's vector in every index."""
         return hashlib.sha256(f"{self.id}\0{self.text}".encode()).hexdigest()[:16]
 
 
@@ -109,5 +111,22 @@ def incident_chunks(incident: Incident, vocab: Vocabulary) -> list[Chunk]:
     return chunks
 
 
-def library_chunks(incidents: Iterable[Incident], vocab: Vocabulary) -> list[Chunk]:
-    return [chunk for incident in incidents for chunk in incident_chunks(incident, vocab)]
+#: Chunks of each incident by id, with the incident object and vocabulary they were cut from.
+ChunkMemo = dict[str, tuple[Incident, Vocabulary, list[Chunk]]]
+
+
+def library_chunks(incidents: Iterable[Incident], vocab: Vocabulary, memo: ChunkMemo | None = None) -> list[Chunk]:
+    """Every incident's chunks, in order.  With ``memo`` (filled here), an incident that is the very object
+    (and vocabulary) the memo holds reuses its chunks: after a write to a live library only the changed
+    incidents are new objects (``store.live.patched``), so only they are cut again."""
+    if memo is None:
+        return [chunk for incident in incidents for chunk in incident_chunks(incident, vocab)]
+    previous = dict(memo)
+    memo.clear()
+    result: list[Chunk] = []
+    for incident in incidents:
+        known = previous.get(incident.id)
+        chunks = known[2] if known is not None and known[0] is incident and known[1] is vocab else incident_chunks(incident, vocab)
+        memo[incident.id] = (incident, vocab, chunks)
+        result.extend(chunks)
+    return result

@@ -27,7 +27,7 @@ from ..embeddings import Embedder, EmbedderConfig, create_embedder
 from ..loader import LibraryData
 from ..paths import default_cache_dir
 from .backend import LOCAL, SearchBackend, open_backend, parse_search_backend
-from .chunks import Chunk, library_chunks
+from .chunks import Chunk, ChunkMemo, library_chunks
 from .dense import DEFAULT_HNSW_THRESHOLD
 from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
 from .layered import DenseSnapshot, RowKey, carry
@@ -122,11 +122,13 @@ class Hit:
 class SearchEngine:
     def __init__(self, data: LibraryData, config: SearchConfig | None = None, embedder: Embedder | None = None,
                  previous_lexical: tuple[list[str], Postings] | None = None,
-                 previous_dense: DenseSnapshot | None = None) -> None:
+                 previous_dense: DenseSnapshot | None = None, chunk_memo: ChunkMemo | None = None) -> None:
         """``previous_lexical`` / ``previous_dense``: the BM25 postings (with chunk texts) and the dense index of
         the engine this one replaces after a change to a live library (:meth:`lexical_snapshot`,
         :meth:`dense_snapshot`); the BM25 index is updated to this corpus instead of rebuilt (see
-        :func:`.lexical.update_postings`), the dense one carried (see :mod:`.layered`) until :meth:`compact`."""
+        :func:`.lexical.update_postings`), the dense one carried (see :mod:`.layered`) until :meth:`compact`.
+        ``chunk_memo``: the incidents' chunks kept across engines (see :func:`.chunks.library_chunks`)."""
+        self._chunk_memo = chunk_memo
         self.data = data
         self._previous_lexical = previous_lexical
         self._previous_dense = previous_dense
@@ -140,7 +142,7 @@ class SearchEngine:
     # ---- corpus ------------------------------------------------------------
     @cached_property
     def chunks(self) -> list[Chunk]:
-        return library_chunks(self.data.incidents.values(), self.data.vocab)
+        return library_chunks(self.data.incidents.values(), self.data.vocab, self._chunk_memo)
 
     @cached_property
     def _incident_ids(self) -> list[str]:
