@@ -220,7 +220,7 @@ class Library:
                 if not record.deleted:
                     problems.extend(check_incident(f"{STORE_FILE}#{record.id}", record.doc, live, loaded.vocab)[1])
             if not problems:
-                loaded = merged(loaded, records, store.last_seq())
+                loaded = merged(loaded, records, store.last_seq(), store.store_id())
         if strict and loaded is not None:
             from .strict import check_strict  # the strict rules are only needed here
 
@@ -866,10 +866,10 @@ class Library:
                 if self._seq:
                     self._base_data = load_library(self.root)  # the YAML base itself changed
                     self._recognizer = None
-                data = merged(self._base_data, self._store.records(), seq)
+                data = merged(self._base_data, self._store.records(), seq, self._store.store_id())
             else:
                 changed = {c.incident_id: self._store.record(c.incident_id) for c in changes}
-                data = patched(self.data, changed, self._base_data, seq)
+                data = patched(self.data, changed, self._base_data, seq, self._store.store_id())
                 previous, changed_ids = self.data, set(changed)
             replaced = self.__dict__.get("_search_engine")
             snapshot = replaced.lexical_snapshot() if replaced is not None else None

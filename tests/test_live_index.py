@@ -173,3 +173,23 @@ def test_an_interrupted_build_resumes_from_its_last_checkpoint(tmp_path: Path, d
     clean, _ = ensure_index(chunks, data.content_hash, HashEmbedder(), tmp_path / "clean", batch_size=8)
     order = {chunk_id: row for row, chunk_id in enumerate(clean.chunk_ids)}
     assert np.allclose(loaded.vectors, clean.vectors[[order[c] for c in loaded.chunk_ids]])
+
+
+def test_two_copies_written_differently_never_share_an_index(tmp_path: Path, data_dir: Path) -> None:
+    """Content hashes of written libraries name the store, not only the change number: two scratch copies
+    of one library, each with its own first write, get different hashes (so neither is served the other's
+    cached vectors), while two processes on one store agree."""
+    cache = tmp_path / "shared-cache"
+    roots = [small_library(tmp_path / name, data_dir, IDS) for name in ("a", "b")]
+    libraries = [Library(load_library(root), SearchConfig(cache_dir=cache), embedder=HashEmbedder()) for root in roots]
+    records = [library.create_draft(draft(word)) for library, word in zip(libraries, ("quokka", "wombat"), strict=True)]
+    assert records[0].id == records[1].id and libraries[0].change_seq == libraries[1].change_seq == 1
+    assert libraries[0].data.content_hash != libraries[1].data.content_hash
+    reports = [library.build_index() for library in libraries]
+    assert reports[1].action != "reused"
+    for library, word in zip(libraries, ("quokka", "wombat"), strict=True):
+        engine = library._search_engine
+        body = next(i for i, c in enumerate(engine.chunks) if c.incident_id == records[0].id and word in c.text)
+        assert np.allclose(engine.chunk_vectors()[body], engine.embedder.encode_documents([engine.chunks[body].text])[0])
+    twin = Library(load_library(roots[0]), SearchConfig(cache_dir=cache), embedder=HashEmbedder())
+    assert twin.data.content_hash == libraries[0].data.content_hash

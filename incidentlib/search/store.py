@@ -158,6 +158,8 @@ class LoadedIndex:
     index: VectorIndex
     chunk_ids: list[str]
     meta: IndexMeta
+    #: the text digest of each row's chunk, when read from disk (reuse checks them, not only the ids)
+    digests: tuple[str, ...] = ()
 
     @property
     def vectors(self) -> np.ndarray:
@@ -202,9 +204,12 @@ def _read_build(folder: Path, meta: IndexMeta) -> LoadedIndex:
     except (OSError, ValueError, RuntimeError) as exc:
         raise CacheDamaged(f"{meta.build} cannot be read ({type(exc).__name__})") from None
     rows: list[str] = []
+    digests: list[str] = []
     for number, line in enumerate(lines, 1):
         try:
-            rows.append(_parse_row(line)["id"])
+            row = _parse_row(line)
+            rows.append(row["id"])
+            digests.append(row["digest"])
         except ValueError:
             raise CacheDamaged(f"{ROWS_FILE} line {number} is not a row with string id, digest and incident") from None
     if vectors.ndim != 2 or vectors.dtype != np.float32 or vectors.shape != (len(rows), meta.dim):
@@ -213,7 +218,7 @@ def _read_build(folder: Path, meta: IndexMeta) -> LoadedIndex:
         raise CacheDamaged("the index holds NaN or infinite values")
     if len(rows) != meta.chunks or len(index) != len(rows):
         raise CacheDamaged(f"{len(rows)} rows and {len(index)} vectors where meta.json says {meta.chunks}")
-    return LoadedIndex(index, rows, meta)
+    return LoadedIndex(index, rows, meta, tuple(digests))
 
 
 def _rows(folder: Path, meta: IndexMeta) -> list[IndexRow]:
@@ -277,7 +282,7 @@ def ensure_index(
     started = time.perf_counter()
     warning: str | None = None
     expected_kind = dense.kind_for(len(chunks), hnsw_threshold)
-    wanted = {c.id for c in chunks}
+    wanted = {(c.id, c.digest) for c in chunks}
     try:
         meta = _read_meta(folder)
         current_build = _read_build(folder, meta) if meta is not None and meta.format_version == FORMAT_VERSION else None
@@ -287,7 +292,8 @@ def ensure_index(
         meta, current_build = None, None
     if (current_build is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim
             and meta.content_hash == content_hash and meta.index_kind == expected_kind
-            and len(current_build.chunk_ids) == len(wanted) and set(current_build.chunk_ids) == wanted):
+            and len(current_build.chunk_ids) == len(wanted)
+            and set(zip(current_build.chunk_ids, current_build.digests, strict=True)) == wanted):
         _touch(folder)
         return current_build, _report("reused", meta, 0, len(chunks), folder, started)
 

@@ -74,7 +74,14 @@ def json_patch(before: Doc | None, after: Doc | None) -> list[dict[str, Any]]:
     return ops
 
 
-def patched(data: LibraryData, records: dict[str, OverlayRecord | None], base: LibraryData, seq: int) -> LibraryData:
+def overlay_hash(base: LibraryData, store_id: str, seq: int) -> str:
+    """``sha256(base content hash : store id : seq)``: the content hash of the base with a store's changes up to
+    ``seq`` applied (a store's change numbers are never reused, and its id tells stores apart)."""
+    return hashlib.sha256(f"{base.content_hash}:{store_id}:{seq}".encode()).hexdigest()
+
+
+def patched(data: LibraryData, records: dict[str, OverlayRecord | None], base: LibraryData, seq: int,
+            store_id: str) -> LibraryData:
     """``data`` with only the changed incidents replaced: O(changes), not O(overlay).
 
     ``records`` maps each changed id to its overlay row (None: no row any more, so the base record shows).
@@ -90,11 +97,10 @@ def patched(data: LibraryData, records: dict[str, OverlayRecord | None], base: L
             incidents.pop(incident_id, None)
         else:
             incidents[incident_id] = Incident.model_validate(record.doc)
-    digest = hashlib.sha256(f"{base.content_hash}:{seq}".encode()).hexdigest()
-    return replace(data, incidents=dict(sorted(incidents.items())), content_hash=digest)
+    return replace(data, incidents=dict(sorted(incidents.items())), content_hash=overlay_hash(base, store_id, seq))
 
 
-def merged(base: LibraryData, records: list[OverlayRecord], seq: int) -> LibraryData:
+def merged(base: LibraryData, records: list[OverlayRecord], seq: int, store_id: str) -> LibraryData:
     """``base`` with the overlay applied: live records replace or add incidents, tombstones remove them."""
     incidents = dict(base.incidents)
     for record in records:
@@ -102,8 +108,7 @@ def merged(base: LibraryData, records: list[OverlayRecord], seq: int) -> Library
             incidents.pop(record.id, None)
         else:
             incidents[record.id] = Incident.model_validate(record.doc)
-    digest = hashlib.sha256(f"{base.content_hash}:{seq}".encode()).hexdigest()
-    return replace(base, incidents=dict(sorted(incidents.items())), content_hash=digest)
+    return replace(base, incidents=dict(sorted(incidents.items())), content_hash=overlay_hash(base, store_id, seq))
 
 
 class Writer:

@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,6 +47,10 @@ CREATE TABLE IF NOT EXISTS changes (
     after TEXT
 );
 CREATE INDEX IF NOT EXISTS changes_incident ON changes (incident_id, seq);
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS tokens (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
@@ -145,6 +150,7 @@ class OverlayStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
+        self._id: str | None = None
 
     @classmethod
     def for_library(cls, root: Path) -> OverlayStore:
@@ -167,6 +173,8 @@ class OverlayStore:
             # FULL: the WAL is fsync'd at every commit, so a commit survives power loss, not only kill -9
             conn.execute("PRAGMA synchronous=FULL")
             conn.executescript(SCHEMA)
+            # the first connection ever names the store; concurrent first connections agree (the key is unique)
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)", (uuid.uuid4().hex,))
         except sqlite3.OperationalError as exc:
             raise ReadOnlyLibrary(f"{self.path}: cannot open the write store ({exc}); "
                                   "copy the library to a writable directory to change it") from None
@@ -194,6 +202,20 @@ class OverlayStore:
             return fn(self._connect(create=False))
         except FileNotFoundError:
             return default
+
+    def store_id(self) -> str:
+        """A random name given to this store when it was created ("" when there is none yet).
+
+        Change numbers restart in every new store, so ``(store id, seq)`` — not ``seq`` alone — names one
+        state of the overlay: two scratch copies of a library written differently never share a content hash
+        (and so never an index cache entry), while every process on one store agrees on it.
+        """
+        if self._id is None:
+            row = self._read(lambda c: c.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone(), None)
+            if row is None:
+                return ""
+            self._id = str(row[0])
+        return self._id
 
     def last_seq(self) -> int:
         """The newest change id (0 when nothing was ever written): what every process polls."""
