@@ -138,7 +138,11 @@ def measure(args: argparse.Namespace, follow: bool) -> dict[str, float]:
                 started = time.perf_counter()
                 new_id = client.post(f"{base_a}/incidents", json=draft(word)).raise_for_status().json()["id"]
                 while True:
-                    results = client.get(f"{reader}/search", params={"q": word, "mode": args.mode, "k": 1}).json()["results"]
+                    response = client.get(f"{reader}/search", params={"q": word, "mode": args.mode, "k": 1})
+                    if response.status_code in (429, 503):  # the service's guards: wait as told, then poll again
+                        time.sleep(float(response.headers.get("Retry-After", "0.1")))
+                        continue
+                    results = response.raise_for_status().json()["results"]
                     if results and results[0]["id"] == new_id:
                         return time.perf_counter() - started
                     time.sleep(POLL_S)
