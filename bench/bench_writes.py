@@ -11,8 +11,8 @@ sharing one copied library directory:
    over both processes; writes/s and per-write latency p50/p99 (each write is one fsync'd commit).
 2. Write-to-searchable latency: a draft with a unique word is written to process A, then
    ``/search?mode=MODE`` (``--mode``: lexical, or hybrid, which also needs the dense index to
-   follow) is polled on process B (and, separately, on A) until it ranks the draft first; from
-   sending the write to the first finding response. p50/p99 over ``--probes``.
+   follow) is polled on process B (and, separately, on A) until the draft is among the first
+   ``FOUND_WITHIN`` (3) results; from sending the write to the first finding response. p50/p99 over ``--probes``.
 
 ``--copies N`` makes the library N times larger: each copy repeats every bundled incident under a
 new id (``SY-<copy><number>``) with its curated links dropped.
