@@ -436,7 +436,7 @@ def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache:
             return
         out.print(f"✓ {report.embedder}: {report.chunks} chunks ({report.action}) in {report.path}")
         out.print(f"  dense:   {numbers.dense_index}; {numbers.vectors_mb} MB of vectors "
-                  f"(HNSW from {numbers.hnsw_threshold:,} vectors)")
+                  f"(HNSW from {numbers.hnsw_threshold:,} vectors, inverted file from {numbers.ivf_threshold:,})")
         out.print(f"  lexical: BM25 over {numbers.lexical_terms:,} terms, {numbers.lexical_postings:,} postings, "
                   f"{numbers.lexical_mb} MB ({numbers.lexical_source})")
     elif as_json:

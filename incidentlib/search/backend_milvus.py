@@ -199,7 +199,7 @@ class MilvusBackend:
         schema.add_field("dense", DataType.FLOAT_VECTOR, dim=int(vectors.shape[1]))
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
         index = self.client.prepare_index_params()
-        if kind_for(len(vectors), engine.config.hnsw_threshold) == "hnsw":
+        if kind_for(len(vectors), engine.config.hnsw_threshold, engine.config.ivf_threshold) != "flat":
             index.add_index(field_name="dense", index_type="HNSW", metric_type="IP",
                             params={"M": HNSW_M, "efConstruction": EF_CONSTRUCTION})
         else:

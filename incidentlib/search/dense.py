@@ -1,11 +1,14 @@
 """Dense vector indexes over L2-normalised embeddings (inner product = cosine similarity).
 
-Two backends behind one small protocol, chosen by size (:func:`create`):
+Three backends behind one small protocol, chosen by size (:func:`create`):
 
 - ``flat`` (:mod:`.exact`): exact search by one float32 matrix-vector product in numpy; the
   index *is* the vector matrix, so vectors are held once.
 - ``hnsw`` (:mod:`.hnsw`): a FAISS HNSW graph, sub-linear per query; its vectors are read
   from FAISS's own storage, so they too are held once.
+- ``ivf`` (:mod:`.ivf`): a FAISS inverted file over 8-bit codes with exact re-ranking from
+  float32 vectors kept on disk (memory-mapped): builds in about a minute and holds a quarter
+  of the memory where an HNSW graph would take many minutes and every vector in memory.
 
 ``bench/bench_search.py`` measures where the switch pays off (see docs/benchmarks.md).
 """
@@ -22,6 +25,11 @@ import numpy as np
 #: keeps it under ~8 ms (half the 15 ms hybrid budget) with exact results; above it HNSW answers in
 #: about a millisecond at a recall of ~0.95.
 DEFAULT_HNSW_THRESHOLD = 200_000
+#: Vectors at which HNSW gives way to the inverted file (:mod:`.ivf`).  HNSW builds at roughly 10k vectors/s
+#: on two cores (docs/benchmarks.md: 110k in 11 s on an idle machine), so from about a million vectors its build
+#: passes the 60 s budget by minutes, and its float32 vectors (2 GB at 1M × 512) alone approach the serving
+#: memory budget of a 100k-incident library; the inverted file builds from a sample in about a minute.
+DEFAULT_IVF_THRESHOLD = 1_000_000
 
 
 class VectorIndex(Protocol):
@@ -45,16 +53,24 @@ class VectorIndex(Protocol):
     def describe(self) -> str: ...
 
 
-def kind_for(size: int, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD) -> str:
-    """``"hnsw"`` at ``hnsw_threshold`` vectors or more, else ``"flat"`` (exact)."""
+def kind_for(size: int, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD, ivf_threshold: int = DEFAULT_IVF_THRESHOLD) -> str:
+    """``"ivf"`` at ``ivf_threshold`` vectors or more, else ``"hnsw"`` at ``hnsw_threshold`` or more, else ``"flat"``."""
+    if size >= ivf_threshold:
+        return "ivf"
     return "hnsw" if size >= hnsw_threshold else "flat"
 
 
-def create(vectors: np.ndarray, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD) -> VectorIndex:
+def create(vectors: np.ndarray, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
+           ivf_threshold: int = DEFAULT_IVF_THRESHOLD) -> VectorIndex:
     """An index over ``vectors`` of the kind :func:`kind_for` picks for their number."""
     from .exact import ExactIndex
 
-    if kind_for(len(vectors), hnsw_threshold) == "hnsw":
+    kind = kind_for(len(vectors), hnsw_threshold, ivf_threshold)
+    if kind == "ivf":
+        from .ivf import IvfIndex
+
+        return IvfIndex.build(vectors)
+    if kind == "hnsw":
         from .hnsw import HnswIndex
 
         return HnswIndex.build(vectors)
@@ -63,7 +79,12 @@ def create(vectors: np.ndarray, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD) ->
 
 def files_for(kind: str) -> tuple[str, ...]:
     """The files a saved index of ``kind`` consists of (besides the row list)."""
-    return ("index.faiss",) if kind == "hnsw" else ("vectors.npy",)
+    return {"hnsw": ("index.faiss",), "ivf": ("ivf.faiss", "vectors.npy")}.get(kind, ("vectors.npy",))
+
+
+def vectors_on_disk(kind: str) -> bool:
+    """Whether a loaded index of ``kind`` reads its float32 rows from a memory-mapped file (finite when written)."""
+    return kind == "ivf"
 
 
 def load(folder: Path, kind: str) -> VectorIndex:
@@ -72,6 +93,10 @@ def load(folder: Path, kind: str) -> VectorIndex:
         from .hnsw import HnswIndex
 
         return HnswIndex.load(folder)
+    if kind == "ivf":
+        from .ivf import IvfIndex
+
+        return IvfIndex.load(folder)
     if kind == "flat":
         from .exact import ExactIndex
 

@@ -28,7 +28,7 @@ from ..loader import LibraryData
 from ..paths import default_cache_dir
 from .backend import LOCAL, SearchBackend, open_backend, parse_search_backend
 from .chunks import Chunk, ChunkMemo, library_chunks
-from .dense import DEFAULT_HNSW_THRESHOLD
+from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD
 from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
 from .layered import DenseSnapshot, RowKey, carry
 from .lexical import LexicalIndex, Postings
@@ -62,6 +62,8 @@ class SearchConfig(BaseModel):
     fusion: FusionMethod = FusionMethod.weighted
     alpha: float = Field(default=DEFAULT_ALPHA, ge=0.0, le=1.0)
     hnsw_threshold: int = Field(default=DEFAULT_HNSW_THRESHOLD, ge=1)
+    ivf_threshold: int = Field(default=DEFAULT_IVF_THRESHOLD, ge=1,
+                               description="Vectors at which the dense index switches from HNSW to an inverted file.")
     cache_dir: Path | None = None
     candidate_depth: int = Field(default=CANDIDATE_DEPTH, ge=1, description="Incidents taken from each ranking before fusion.")
     backend: str = Field(default=LOCAL, description="Where ranking runs: local (default), milvus:PATH (embedded) "
@@ -79,10 +81,12 @@ class IndexStats(BaseModel):
     embedder: str
     chunks: int
     incidents: int
-    dense_kind: str = Field(description="flat (exact numpy search) or hnsw (FAISS HNSW)")
+    dense_kind: str = Field(description="flat (exact numpy search), hnsw (FAISS HNSW) or ivf (FAISS inverted file, 8-bit "
+                            "codes, exact re-ranking)")
     dense_index: str = Field(description="The dense index and its parameters, in words.")
     hnsw_threshold: int = Field(description="Vectors at which the dense index switches from exact to HNSW.")
-    vectors_mb: float = Field(description="Memory of the vectors, held once (by the index).")
+    ivf_threshold: int = Field(description="Vectors at which the dense index switches from HNSW to an inverted file.")
+    vectors_mb: float = Field(description="Size of the float32 vectors, held once (by the index; memory-mapped from disk for ivf).")
     dense_path: str
     lexical_terms: int
     lexical_postings: int = Field(description="(term, chunk) pairs in the BM25 index.")
@@ -225,7 +229,7 @@ class SearchEngine:
         folder = store_dir(self.cache_dir, self.data.content_hash, self.embedder)
         loaded, report = ensure_index(
             self.chunks, self.data.content_hash, self.embedder, folder, hnsw_threshold=self.config.hnsw_threshold,
-            progress=progress, library=str(Path(self.data.root).resolve()),
+            ivf_threshold=self.config.ivf_threshold, progress=progress, library=str(Path(self.data.root).resolve()),
             memory_donor=None if donor is None else (donor.loaded.vectors, donor.keys),
         )
         self.last_build = report
@@ -311,7 +315,7 @@ class SearchEngine:
         return IndexStats(
             embedder=dense.meta.embedder, chunks=len(self.chunks), incidents=len(self._incident_ids),
             dense_kind=dense.index.kind, dense_index=dense.index.describe(), hnsw_threshold=self.config.hnsw_threshold,
-            vectors_mb=round(dense.vectors.nbytes / 2**20, 1), dense_path=self.last_build.path if self.last_build else "",
+            ivf_threshold=self.config.ivf_threshold, vectors_mb=round(dense.vectors.nbytes / 2**20, 1), dense_path=self.last_build.path if self.last_build else "",
             lexical_terms=len(postings.vocabulary), lexical_postings=len(postings.indices),
             lexical_mb=round(lexical_bytes / 2**20, 1), lexical_source=self.lexical_source or "",
         )

@@ -8,6 +8,7 @@ Layout under the cache directory::
             chunks.jsonl          chunk id, digest and incident of every row, in row order
             vectors.npy           the embeddings (exact index), row i = chunk i
             index.faiss           or the FAISS HNSW index, which holds the vectors itself
+            ivf.faiss             or the FAISS inverted file of 8-bit codes (with vectors.npy, memory-mapped)
 
 The content key is ``sha256(format version, embedder name, dim, library content hash)``, not
 the library's path: a copy of a library in another directory (another checkout, another
@@ -55,7 +56,7 @@ from ..embeddings import Embedder
 from ..storage import atomic_write_text
 from . import dense
 from .chunks import Chunk
-from .dense import DEFAULT_HNSW_THRESHOLD, VectorIndex
+from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD, VectorIndex
 
 #: On-disk layout version; a different number means "rebuild" (2: meta.json holds a checksum per build file;
 #: 3: folders keyed by content, the exact index is vectors.npy alone, an HNSW index holds its vectors).
@@ -214,7 +215,9 @@ def _read_build(folder: Path, meta: IndexMeta) -> LoadedIndex:
             raise CacheDamaged(f"{ROWS_FILE} line {number} is not a row with string id, digest and incident") from None
     if vectors.ndim != 2 or vectors.dtype != np.float32 or vectors.shape != (len(rows), meta.dim):
         raise CacheDamaged(f"the index holds vectors of shape {vectors.shape} {vectors.dtype}, expected ({len(rows)}, {meta.dim}) float32")
-    if not np.isfinite(vectors).all():
+    # vectors on disk were checked finite when written and their file matched its checksum above; scanning them
+    # again would page the whole file into memory at every start
+    if not dense.vectors_on_disk(meta.index_kind) and not np.isfinite(vectors).all():
         raise CacheDamaged("the index holds NaN or infinite values")
     if len(rows) != meta.chunks or len(index) != len(rows):
         raise CacheDamaged(f"{len(rows)} rows and {len(index)} vectors where meta.json says {meta.chunks}")
@@ -261,6 +264,7 @@ def ensure_index(
     folder: Path,
     hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
     batch_size: int = EMBED_BATCH,
+    ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
     progress: ProgressFn | None = None,
     library: str = "",
     memory_donor: tuple[np.ndarray, list[tuple[str, str] | None]] | None = None,
@@ -281,7 +285,7 @@ def ensure_index(
     """
     started = time.perf_counter()
     warning: str | None = None
-    expected_kind = dense.kind_for(len(chunks), hnsw_threshold)
+    expected_kind = dense.kind_for(len(chunks), hnsw_threshold, ivf_threshold)
     wanted = {(c.id, c.digest) for c in chunks}
     try:
         meta = _read_meta(folder)
@@ -322,8 +326,8 @@ def ensure_index(
     fresh, resumed = _embed_resumably(missing, embedder, folder, batch_size, segment, progress)
 
     additions_only = bool(old_rows) and all(key in current for key in previous)
-    # every donor row still current and an HNSW graph to keep: append the new chunks (incremental add)
-    if old is not None and additions_only and old.index.kind == expected_kind == "hnsw":
+    # every donor row still current and an HNSW graph or trained lists to keep: append the new chunks (incremental add)
+    if old is not None and additions_only and old.index.kind == expected_kind and expected_kind in ("hnsw", "ivf"):
         order = [*old_rows, *(index_row(c) for c in missing)]
         index = old.index.add(fresh)
         action = "extended" if missing else "refreshed"
@@ -337,7 +341,7 @@ def ensure_index(
         key = (chunk.id, chunk.digest)
         vectors[row] = old_vectors[previous[key]] if key in previous else fresh[fresh_row[chunk.id]]
     del old, old_vectors  # the donor's memory is not needed any more
-    index = dense.create(vectors, hnsw_threshold)
+    index = dense.create(vectors, hnsw_threshold, ivf_threshold)
     if memory_donor is not None:
         action = "compacted"
     elif not missing:

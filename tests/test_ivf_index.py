@@ -1,0 +1,128 @@
+"""The inverted-file dense index (large libraries): recall against exact search, persistence, filters, the library path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import small_library
+from fakes import HashEmbedder
+
+from incidentlib import Library
+from incidentlib.library import SearchConfig
+from incidentlib.loader import load_library
+from incidentlib.search import dense
+from incidentlib.search.exact import ExactIndex
+from incidentlib.search.ivf import CALIBRATION_RECALL, IvfIndex, list_count
+
+IDS = ["IL-0025", "IL-0126", "IL-0133", "IL-0134", "IL-0021", "IL-0001", "IL-0002"]
+
+
+def clustered(rows: int, dim: int = 32, centres: int = 40, seed: int = 0) -> np.ndarray:
+    """Unit vectors around random centres: the structure real embeddings have, and what lists exploit."""
+    rng = np.random.default_rng(seed)
+    middle = rng.normal(size=(centres, dim))
+    vectors = middle[rng.integers(0, centres, rows)] + 0.35 * rng.normal(size=(rows, dim))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors.astype(np.float32)
+
+
+def recall_at_10(index: IvfIndex, exact: ExactIndex, queries: np.ndarray) -> float:
+    found = 0
+    for query in queries:
+        found += len(set(index.search(query, 10)[1].tolist()) & set(exact.search(query, 10)[1].tolist()))
+    return found / (10 * len(queries))
+
+
+def test_the_inverted_file_reaches_its_calibrated_recall_and_scores_exactly(tmp_path: Path) -> None:
+    everything = clustered(6100)
+    vectors, fresh_queries = everything[:6000], everything[6000:]  # the queries are not rows: calibration never saw them
+    index = dense.create(vectors, hnsw_threshold=10, ivf_threshold=6000)
+    assert isinstance(index, IvfIndex) and index.kind == "ivf" and len(index) == 6000
+    assert index.lists == list_count(6000) and 1 <= index.nprobe < index.lists  # calibration stopped early
+    exact = ExactIndex(vectors)
+    assert recall_at_10(index, exact, fresh_queries) >= CALIBRATION_RECALL - 0.05
+    scores, ids = index.search(fresh_queries[0], 10)
+    np.testing.assert_allclose(scores, vectors[ids] @ fresh_queries[0], rtol=1e-6)  # re-ranked with float32 vectors
+    assert list(scores) == sorted(scores, reverse=True)
+
+    folder = tmp_path / "ivf"
+    folder.mkdir()
+    assert sorted(index.save(folder)) == sorted(dense.files_for("ivf"))
+    assert isinstance(index.vectors, np.memmap)  # after saving, served from the written file
+    loaded = dense.load(folder, "ivf")
+    assert isinstance(loaded, IvfIndex) and isinstance(loaded.vectors, np.memmap)
+    assert loaded.nprobe == index.nprobe and loaded.lists == index.lists
+    np.testing.assert_array_equal(loaded.vectors, vectors)
+    for query in fresh_queries[:20]:
+        np.testing.assert_array_equal(loaded.search(query, 10)[1], index.search(query, 10)[1])
+
+
+def test_a_filtered_search_is_exact_over_the_allowed_rows() -> None:
+    vectors = clustered(3000, seed=2)
+    index = IvfIndex.build(vectors)
+    exact = ExactIndex(vectors)
+    rng = np.random.default_rng(3)
+    allowed = np.sort(rng.choice(3000, 40, replace=False))
+    for query in clustered(10, seed=4):
+        got_scores, got = index.search(query, 5, allowed=allowed)
+        want_scores, want = exact.search(query, 5, allowed=allowed)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_allclose(got_scores, want_scores, rtol=1e-6)
+    assert len(index.search(vectors[0], 5, allowed=np.array([], dtype=np.int64))[1]) == 0
+
+
+def test_added_rows_are_found_without_retraining() -> None:
+    vectors = clustered(4000, seed=5)
+    index = IvfIndex.build(vectors[:3000])
+    lists_before = index.lists
+    grown = index.add(vectors[3000:])
+    assert len(grown) == 4000 and grown.vectors.shape == (4000, 32)
+    assert isinstance(grown, IvfIndex) and grown.lists == lists_before
+    for row in (3000, 3500, 3999):
+        assert grown.search(vectors[row], 1)[1][0] == row
+
+
+def test_the_kind_follows_size() -> None:
+    assert dense.kind_for(99, hnsw_threshold=100, ivf_threshold=1000) == "flat"
+    assert dense.kind_for(100, hnsw_threshold=100, ivf_threshold=1000) == "hnsw"
+    assert dense.kind_for(1000, hnsw_threshold=100, ivf_threshold=1000) == "ivf"
+    assert list_count(1_300_000) == round(1_300_000 ** 0.5)
+    assert list_count(500) == 500 // 64  # few rows: no list trained on fewer than its share of points
+
+
+def test_a_library_above_the_threshold_builds_verifies_and_searches_an_inverted_file(tmp_path: Path, data_dir: Path) -> None:
+    root = small_library(tmp_path / "small", data_dir, IDS)
+    config = SearchConfig(cache_dir=tmp_path / "cache", hnsw_threshold=10, ivf_threshold=20)
+    library = Library(load_library(root), config, embedder=HashEmbedder())
+    report = library.build_index()
+    assert report.index_kind == "ivf" and report.action == "built"
+    stats = library.index_stats()
+    assert stats.dense_kind == "ivf" and stats.dense_index.startswith("IVF") and stats.ivf_threshold == 20
+    hits = library.search("NCCL watchdog timeout", k=3, mode="dense")
+    exact = Library(load_library(root), SearchConfig(cache_dir=tmp_path / "exact"), embedder=HashEmbedder())
+    want = exact.search("NCCL watchdog timeout", k=3, mode="dense")
+    assert [h.id for h in hits.results] == [h.id for h in want.results]
+
+    again = Library(load_library(root), config, embedder=HashEmbedder())
+    assert again.build_index().action == "reused"  # verified from disk: checksums, rows, shapes
+    assert [h.id for h in again.search("NCCL watchdog timeout", k=3, mode="dense").results] == [h.id for h in hits.results]
+
+    folder = Path(report.path)
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / meta["build"] / "vectors.npy").write_bytes(b"not a matrix")
+    damaged = Library(load_library(root), config, embedder=HashEmbedder())
+    rebuilt = damaged.build_index()
+    assert rebuilt.action != "reused" and rebuilt.warning is not None and "checksum" in rebuilt.warning
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_vectors_are_never_written(tmp_path: Path, bad: float) -> None:
+    vectors = clustered(700, seed=6)
+    index = IvfIndex.build(vectors)
+    index._vectors = index._vectors.copy()
+    index._vectors[3, 0] = bad
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        index.save(tmp_path)
