@@ -1,0 +1,175 @@
+"""The dense indexes side by side at one size: build time, recall@10 against exact search, latency, start and memory.
+
+    python bench/bench_ann.py --copies 311            # ≈ 100k incidents, 1.34M vectors of use-m3
+    python bench/bench_ann.py --copies 31 --kinds ivf # a smoke run
+
+The vectors are the bundled library's use-m3 chunk vectors, copied ``--copies`` times with Gaussian
+noise (σ = 0.05, renormalised), the recipe of ``bench_search.py``.  The queries are the first
+``--queries`` questions of eval/queries.jsonl embedded with use-m3, so they are real queries, not
+rows of the index.  Exact top-10 answers are computed once (numpy, blockwise).
+
+Each index kind is built in its own process (build seconds, peak memory of the build), saved with
+incidentlib's own ``save``, then loaded in a *fresh* process as a server would: load seconds, query
+latency p50/p99 (the index alone, query vector given), recall@10 and resident memory after the
+queries.  Run one size per invocation; latencies are wall-clock, so compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from incidentlib.search import dense  # noqa: E402
+
+#: Noise added to each copy of a real vector: enough to make every copy a distinct neighbour, small enough that
+#: copies of one chunk stay each other's nearest neighbours (what near-duplicate incidents look like).
+NOISE = 0.05
+#: Exact answers per query used for recall.
+RECALL_AT = 10
+KINDS = {"flat": "ExactIndex", "hnsw": "HnswIndex", "ivf": "IvfIndex"}
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def prepare(work: Path, copies: int, query_count: int) -> dict[str, int]:
+    """Write vectors.npy, queries.npy and truth.npy (exact top-10 row ids per query) into ``work``."""
+    from incidentlib import Library
+
+    library = Library.open()
+    engine = library._search_engine
+    engine.build()
+    _, chunk_to_row = engine._row_maps
+    real = np.ascontiguousarray(engine.dense.vectors[chunk_to_row], dtype=np.float32)
+    lines = (REPO / "eval" / "queries.jsonl").read_text(encoding="utf-8").splitlines()[:query_count]
+    queries = engine.embedder.encode_queries([json.loads(line)["query"] for line in lines]).astype(np.float32)
+    rng = np.random.default_rng(0)
+    vectors = np.lib.format.open_memmap(work / "vectors.npy", mode="w+", dtype=np.float32, shape=(copies * len(real), real.shape[1]))
+    for copy in range(copies):
+        block = real if copy == 0 else real + rng.normal(scale=NOISE, size=real.shape).astype(np.float32)
+        vectors[copy * len(real):(copy + 1) * len(real)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    vectors.flush()
+    truth = np.zeros((len(queries), RECALL_AT), dtype=np.int64)
+    best = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    ids = np.zeros((len(queries), 0), dtype=np.int64)
+    block_rows = 262_144
+    for start in range(0, len(vectors), block_rows):
+        scores = queries @ np.asarray(vectors[start:start + block_rows]).T
+        part = np.argpartition(-scores, RECALL_AT - 1, axis=1)[:, :RECALL_AT]
+        best = np.hstack([best, np.take_along_axis(scores, part, axis=1)])
+        ids = np.hstack([ids, part + start])
+        keep = np.argsort(-best, axis=1, kind="stable")[:, :RECALL_AT]
+        best, ids = np.take_along_axis(best, keep, axis=1), np.take_along_axis(ids, keep, axis=1)
+    truth[:] = ids
+    np.save(work / "queries.npy", queries)
+    np.save(work / "truth.npy", truth)
+    return {"vectors": len(vectors), "dim": int(vectors.shape[1]), "real_chunks": len(real), "queries": len(queries)}
+
+
+def build_one(work: Path, kind: str) -> dict[str, float]:
+    """In its own process: build ``kind`` over the vectors and save it under ``work/kind``."""
+    vectors = np.load(work / "vectors.npy")
+    before = rss_mb()
+    started = time.perf_counter()
+    index = dense.create(vectors, hnsw_threshold=1 if kind != "flat" else len(vectors) + 1,
+                         ivf_threshold=1 if kind == "ivf" else len(vectors) + 1)
+    seconds = time.perf_counter() - started
+    assert index.kind == kind, (index.kind, kind)
+    folder = work / kind
+    folder.mkdir(exist_ok=True)
+    files = index.save(folder)
+    described = index.describe()
+    return {"build_s": seconds, "build_peak_mb": peak_mb(), "input_mb": before,
+            "files_mb": sum((folder / f).stat().st_size for f in files) / 2**20, "describe": described}  # type: ignore[dict-item]
+
+
+def serve_one(work: Path, kind: str) -> dict[str, float]:
+    """In a fresh process: load the saved index, answer every query, measure latency, recall and memory."""
+    import faiss  # noqa: F401  (imported before timing: a server has its modules loaded)
+
+    queries = np.load(work / "queries.npy")
+    truth = np.load(work / "truth.npy")
+    baseline = rss_mb()
+    started = time.perf_counter()
+    index = dense.load(work / kind, kind)
+    load_s = time.perf_counter() - started
+    for query in queries[:5]:  # warm-up, not timed
+        index.search(query, RECALL_AT)
+    times, found = [], 0
+    for query, wanted in zip(queries, truth, strict=True):
+        started = time.perf_counter()
+        _, ids = index.search(query, RECALL_AT)
+        times.append(time.perf_counter() - started)
+        found += len(set(ids.tolist()) & set(wanted.tolist()))
+    samples = np.array(times) * 1000
+    return {"load_s": load_s, "p50_ms": float(np.percentile(samples, 50)), "p99_ms": float(np.percentile(samples, 99)),
+            "recall": found / truth.size, "rss_delta_mb": rss_mb() - baseline, "rss_mb": rss_mb()}
+
+
+def child(args: list[str]) -> dict[str, float]:
+    output = subprocess.run([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, check=True).stdout
+    result: dict[str, float] = json.loads(output.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--copies", type=int, default=311, help="copies of the bundled library's vectors (311 ≈ 100k incidents)")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--kinds", nargs="+", default=["ivf", "hnsw", "flat"], choices=sorted(KINDS))
+    parser.add_argument("--work", type=Path, help="keep the vectors and indexes here (default: a temporary folder)")
+    parser.add_argument("--child", nargs=3, metavar=("STEP", "WORK", "KIND"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        step, work, kind = args.child
+        print(json.dumps((build_one if step == "build" else serve_one)(Path(work), kind)))
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-ann-") as scratch:
+        work = args.work or Path(scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        shape = prepare(work, args.copies, args.queries)
+        print(f"{shape['vectors']:,} vectors × {shape['dim']} ({args.copies} copies of {shape['real_chunks']:,} real chunks), "
+              f"{shape['queries']} real queries; prepared in {time.perf_counter() - started:.0f} s", flush=True)
+        rows = {}
+        for kind in args.kinds:
+            built = child(["--child", "build", str(work), kind])
+            print(f"  {kind}: built in {built['build_s']:.1f} s", flush=True)
+            served = child(["--child", "serve", str(work), kind])
+            rows[kind] = {**built, **served}
+            print(f"  {kind}: {json.dumps(rows[kind])}", flush=True)
+        print()
+        print(f"| {shape['vectors']:,} vectors | " + " | ".join(rows) + " |")
+        print("|---|" + "---|" * len(rows))
+        for label, key, fmt in [("index", "describe", "{}"), ("build (s)", "build_s", "{:.1f}"),
+                                ("build peak RSS (MB)", "build_peak_mb", "{:.0f}"), ("files (MB)", "files_mb", "{:.0f}"),
+                                ("load at start (s)", "load_s", "{:.2f}"), ("query p50 / p99 (ms)", None, ""),
+                                ("recall@10 vs exact", "recall", "{:.3f}"), ("serving RSS after queries (MB)", "rss_mb", "{:.0f}")]:
+            if key is None:
+                cells = [f"{r['p50_ms']:.2f} / {r['p99_ms']:.2f}" for r in rows.values()]
+            else:
+                cells = [fmt.format(r[key]) for r in rows.values()]
+            print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
