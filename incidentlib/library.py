@@ -546,8 +546,8 @@ class Library:
         return self._search_engine.build(progress)
 
     def index_stats(self) -> IndexStats:
-        """Sizes of the search indexes and the dense index kind: exact (numpy) below ``hnsw_threshold`` vectors, HNSW at
-        or above it (see :mod:`incidentlib.search.dense`)."""
+        """Sizes of the search indexes and the dense index kind: exact (numpy) below ``hnsw_threshold`` vectors, HNSW
+        from there, an inverted file at ``ivf_threshold`` or more (see :mod:`incidentlib.search.dense`)."""
         return self._search_engine.stats()
 
     @property
