@@ -126,3 +126,18 @@ def test_non_finite_vectors_are_never_written(tmp_path: Path, bad: float) -> Non
     index._vectors[3, 0] = bad
     with pytest.raises(ValueError, match="NaN or infinite"):
         index.save(tmp_path)
+
+
+def test_a_library_that_grows_extends_its_inverted_file(tmp_path: Path, data_dir: Path) -> None:
+    root = small_library(tmp_path / "small", data_dir, IDS[:-1])
+    config = SearchConfig(cache_dir=tmp_path / "cache", hnsw_threshold=10, ivf_threshold=20)
+    first = Library(load_library(root), config, embedder=HashEmbedder()).build_index()
+    assert first.index_kind == "ivf"
+    small_library(tmp_path / "one", data_dir, IDS[-1:])
+    (root / "incidents" / f"{IDS[-1]}.yaml").write_bytes((tmp_path / "one" / "incidents" / f"{IDS[-1]}.yaml").read_bytes())
+    grown = Library(load_library(root), config, embedder=HashEmbedder())
+    report = grown.build_index()
+    assert report.action == "extended" and report.index_kind == "ivf" and 0 < report.embedded < report.chunks
+    title = load_library(root).incidents[IDS[-1]].title.en
+    hits = grown.search(title, k=3, mode="dense")
+    assert hits.results[0].id == IDS[-1]
