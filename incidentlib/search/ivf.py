@@ -9,8 +9,10 @@ minutes to build on two cores and holds every float32 vector in memory (2.7 GB a
   8-bit scalar-quantised codes in its nearest list: a quarter of the float32 memory;
 - answers a query by scanning the codes of the ``nprobe`` lists nearest to it, then scores the best
   ``RERANK_FACTOR × k`` candidates again with their exact float32 vectors;
-- keeps those float32 vectors on disk (``vectors.npy``, memory-mapped): a query reads only its
-  candidates' rows, so they cost page cache, not resident memory;
+- keeps those float32 vectors on disk (``vectors.npy``): a query reads only its candidates' rows, with
+  ``pread``, so they cost the operating system's page cache (shared by every process serving the
+  library), not the process's memory. Mapping the file instead would count every touched page cache
+  folio (often far larger than a 2 KB row) as resident memory of the process;
 - chooses ``nprobe`` when it is built: the smallest that reaches :data:`CALIBRATION_RECALL` recall@10
   against exact search on calibration queries made from the index's own vectors (see :meth:`IvfIndex._calibrate`).
 
@@ -20,6 +22,8 @@ Filtered searches over few rows (``allowed`` of at most :data:`EXACT_FILTER_ROWS
 from __future__ import annotations
 
 import math
+import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +69,39 @@ def list_count(rows: int) -> int:
     return max(1, min(MAX_LISTS, max(MIN_LISTS, wanted), rows // TRAIN_POINTS_PER_LIST))
 
 
+class _RowReader:
+    """Reads rows of a float32 ``.npy`` matrix with ``pread`` (no mapping); the file stays open until collected."""
+
+    def __init__(self, path: Path, offset: int, dim: int) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        self._offset = offset
+        self._row_bytes = dim * 4
+        self._dim = dim
+        weakref.finalize(self, os.close, self._fd)
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """Rows ``ids`` (any order) as a new float32 matrix."""
+        out = np.empty((len(ids), self._dim), dtype=np.float32)
+        for i, row in enumerate(ids.tolist()):
+            out[i] = np.frombuffer(os.pread(self._fd, self._row_bytes, self._offset + row * self._row_bytes), dtype=np.float32)
+        return out
+
+
 class IvfIndex:
     kind = "ivf"
 
     def __init__(self, index: Any, vectors: np.ndarray) -> None:
         self._index = index
         self._vectors = vectors
+        self._reader: _RowReader | None = None
+        if isinstance(vectors, np.memmap) and vectors.filename is not None:
+            self._reader = _RowReader(Path(vectors.filename), int(vectors.offset), int(vectors.shape[1]))
+
+    def _rows(self, ids: np.ndarray) -> np.ndarray:
+        """Float32 rows ``ids``: read from the file when the vectors are on disk, else taken from memory."""
+        if self._reader is not None:
+            return self._reader.rows(ids)
+        return np.asarray(self._vectors[ids])
 
     @classmethod
     def build(cls, vectors: np.ndarray) -> IvfIndex:
@@ -100,7 +131,7 @@ class IvfIndex:
 
     @property
     def vectors(self) -> np.ndarray:
-        """The float32 rows (memory-mapped from disk once saved or loaded)."""
+        """The float32 rows (memory-mapped from disk once saved or loaded: for callers that read many rows)."""
         return self._vectors
 
     @property
@@ -121,6 +152,7 @@ class IvfIndex:
         fresh = np.ascontiguousarray(vectors, dtype=np.float32)
         self._index.add(fresh)
         self._vectors = np.vstack([self._vectors, fresh])
+        self._reader = None  # the rows are in memory now, until the next save
         return self
 
     def scores(self, query: np.ndarray) -> None:
@@ -138,7 +170,8 @@ class IvfIndex:
             if len(rows) == 0:
                 return empty_result()
             if len(rows) <= EXACT_FILTER_ROWS:
-                return _top(np.asarray(self._vectors[np.sort(rows)]) @ query[0], np.sort(rows), k)
+                ordered = np.sort(rows)
+                return _top(self._rows(ordered) @ query[0], ordered, k)
             params = faiss.SearchParametersIVF(  # type: ignore[call-arg]  # the stubs miss its keyword arguments
                 sel=faiss.IDSelectorBatch(np.ascontiguousarray(rows)), nprobe=self.nprobe)
         fetch = min(total, k * RERANK_FACTOR)
@@ -146,16 +179,17 @@ class IvfIndex:
         found = ids[0][ids[0] >= 0].astype(np.int64)
         if not len(found):
             return empty_result()
-        found.sort()  # ascending rows read the memory-mapped file in order
-        return _top(np.asarray(self._vectors[found]) @ query[0], found, k)
+        found.sort()  # ascending rows read the file in order
+        return _top(self._rows(found) @ query[0], found, k)
 
     def save(self, folder: Path) -> list[str]:
-        """Write the codes and the float32 rows, then serve the rows from the written file (memory-mapped)."""
+        """Write the codes and the float32 rows, then serve the rows from the written file."""
         if not np.isfinite(self._vectors).all():
             raise ValueError("refusing to save NaN or infinite vectors")
         faiss.write_index(self._index, str(folder / INDEX_FILE))
         np.save(folder / VECTORS_FILE, np.asarray(self._vectors))
-        self._vectors = np.load(folder / VECTORS_FILE, mmap_mode="r", allow_pickle=False)
+        reopened = IvfIndex(self._index, np.load(folder / VECTORS_FILE, mmap_mode="r", allow_pickle=False))
+        self._vectors, self._reader = reopened._vectors, reopened._reader
         return [INDEX_FILE, VECTORS_FILE]
 
     def describe(self) -> str:
