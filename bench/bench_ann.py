@@ -127,6 +127,28 @@ def serve_one(work: Path, kind: str) -> dict[str, float]:
             "rss_anon_mb": rss_mb("RssAnon"), "rss_file_mb": rss_mb("RssFile")}
 
 
+def sweep(work: Path, steps: list[int]) -> None:
+    """Recall@10 of the saved inverted file at each ``nprobe``: real queries next to the calibration's mixtures."""
+    from incidentlib.search.ivf import CALIBRATION_QUERIES, CALIBRATION_SEED, IvfIndex, _exact_top
+
+    index = dense.load(work / "ivf", "ivf")
+    assert isinstance(index, IvfIndex)
+    queries, truth = np.load(work / "queries.npy"), np.load(work / "truth.npy")
+    vectors = index.vectors
+    rng = np.random.default_rng(CALIBRATION_SEED)
+    rows = len(vectors)
+    mixed = np.asarray(vectors[rng.choice(rows, CALIBRATION_QUERIES)]) + np.asarray(vectors[rng.choice(rows, CALIBRATION_QUERIES)])
+    mixed = (mixed / np.linalg.norm(mixed, axis=1, keepdims=True)).astype(np.float32)
+    mixed_truth = _exact_top(vectors, mixed, RECALL_AT)
+    print(f"| nprobe | real queries | mixtures of two rows |  (calibrated: {index.nprobe})")
+    print("|---|---|---|")
+    for nprobe in steps:
+        index._index.nprobe = nprobe
+        recalls = [sum(len(set(index.search(q, RECALL_AT)[1].tolist()) & set(t.tolist())) for q, t in zip(qs, ts, strict=True)) / ts.size
+                   for qs, ts in ((queries, truth), (mixed, mixed_truth))]
+        print(f"| {nprobe} | {recalls[0]:.3f} | {recalls[1]:.3f} |", flush=True)
+
+
 def child(args: list[str]) -> dict[str, float]:
     output = subprocess.run([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, check=True).stdout
     result: dict[str, float] = json.loads(output.strip().splitlines()[-1])
@@ -139,6 +161,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--kinds", nargs="+", default=["ivf", "hnsw", "flat"], choices=sorted(KINDS))
     parser.add_argument("--work", type=Path, help="keep the vectors and indexes here (default: a temporary folder)")
+    parser.add_argument("--sweep", type=int, nargs="*", metavar="NPROBE",
+                        help="after the table, recall of the inverted file at these nprobe values (real queries and "
+                             "the calibration's mixtures of two rows)")
     parser.add_argument("--child", nargs=3, metavar=("STEP", "WORK", "KIND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -173,6 +198,9 @@ def main() -> None:
             else:
                 cells = [fmt.format(r[key]) for r in rows.values()]
             print(f"| {label} | " + " | ".join(cells) + " |")
+        if args.sweep and "ivf" in rows:
+            print()
+            sweep(work, args.sweep)
 
 
 if __name__ == "__main__":
