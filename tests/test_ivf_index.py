@@ -141,3 +141,18 @@ def test_a_library_that_grows_extends_its_inverted_file(tmp_path: Path, data_dir
     title = load_library(root).incidents[IDS[-1]].title.en
     hits = grown.search(title, k=3, mode="dense")
     assert hits.results[0].id == IDS[-1]
+
+
+def test_a_deep_search_rescores_only_its_head() -> None:
+    everything = clustered(3100, seed=7)
+    vectors, queries = everything[:3000], everything[3000:]
+    index = IvfIndex.build(vectors)
+    index._index.nprobe = index.lists  # every list: what remains to check is the scoring, not the probing
+    exact = ExactIndex(vectors)
+    for query in queries[:10]:
+        scores, ids = index.search(query, 1000)
+        want_scores, want = exact.search(query, 1000)
+        assert list(scores) == sorted(scores, reverse=True) and len(set(ids.tolist())) == 1000
+        np.testing.assert_allclose(scores, vectors[ids] @ query, atol=0.02)  # the tail keeps the codes' scores
+        np.testing.assert_allclose(scores[:100], want_scores[:100], rtol=1e-6)  # the head is exact
+        assert len(set(ids.tolist()) & set(want.tolist())) >= 980

@@ -8,7 +8,7 @@ minutes to build on two cores and holds every float32 vector in memory (2.7 GB a
 - clusters the vectors into ``nlist ≈ √n`` lists (k-means on a sample) and stores each vector as
   8-bit scalar-quantised codes in its nearest list: a quarter of the float32 memory;
 - answers a query by scanning the codes of the ``nprobe`` lists nearest to it, then scores the best
-  ``RERANK_FACTOR × k`` candidates again with their exact float32 vectors;
+  candidates again with their exact float32 vectors (``2k``, at most :data:`RERANK_LIMIT`);
 - keeps those float32 vectors on disk (``vectors.npy``): a query reads only its candidates' rows, with
   ``pread``, so they cost the operating system's page cache (shared by every process serving the
   library), not the process's memory. Mapping the file instead would count every touched page cache
@@ -42,9 +42,14 @@ MIN_LISTS, MAX_LISTS = 16, 65_536
 #: Training points per list: k-means needs a few dozen points per centroid for stable centroids (FAISS warns
 #: below 39); 64 gives margin while keeping training to a sample (75k vectors at 1.3M rows).
 TRAIN_POINTS_PER_LIST = 64
-#: Candidates re-scored with float32 vectors, as a multiple of k: 8-bit codes move a score by about 1e-3,
-#: far less than the gap between most ranks, so twice k keeps every near tie the codes could reorder.
+#: Candidates fetched, as a multiple of k (at most ``k + RERANK_LIMIT``): 8-bit codes move a score by about 1e-3,
+#: far less than the gap between most ranks, so twice k keeps every near tie the codes could reorder at the cut.
 RERANK_FACTOR = 2
+#: At most this many candidates (the best by their codes) are re-scored with their float32 rows; the rest keep the
+#: codes' scores.  Each re-scored row is one read from disk, and a search for 1,500 chunks (the engine's fetch for
+#: 50 incidents) spent 44 ms reading 3,000 rows against 6 ms in FAISS; past the first few hundred ranks an error of
+#: ~1e-3 moves a chunk a few places, which the per-incident maximum hardly sees.
+RERANK_LIMIT = 256
 #: The recall@10 (against exact search) that the chosen ``nprobe`` must reach on the calibration queries: above the
 #: 0.95 the project promises, because real queries measured up to 0.025 below the calibration queries at the same
 #: nprobe (docs/benchmarks.md: 0.968 against 0.981 at 43k vectors, 0.945 against 0.970 at 1.35M), so 0.98 keeps
@@ -174,13 +179,17 @@ class IvfIndex:
                 return _top(self._rows(ordered) @ query[0], ordered, k)
             params = faiss.SearchParametersIVF(  # type: ignore[call-arg]  # the stubs miss its keyword arguments
                 sel=faiss.IDSelectorBatch(np.ascontiguousarray(rows)), nprobe=self.nprobe)
-        fetch = min(total, k * RERANK_FACTOR)
-        _, ids = self._index.search(query, fetch, params=params)
-        found = ids[0][ids[0] >= 0].astype(np.int64)
+        fetch = min(total, k + min(k * (RERANK_FACTOR - 1), RERANK_LIMIT))
+        coded, ids = self._index.search(query, fetch, params=params)
+        keep = ids[0] >= 0
+        found, scores = ids[0][keep].astype(np.int64), coded[0][keep].astype(np.float32)
         if not len(found):
             return empty_result()
-        found.sort()  # ascending rows read the file in order
-        return _top(self._rows(found) @ query[0], found, k)
+        head = np.sort(found[:RERANK_LIMIT])  # the best by their codes, ascending rows read the file in order
+        exact = self._rows(head) @ query[0]
+        if len(found) <= RERANK_LIMIT:
+            return _top(exact, head, k)
+        return _top(np.concatenate([exact, scores[RERANK_LIMIT:]]), np.concatenate([head, found[RERANK_LIMIT:]]), k)
 
     def save(self, folder: Path) -> list[str]:
         """Write the codes and the float32 rows, then serve the rows from the written file."""
