@@ -20,15 +20,14 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from .api.guards import (
+from .api.limits import (
     DEFAULT_HEAVY_QUEUE,
     DEFAULT_HEAVY_WORKERS,
+    DEFAULT_MAX_CONCURRENT,
     DEFAULT_RATE_BURST,
     DEFAULT_RATE_PER_SECOND,
     MAX_REQUEST_HEAD_BYTES,
-    GuardSettings,
 )
-from .api.sparql_runner import DEFAULT_MAX_CONCURRENT
 from .errors import (
     DataError,
     EmbedderUnavailable,
@@ -849,6 +848,7 @@ def serve(
     import uvicorn
 
     from .api import SERVE_ENV, ServiceSettings, create_app
+    from .api.guards import GuardSettings
 
     library = open_library(data, embedder, cache, graph_store=graph_store, search_backend=search_backend)
     build_with_progress(library)

@@ -21,13 +21,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
-from rdflib import Graph
-
 from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
 from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeError
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
-from .graph.sparql import SparqlResult, run_sparql
 from .graph.store import (
     PATCH_MAX_INCIDENTS,
     GraphStore,
@@ -84,6 +81,7 @@ from .views import (
     SignalMatch,
     SignalView,
     SourceView,
+    SparqlResult,
     StoredRecord,
     TagResult,
     TokenView,
@@ -97,6 +95,8 @@ from .views import (
 from .vocab import Vocabulary
 
 if TYPE_CHECKING:
+    from rdflib import Graph
+
     from .analysis import Analysis, ClusterMethod
     from .analysis.families import CompiledFamily
     from .analysis.tables import ShapeTable, SignalTable
@@ -510,6 +510,8 @@ class Library:
     def sparql(self, query: str, timeout: float | None = None) -> SparqlResult:
         """Run a read-only SPARQL query on the graph store; :class:`SparqlError` for syntax errors and updates.
         ``timeout`` bounds a remote store's answer (in-process stores are bounded by the caller, api.sparql_runner)."""
+        from .graph.sparql import run_sparql  # rdflib's SPARQL parser: only for a query
+
         return run_sparql(self._graph_store, query, timeout)
 
     def export(self, fmt: ExportFormat | str) -> str:

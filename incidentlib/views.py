@@ -6,7 +6,7 @@ never renamed or removed without a version bump.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -21,6 +21,17 @@ class CompactReport(BaseModel):
     wal_bytes_before: int = Field(description="Size of the write store's write-ahead log before the checkpoint.")
     wal_bytes_after: int = Field(description="Its size after (0 once truncated; unchanged while a reader held it).")
     seconds: float
+
+
+class SparqlResult(BaseModel):
+    """The outcome of a query: rows for SELECT, a boolean for ASK, a graph for CONSTRUCT/DESCRIBE."""
+
+    type: Literal["SELECT", "ASK", "CONSTRUCT", "DESCRIBE"]
+    variables: list[str] = []
+    rows: list[dict[str, str | None]] = []
+    boolean: bool | None = None
+    turtle: str | None = None
+    json_results: dict[str, Any] | None = None
 
 
 class ConceptRef(BaseModel):

@@ -40,6 +40,11 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..requests import MAX_IMPORT_BYTES, MAX_SERIES_BYTES
+from .limits import DEFAULT_HEAVY_QUEUE as DEFAULT_HEAVY_QUEUE
+from .limits import DEFAULT_HEAVY_WORKERS as DEFAULT_HEAVY_WORKERS
+from .limits import DEFAULT_RATE_BURST as DEFAULT_RATE_BURST
+from .limits import DEFAULT_RATE_PER_SECOND as DEFAULT_RATE_PER_SECOND
+from .limits import MAX_REQUEST_HEAD_BYTES as MAX_REQUEST_HEAD_BYTES
 from .schemas import ErrorBody
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -51,20 +56,6 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 # Routes whose documented input is larger than the default body limit (with room for JSON framing).
 LARGE_BODY_LIMITS = {"/diagnose/series": MAX_SERIES_BYTES + 1024 * 1024, "/import": MAX_IMPORT_BYTES + 1024 * 1024}
-# The request line and headers: a 20,000-character SPARQL query of 4-byte characters,
-# percent-encoded in a GET URL, is 240 KB; past this the HTTP server answers 400 itself.
-MAX_REQUEST_HEAD_BYTES = 512 * 1024
-# Per client: a person or an agent rarely sends more than a few searches a second;
-# 10/s sustained with bursts of 30 serves interactive use and stops a single client
-# from taking every worker.
-DEFAULT_RATE_PER_SECOND = 10.0
-DEFAULT_RATE_BURST = 30
-# Heavy routes mix numpy/FAISS (releases the GIL) and Python (holds it): on a
-# 2-core server 4 running at once keeps both cores busy without thrashing.
-DEFAULT_HEAVY_WORKERS = 4
-# At most this many wait for a worker; at ~50 ms per search the last one waits
-# about half a second.  Beyond that a fast 503 is more useful than a slow answer.
-DEFAULT_HEAVY_QUEUE = 32
 # How long a refused client should wait before retrying, in seconds.
 BUSY_RETRY_AFTER_SECONDS = 1
 # Forget the bucket of clients idle this long, so the table stays small.

@@ -51,6 +51,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..errors import ReadOnlyError, RemoteAccessError, SparqlBusy, SparqlError, SparqlMemoryError, SparqlTimeout
 from ..library import Library, SparqlResult
+from .limits import DEFAULT_MAX_CONCURRENT as DEFAULT_MAX_CONCURRENT
 
 # A SELECT over the whole graph serialises to a few MB; 512 MiB above the inherited
 # address space leaves room for that and for rdflib's intermediate solution sets,
@@ -64,9 +65,6 @@ PR_SET_PDEATHSIG = 1
 # CPU seconds beyond the wall-clock limit before the kernel sends SIGXCPU/SIGKILL:
 # a backstop for a child whose parent can no longer stop it.
 CPU_SLACK_SECONDS = 2
-# Each query is one CPU-bound process; more than two at once on a small server
-# only makes every one of them slower.
-DEFAULT_MAX_CONCURRENT = 2
 # Seconds a refused client is told to wait: about one time-limited query.
 RETRY_AFTER_SECONDS = 5
 # Extra seconds the server waits for a host beyond the query's limit and the kill grace period.

@@ -7,12 +7,11 @@ import json
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from rdflib import Graph
-
 from ..loader import LibraryData
 
 if TYPE_CHECKING:
     import networkx as nx
+    from rdflib import Graph
 
 
 class ExportFormat(str, Enum):

@@ -13,18 +13,19 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-import networkx as nx
-
 from ..loader import LibraryData
 from ..models import Incident
 from ..views import ConceptRef, GraphNode, GraphPath, IncidentSummary, NodeLinkGraph, RelatedItem, TopicPage
-from . import descent, nodes, refs, scoring, topics, walks
-from .projection import build_projection, projection_from_store
-from .scoring import RELATING_KINDS
-from .walks import HUB_KINDS
+from . import descent, refs
+from .defaults import HUB_KINDS, RELATING_KINDS, TOPIC_LIST_LIMIT
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from .store import GraphStore
+
+# The modules that need NetworkX (nodes, scoring, topics, walks, projection) are imported by the
+# methods that use them: a search asks this object only for concept references.
 
 __all__ = ["RELATING_KINDS", "KnowledgeGraph"]
 
@@ -39,14 +40,20 @@ class KnowledgeGraph:
 
     @cached_property
     def nx(self) -> nx.Graph:
+        from .projection import build_projection, projection_from_store
+
         return build_projection(self.data) if self.store is None else projection_from_store(self.store, self.data)
 
     # ---- node references and views ---------------------------------------------
     def resolve_node(self, reference: str) -> str:
         """Accept ``IL-0025``, ``nccl``, ``component:nccl`` or a label such as ``InfiniBand``."""
+        from . import nodes
+
         return nodes.resolve_node(self.data, self.nx, reference)
 
     def node_view(self, node: str, lang: str) -> GraphNode:
+        from . import nodes
+
         return nodes.node_view(self.data, node, lang)
 
     def concept_ref(self, concept_id: str, lang: str) -> ConceptRef:
@@ -58,28 +65,40 @@ class KnowledgeGraph:
     # ---- related incidents -----------------------------------------------------
     @cached_property
     def document_frequency(self) -> dict[str, int]:
+        from . import scoring
+
         return scoring.document_frequency(self.nx)
 
     def concept_weight(self, node: str) -> float:
         """``w(c) = ln(1 + N / df(c))`` (see ``graph.scoring``)."""
+        from . import scoring
+
         return scoring.concept_weight(self.document_frequency, len(self.data.incidents), node)
 
     def related(self, incident_id: str, lang: str = "en", limit: int | None = 10) -> list[RelatedItem]:
         """Incidents sharing components or causes with ``incident_id``, best first (score in ``graph.scoring``)."""
+        from . import scoring
+
         return scoring.related(self.data, self.nx, self.document_frequency, incident_id, lang, limit)
 
     # ---- neighbourhoods and paths ------------------------------------------------
     def neighbors(self, reference: str, depth: int = 1, lang: str = "en") -> NodeLinkGraph:
         """Everything within ``depth`` hops of a node (depth is capped at ``MAX_DEPTH``)."""
+        from . import walks
+
         return walks.neighbors(self.data, self.nx, reference, depth, lang)
 
     def path(self, source: str, target: str, lang: str = "en", skip_kinds: tuple[str, ...] = HUB_KINDS) -> GraphPath | None:
         """The shortest path between two nodes, avoiding hub-like tag nodes by default."""
+        from . import walks
+
         return walks.path(self.data, self.nx, source, target, lang, skip_kinds)
 
     # ---- topics and vocabulary -----------------------------------------------------
-    def topic(self, reference: str, lang: str = "en", limit: int = topics.TOPIC_LIST_LIMIT) -> TopicPage:
+    def topic(self, reference: str, lang: str = "en", limit: int = TOPIC_LIST_LIMIT) -> TopicPage:
         """A concept's page: definition, incidents, co-occurring concepts, organizations."""
+        from . import topics
+
         return topics.topic(self.data, self.nx, reference, lang, limit)
 
     def descendants(self, concept_id: str) -> set[str]:

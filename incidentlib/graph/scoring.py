@@ -26,10 +26,10 @@ import networkx as nx
 from ..loader import LibraryData
 from ..models import Incident
 from ..views import RelatedItem
+from .defaults import RELATING_KINDS as RELATING_KINDS
 from .projection import node_id, split_node
 from .refs import concept_ref
 
-RELATING_KINDS: tuple[str, ...] = ("component", "cause")
 # Decimal places of a related score: enough to order every pair in the bundled library, few
 # enough that the JSON stays readable and scores compare equal across platforms.
 SCORE_DECIMALS = 4

@@ -14,11 +14,9 @@ import json
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
-from typing import Literal as TypingLiteral
 
 import rdflib.plugins.sparql as rdflib_sparql
 import rdflib.plugins.sparql.evaluate as rdflib_evaluate
-from pydantic import BaseModel
 from pyparsing import ParseException
 from rdflib import Graph
 from rdflib.plugins.sparql import prepareQuery
@@ -27,6 +25,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.plugins.sparql.sparql import Query
 
 from ..errors import ReadOnlyError, RemoteAccessError, SparqlError
+from ..views import SparqlResult as SparqlResult  # defined with the other response shapes; re-exported
 from .ontology import PREFIXES
 from .store import GRAPH_KINDS, GraphStore, QueryKind, StoreAnswer
 
@@ -73,17 +72,6 @@ def remote_parts(algebra: CompValue) -> list[str]:
         if dict.get(part, "datasetClause"):  # CompValue.get returns the key itself when absent
             found.append("FROM")
     return found
-
-
-class SparqlResult(BaseModel):
-    """The outcome of a query: rows for SELECT, a boolean for ASK, a graph for CONSTRUCT/DESCRIBE."""
-
-    type: TypingLiteral["SELECT", "ASK", "CONSTRUCT", "DESCRIBE"]
-    variables: list[str] = []
-    rows: list[dict[str, str | None]] = []
-    boolean: bool | None = None
-    turtle: str | None = None
-    json_results: dict[str, Any] | None = None
 
 
 _INIT_NS = dict(PREFIXES.items())

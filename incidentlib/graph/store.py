@@ -26,6 +26,7 @@ or the change is too large for a patch to pay.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -34,14 +35,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
-from rdflib import Graph
 
 from ..errors import InvalidRequest
 from ..loader import LibraryData
-from .ontology import PREFIXES, bind_prefixes
 
 if TYPE_CHECKING:
+    from rdflib import Graph
+
     from .rdf import GraphDelta
+
+# rdflib (and .ontology, built on it) is imported where a graph is made: a library opens a store
+# configuration on every command, and most commands never touch RDF.
 
 # Bump when build_graph's output changes for the same data files (a new triple, a renamed
 # property): stores loaded by an older version then see a different hash and reload.
@@ -57,8 +61,14 @@ DEFAULT_HTTP_TIMEOUT_SECONDS = 300.0
 #: parse more slowly than a bulk N-Triples load), so a large import is cheaper to reload whole.
 PATCH_MAX_INCIDENTS = 1_000
 
-#: The prefixes every query may use without declaring them (il:, skos:, dcterms:, …).
-PREFIX_IRIS: dict[str, str] = {prefix: str(namespace) for prefix, namespace in PREFIXES.items()}
+
+@functools.cache
+def prefix_iris() -> dict[str, str]:
+    """The prefixes every query may use without declaring them (il:, skos:, dcterms:, …), by name."""
+    from .ontology import PREFIXES
+
+    return {prefix: str(namespace) for prefix, namespace in PREFIXES.items()}
+
 
 QueryKind = Literal["SELECT", "ASK", "CONSTRUCT", "DESCRIBE"]
 GRAPH_KINDS: frozenset[str] = frozenset({"CONSTRUCT", "DESCRIBE"})
@@ -154,6 +164,10 @@ def read_graph(store: GraphStore) -> Graph:
 
     if isinstance(store, MemoryStore):
         return store.graph
+    from rdflib import Graph
+
+    from .ontology import bind_prefixes
+
     graph = Graph()
     bind_prefixes(graph)
     graph.parse(data=store.dump(), format="nt")

@@ -14,11 +14,11 @@ from .store import (
     CONTENT_HASH,
     GRAPH_KINDS,
     META_GRAPH,
-    PREFIX_IRIS,
     GraphStoreConfig,
     QueryKind,
     StoreAnswer,
     patch_update,
+    prefix_iris,
 )
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class OxigraphStore:
         """Evaluated in this thread; pyoxigraph takes no time limit, so the caller bounds it (api.sparql_runner)."""
         ox = self._ox
         try:
-            result = self._store.query(sparql, prefixes=PREFIX_IRIS)
+            result = self._store.query(sparql, prefixes=prefix_iris())
         except SyntaxError as exc:
             from ..errors import SparqlError
 

@@ -20,11 +20,11 @@ from .store import (
     DEFAULT_HTTP_TIMEOUT_SECONDS,
     GRAPH_KINDS,
     META_GRAPH,
-    PREFIX_IRIS,
     GraphStoreConfig,
     QueryKind,
     StoreAnswer,
     patch_update,
+    prefix_iris,
 )
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ RESULTS_JSON = "application/sparql-results+json"
 # Characters of an endpoint's error body quoted in our message: enough for the server's reason.
 ERROR_EXCERPT_CHARS = 500
 
-_PROLOGUE = "".join(f"PREFIX {prefix}: <{iri}>\n" for prefix, iri in PREFIX_IRIS.items())
+_PROLOGUE = "".join(f"PREFIX {prefix}: <{iri}>\n" for prefix, iri in prefix_iris().items())
 
 
 class RemoteStore:

@@ -10,6 +10,7 @@ from ..errors import UnknownNodeError
 from ..loader import LibraryData
 from ..models import ConceptKind, Incident
 from ..views import ConceptCount, TopicPage
+from .defaults import TOPIC_LIST_LIMIT as TOPIC_LIST_LIMIT
 from .descent import descendants
 from .nodes import resolve_node
 from .projection import split_node
@@ -17,8 +18,6 @@ from .refs import concept_ref, summary
 
 # Kinds counted as "co-occurring" on a topic page (tags and organizations are listed elsewhere).
 CO_OCCURRING_KINDS: tuple[str, ...] = ("component", "cause", "symptom")
-# Rows in each of a topic page's two count lists: chosen by hand for a readable page; not tuned.
-TOPIC_LIST_LIMIT = 15
 
 
 def incident_concepts(incident: Incident, kind: str) -> list[str]:

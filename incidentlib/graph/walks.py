@@ -10,10 +10,8 @@ from ..errors import InvalidRequest
 from ..loader import LibraryData
 from ..requests import MAX_DEPTH
 from ..views import GraphLink, GraphPath, NodeLinkGraph
+from .defaults import HUB_KINDS as HUB_KINDS
 from .nodes import node_view, resolve_node
-
-# Tags ("gpu-cloud", "outage") join most incidents: a path through one says nothing.
-HUB_KINDS: tuple[str, ...] = ("tag",)
 
 
 def neighbors(data: LibraryData, graph: nx.Graph, reference: str, depth: int = 1, lang: str = "en") -> NodeLinkGraph:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ..graph.knowledge import KnowledgeGraph
 from ..models import Incident
@@ -19,7 +20,9 @@ from ..tagging.tagger import ConceptTagger
 from ..views import MatchedChunk, SearchResult, Why
 from .concepts import ConceptRecognizer, Mention
 from .engine import Hit, SearchEngine, SearchMode
-from .similarity import Evidence, SimilarityIndex
+
+if TYPE_CHECKING:
+    from .similarity import Evidence, SimilarityIndex
 
 #: Snippet length: two lines of a terminal or a result card.
 SNIPPET_CHARS = 240
@@ -53,6 +56,8 @@ class SearchService:
     # ---- similar ---------------------------------------------------------------
     @cached_property
     def similarity(self) -> SimilarityIndex:
+        from .similarity import SimilarityIndex  # SciPy's sparse matrices: only for `similar`
+
         return SimilarityIndex(self.engine)
 
     @property
