@@ -36,7 +36,7 @@ from .graph.store import (
 )
 from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, load_library
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
-from .paths import CACHE_ENV, DATA_ENV, resolve_data_dir
+from .paths import CACHE_ENV, DATA_ENV, default_cache_dir, resolve_data_dir
 from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
 from .search.backend import BACKEND_ENV as SEARCH_BACKEND_ENV
 from .search.backend import BACKEND_OPTION as SEARCH_BACKEND_OPTION
@@ -174,7 +174,8 @@ class Library:
         elif search_backend is not None:
             search_config = search_config.model_copy(update={"backend": parse_search_backend(search_backend)})
         graph_config = graph_store if isinstance(graph_store, GraphStoreConfig) else parse_graph_store(graph_store)
-        return cls(load_library(resolve_data_dir(data_dir)), search_config, graph_store=graph_config)
+        cache = search_config.cache_dir or default_cache_dir()  # the parsed YAML is kept beside the indexes
+        return cls(load_library(resolve_data_dir(data_dir), cache), search_config, graph_store=graph_config)
 
     @staticmethod
     def search_settings(embedder: str | None = None, cache_dir: Path | None = None,

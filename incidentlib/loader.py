@@ -18,12 +18,8 @@ from pydantic import BaseModel, ValidationError
 from .errors import LibraryError
 from .journal import recover
 from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
+from .parsed_cache import YAML_LOADER, DataFiles
 from .vocab import Vocabulary
-
-try:  # the C loader is several times faster on a few hundred files
-    _YamlLoader: type = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _YamlLoader = yaml.SafeLoader
 
 VOCAB_DIR = "vocab"
 INCIDENTS_DIR = "incidents"
@@ -59,19 +55,23 @@ NOT_A_FILE = "not a regular file (a directory, or a symbolic link to nothing); r
 
 def read_yaml(path: Path) -> object:
     with path.open("rb") as handle:
-        return yaml.load(handle, Loader=_YamlLoader)
+        return yaml.load(handle, Loader=YAML_LOADER)
 
 
-def load_library(root: Path | str) -> LibraryData:
-    """Load and validate ``root``; raise :class:`LibraryError` listing every problem."""
-    data, problems = check_library(root)
+def load_library(root: Path | str, cache_dir: Path | None = None) -> LibraryData:
+    """Load and validate ``root``; raise :class:`LibraryError` listing every problem.
+
+    With ``cache_dir``, the parsed YAML is reused from there when the data files' bytes are the same
+    (see :mod:`incidentlib.parsed_cache`); the records and problems are the same either way."""
+    data, problems = check_library(root, cache_dir)
     if problems or data is None:
         raise LibraryError(problems)
     return data
 
 
-def check_library(root: Path | str) -> tuple[LibraryData | None, list[Problem]]:
-    """Validate ``root`` and return what loaded together with all problems found."""
+def check_library(root: Path | str, cache_dir: Path | None = None) -> tuple[LibraryData | None, list[Problem]]:
+    """Validate ``root`` and return what loaded together with all problems found (``cache_dir``: as in
+    :func:`load_library`)."""
     root = Path(root)
     problems: list[Problem] = []
     recover(root)  # finish or undo an import that was interrupted (see incidentlib.journal)
@@ -83,12 +83,14 @@ def check_library(root: Path | str) -> tuple[LibraryData | None, list[Problem]]:
     if problems:
         return None, problems
 
-    concepts = _load_vocab(root, problems)
+    files = DataFiles.read(root, _data_files(root), cache_dir)
+    concepts = _load_vocab(root, problems, files)
     vocab = Vocabulary(concepts)
     _check_vocab_links(root, vocab, problems)
-    incidents = _load_incidents(root, problems)
+    incidents = _load_incidents(root, problems, files)
     _check_incident_links(root, incidents, vocab, problems)
-    digest = content_hash(root)
+    digest = files.content_hash()  # the bytes just parsed, not a second read that could see a newer file
+    files.save()
     return LibraryData(root=root, vocab=vocab, incidents=incidents, content_hash=digest), problems
 
 
@@ -129,7 +131,7 @@ def _pydantic_problems(file: str, exc: ValidationError, prefix: str = "") -> lis
     return found
 
 
-def _load_vocab(root: Path, problems: list[Problem]) -> list[Concept]:
+def _load_vocab(root: Path, problems: list[Problem], data_files: DataFiles) -> list[Concept]:
     concepts: list[Concept] = []
     seen: dict[str, str] = {}
     kinds = {kind.value for kind in ConceptKind}
@@ -142,7 +144,7 @@ def _load_vocab(root: Path, problems: list[Problem]) -> list[Concept]:
             problems.append(Problem(file=file, message=NOT_A_FILE))
             continue
         try:
-            doc = read_yaml(path)
+            doc = data_files.load(path)
         except yaml.YAMLError as exc:
             problems.append(Problem(file=file, message=f"not valid YAML: {exc}"))
             continue
@@ -197,7 +199,7 @@ def _check_vocab_links(root: Path, vocab: Vocabulary, problems: list[Problem]) -
             problems.append(Problem(file=file, field="broader", message="broader links form a cycle"))
 
 
-def _load_incidents(root: Path, problems: list[Problem]) -> dict[str, Incident]:
+def _load_incidents(root: Path, problems: list[Problem], files: DataFiles) -> dict[str, Incident]:
     incidents: dict[str, Incident] = {}
     where: dict[str, str] = {}
     folder = root / INCIDENTS_DIR
@@ -207,7 +209,7 @@ def _load_incidents(root: Path, problems: list[Problem]) -> dict[str, Incident]:
             problems.append(Problem(file=file, message=NOT_A_FILE))
             continue
         try:
-            doc = read_yaml(path)
+            doc = files.load(path)
         except yaml.YAMLError as exc:
             problems.append(Problem(file=file, message=f"not valid YAML: {exc}"))
             continue

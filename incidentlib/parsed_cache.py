@@ -1,0 +1,205 @@
+"""A cache of what PyYAML made of a library's data files, so a warm start skips the YAML parse.
+
+Parsing the bundled library's few hundred YAML files takes most of its load (PyYAML's
+constructor, even with the C parser); reading their bytes and hashing them takes a few
+milliseconds. So a library is read as a :class:`DataFiles` snapshot (every data file's bytes,
+read once), and the parsed documents are kept in ``<cache dir>/parsed/<key>.pkl`` where
+
+    key = sha256(PARSED_FORMAT_VERSION, PyYAML's version, the loader's name,
+                 every data file's path relative to the library and sha256 of its bytes)
+
+so the same bytes give the same key at any install location, and any change of a file's bytes,
+a file added, removed or renamed, another PyYAML or another cache layout gives another key.
+
+What is cached is PyYAML's output (plain dicts, lists, strings, numbers, dates), not the
+validated records: every document still goes through the same pydantic validation and link
+checks, so a change to the model classes can never be answered from a stale cache, and the
+problems reported for a library are the same with or without it.
+
+The cache is never a source of truth. A file is written atomically (temporary file, then
+rename), starts with the SHA-256 of its payload (checked on load), and is unpickled by an
+unpickler that resolves no global but the four ``datetime`` types YAML timestamps produce:
+pickle runs code only through the globals it may import, so even a file someone else placed in
+the cache directory cannot run anything (it fails to load, and the YAML is parsed). A missing,
+stale, corrupt or unreadable file means parsing the YAML as without a cache; a cache that
+cannot be written costs only the next start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import pickle
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import yaml
+
+from .storage import atomic_write_bytes
+
+log = logging.getLogger(__name__)
+
+#: Bump when the layout of a cache file or what is stored in it changes: older files are then ignored.
+PARSED_FORMAT_VERSION = 1
+#: Folder of the parsed-document caches inside the cache directory.
+PARSED_DIR = "parsed"
+#: Cache files kept (newest first by modification time); one per library content, a few kB to a few MB
+#: each. Enough for several checkouts and a few edits of each without re-parsing; chosen, not tuned.
+MAX_PARSED_FILES = 16
+_MAGIC = b"incidentlib-parsed\0"
+_DIGEST_BYTES = 32
+
+try:  # the C loader is several times faster on a few hundred files
+    YAML_LOADER: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    YAML_LOADER = yaml.SafeLoader
+
+# The only globals a cache file may name: the types PyYAML's safe loader builds for timestamps.
+_ALLOWED_GLOBALS = frozenset({("datetime", "date"), ("datetime", "datetime"), ("datetime", "timedelta"),
+                              ("datetime", "timezone")})
+
+
+class _DocsUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> type:
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise pickle.UnpicklingError(f"a parsed-YAML cache may not name {module}.{name}")
+        found: type = super().find_class(module, name)
+        return found
+
+
+def parse_yaml(data: bytes, name: str) -> object:
+    """PyYAML's safe load of ``data``, with ``name`` in error messages (as when reading the file itself)."""
+    stream = io.BytesIO(data)
+    stream.name = name  # PyYAML names the stream in its error marks
+    return yaml.load(stream, Loader=YAML_LOADER)
+
+
+@dataclass
+class DataFiles:
+    """The bytes of a library's data files, read once: parsed (or taken from the cache), and hashed."""
+
+    root: Path
+    files: dict[Path, bytes | OSError]
+    cache_dir: Path | None = None
+    _cached: dict[str, object] | None = None
+    _parsed: dict[str, object] = field(default_factory=dict)
+    _misses: int = 0
+
+    @classmethod
+    def read(cls, root: Path, paths: Iterable[Path], cache_dir: Path | None = None) -> DataFiles:
+        """Read every regular file of ``paths``; with ``cache_dir``, look up their parsed documents there."""
+        files: dict[Path, bytes | OSError] = {}
+        for path in sorted(set(paths)):
+            if not path.is_file():
+                continue  # reported by the loader, which lists the folder itself
+            try:
+                files[path] = path.read_bytes()
+            except OSError as exc:
+                files[path] = exc
+        snapshot = cls(root, files, cache_dir)
+        if cache_dir is not None and snapshot.key is not None:
+            snapshot._cached = _load(snapshot.cache_file)
+        return snapshot
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    @cached_property
+    def key(self) -> str | None:
+        """The cache key (module docstring); None when a file could not be read (nothing is cached then)."""
+        digest = hashlib.sha256(f"{PARSED_FORMAT_VERSION}\0{yaml.__version__}\0{YAML_LOADER.__name__}\0".encode())
+        for path, data in self.files.items():
+            if isinstance(data, OSError):
+                return None
+            digest.update(f"{self._rel(path)}\0{hashlib.sha256(data).hexdigest()}\0".encode())
+        return digest.hexdigest()
+
+    @property
+    def cache_file(self) -> Path:
+        assert self.cache_dir is not None
+        return self.cache_dir / PARSED_DIR / f"{self.key}.pkl"
+
+    def load(self, path: Path) -> object:
+        """The document in ``path``: from the cache when it holds it, else parsed; raises what reading or
+        parsing the file raises (``OSError``, ``yaml.YAMLError``)."""
+        data = self.files.get(path)
+        if data is None:  # not read with the others (it appeared since): read it now, as without a snapshot
+            data = path.read_bytes()
+        if isinstance(data, OSError):
+            raise data
+        rel = self._rel(path)
+        if self._cached is not None and rel in self._cached:
+            doc = self._cached[rel]
+        else:
+            self._misses += 1
+            doc = parse_yaml(data, str(path))
+        self._parsed[rel] = doc
+        return doc
+
+    def content_hash(self) -> str:
+        """A hash of every data file's name and bytes (``loader.content_hash`` of the bytes read here)."""
+        digest = hashlib.sha256()
+        for path, data in self.files.items():
+            if isinstance(data, OSError):
+                raise data
+            digest.update(self._rel(path).encode())
+            digest.update(b"\0")
+            digest.update(data)
+            digest.update(b"\0")
+        return digest.hexdigest()
+
+    def save(self) -> bool:
+        """Write the cache when something was parsed and every file parsed; True when a file was written."""
+        if self.cache_dir is None or self._misses == 0 or self.key is None:
+            return False
+        if set(self._parsed) != {self._rel(path) for path in self.files}:
+            return False  # a file failed to parse: such a library is fixed before it is searched
+        payload = pickle.dumps(self._parsed, protocol=pickle.HIGHEST_PROTOCOL)
+        target = self.cache_file
+        try:
+            atomic_write_bytes(target, _MAGIC + hashlib.sha256(payload).digest() + payload)
+            _prune(target.parent)
+        except OSError as exc:
+            log.warning("could not cache the parsed library in %s (%s)", target, exc)
+            return False
+        return True
+
+
+def _load(path: Path) -> dict[str, object] | None:
+    """The documents in cache file ``path``, or None when it is absent or fails any check."""
+    try:
+        blob = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("parsed-library cache %s is unreadable (%s); parsing the YAML", path, exc)
+        return None
+    head = len(_MAGIC)
+    payload = blob[head + _DIGEST_BYTES:]
+    if not blob.startswith(_MAGIC) or hashlib.sha256(payload).digest() != blob[head:head + _DIGEST_BYTES]:
+        log.warning("parsed-library cache %s is corrupt (checksum); parsing the YAML", path)
+        return None
+    try:
+        docs = _DocsUnpickler(io.BytesIO(payload)).load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as exc:
+        log.warning("parsed-library cache %s cannot be loaded (%s); parsing the YAML", path, exc)
+        return None
+    if not isinstance(docs, dict) or not all(isinstance(name, str) for name in docs):
+        log.warning("parsed-library cache %s holds a %s; parsing the YAML", path, type(docs).__name__)
+        return None
+    return docs
+
+
+def _prune(folder: Path) -> None:
+    """Keep the :data:`MAX_PARSED_FILES` newest cache files of ``folder``."""
+    entries = []
+    for entry in folder.glob("*.pkl"):
+        try:
+            entries.append((entry.stat().st_mtime_ns, entry))
+        except OSError:
+            continue  # removed meanwhile by another process
+    for _, entry in sorted(entries, reverse=True)[MAX_PARSED_FILES:]:
+        entry.unlink(missing_ok=True)
