@@ -27,9 +27,11 @@ cannot be written costs only the next start.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
+import os
 import pickle
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -46,7 +48,7 @@ log = logging.getLogger(__name__)
 PARSED_FORMAT_VERSION = 1
 #: Folder of the parsed-document caches inside the cache directory.
 PARSED_DIR = "parsed"
-#: Cache files kept (newest first by modification time); one per library content, a few kB to a few MB
+#: Cache files kept (most recently used first: a hit updates the file's modification time); one per library content, a few kB to a few MB
 #: each. Enough for several checkouts and a few edits of each without re-parsing; chosen, not tuned.
 MAX_PARSED_FILES = 16
 _MAGIC = b"incidentlib-parsed\0"
@@ -102,6 +104,9 @@ class DataFiles:
         snapshot = cls(root, files, cache_dir)
         if cache_dir is not None and snapshot.key is not None:
             snapshot._cached = _load(snapshot.cache_file)
+            if snapshot._cached is not None:
+                with contextlib.suppress(OSError):  # last use: what _prune keeps; a read-only cache still serves
+                    os.utime(snapshot.cache_file)
         return snapshot
 
     def _rel(self, path: Path) -> str:
