@@ -55,6 +55,8 @@ from incidentlib.search.tokenize import tokenize  # noqa: E402
 FLOOR_BM25_K = 50
 #: Depth of the floor's vector search: enough chunks for ~50 incidents on the real library.
 FLOOR_ANN_K = 100
+PEER_EMBEDDING = "peer: txtai hybrid (incl. query embedding)"
+PEER_GIVEN = "peer: txtai hybrid, query vector given"
 
 
 def rss_mb() -> float:
@@ -90,32 +92,40 @@ def throughput(sample: int) -> dict[str, float]:
 def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_threshold: int | None = None):
     """A SearchEngine over ``copies`` copies of the real library, with perturbed real vectors.
 
-    Returns the engine, the tokens of every chunk (for the floor), the timings and the incident count.
+    Returns the engine, the tokens of every chunk (for the floor), the floor's HNSW index (None when not
+    built), the timings, the incident count and the resident memory (MB) the engine added.
     The engine's dense index is the kind its size gets (``hnsw_threshold``, default: the library's own);
-    with ``hnsw`` an HNSW index is built in any case for the floor and the recall figure.
+    with ``hnsw`` an HNSW index is built in any case for the floor and the recall figure (the engine's own
+    when its size gets HNSW, else a second one built after the engine's memory was measured).
     """
     library = Library.open(search_config=SearchConfig())
     real_engine = library._search_engine
     real_engine.build()
+    real_engine.embedder.encode_queries(["warm-up"])  # the model is part of the baseline, as in a served library
     real_chunks = real_engine.chunks
     _, chunk_to_row = real_engine._row_maps
     real_vectors = np.ascontiguousarray(real_engine.dense.vectors[chunk_to_row])
     real_tokens = [tokenize(c.text) for c in real_chunks]
     rng = np.random.default_rng(seed)
     total = copies * len(real_chunks)
+    # the floor's tokens exist before the baseline: they are the benchmark's, not the engine's
+    tokens: list[list[str]] = []
+    for copy in range(copies):
+        for chunk_tokens in real_tokens:
+            tokens.append(chunk_tokens + [str(copy)] if copy else chunk_tokens)
+    gc.collect()
+    baseline_rss = rss_mb()
 
     chunks: list[Chunk] = []
-    tokens: list[list[str]] = []
     vectors = np.empty((total, real_vectors.shape[1]), dtype=np.float32)
     incidents: dict[str, None] = {}
     for copy in range(copies):
         suffix = "" if copy == 0 else f" #{copy}"
-        for chunk, chunk_tokens in zip(real_chunks, real_tokens, strict=True):
+        for chunk in real_chunks:
             incident_id = chunk.incident_id if copy == 0 else f"{chunk.incident_id}-{copy}"
             incidents[incident_id] = None
             chunks.append(Chunk(id=f"{incident_id}/{chunk.id.split('/', 1)[1]}", incident_id=incident_id,
                                 kind=chunk.kind, lang=chunk.lang, text=chunk.text + suffix))
-            tokens.append(chunk_tokens + [str(copy)] if copy else chunk_tokens)
         block = real_vectors if copy == 0 else real_vectors + rng.normal(scale=noise, size=real_vectors.shape).astype(np.float32)
         vectors[copy * len(real_chunks):(copy + 1) * len(real_chunks)] = block / np.linalg.norm(block, axis=1, keepdims=True)
 
@@ -125,16 +135,15 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
     timings["bm25_build_s"] = time.perf_counter() - started
     threshold = hnsw_threshold or dense.DEFAULT_HNSW_THRESHOLD
     hnsw_index = None
-    if hnsw or dense.kind_for(total, threshold) == "hnsw":
+    if dense.kind_for(total, threshold) == "hnsw":
         started = time.perf_counter()
         hnsw_index = HnswIndex.build(vectors)
         timings["hnsw_build_s"] = time.perf_counter() - started
-    if dense.kind_for(total, threshold) == "hnsw":
-        assert hnsw_index is not None
         index = hnsw_index
         del vectors  # the HNSW index holds the vectors: keep one copy, as a served library does
     else:
         index = dense.create(vectors, threshold)
+        del vectors  # the exact index is this matrix
 
     engine = SearchEngine(SimpleNamespace(incidents=incidents, root=REPO, content_hash="synthetic"),
                           SearchConfig(hnsw_threshold=threshold))
@@ -142,27 +151,115 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
                      chunks=len(chunks), index_kind=index.kind, build="synthetic", built_at=0.0)
     engine.__dict__.update(chunks=chunks, lexical=lexical, embedder=real_engine.embedder)
     engine.use_index(LoadedIndex(index, [c.id for c in chunks], meta))
-    return engine, tokens, hnsw_index, timings, len(incidents)
+    for text in queries(3):  # the lazily built row maps and groupings belong to the served engine
+        engine.search(text, k=10)
+    gc.collect()
+    engine_rss = rss_mb() - baseline_rss
+    if hnsw and hnsw_index is None:
+        started = time.perf_counter()
+        hnsw_index = HnswIndex.build(engine.dense.vectors)
+        timings["hnsw_build_s"] = time.perf_counter() - started
+    return engine, tokens, hnsw_index, timings, len(incidents), engine_rss
 
 
-def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool = True, hnsw_threshold: int | None = None) -> dict:
+class TxtaiPeer:
+    """txtai's ``Embeddings`` with ``hybrid=True`` (its own BM25 plus its default ANN, FAISS) over the same chunk
+    texts and the same vectors: txtai's external-vectors method calls :meth:`transform` for the vectors of
+    what it indexes (handed back in order, each batch checked against the texts txtai passed) and of each
+    query (embedded with the engine's use-m3, or the precomputed query vector when one is set)."""
+
+    def __init__(self, texts: list[str], vectors: np.ndarray, embedder) -> None:
+        from txtai import Embeddings
+
+        self.texts, self.vectors, self.embedder = texts, vectors, embedder
+        self.cursor = 0
+        self.query_vector: np.ndarray | None = None
+        # txtai calls a plain function as the transform (any other callable it instantiates first)
+        self.embeddings = Embeddings(method="external", transform=lambda texts: self.transform(texts), hybrid=True, content=False)
+
+    def transform(self, texts: list[str]) -> np.ndarray:
+        if self.cursor < len(self.texts):  # indexing: the rows in the order given to index()
+            end = self.cursor + len(texts)
+            if texts != self.texts[self.cursor:end]:
+                raise RuntimeError(f"txtai asked for vectors of other texts than rows {self.cursor}..{end}")
+            self.cursor = end
+            return self.vectors[self.cursor - len(texts):end]
+        if self.query_vector is not None:
+            return self.query_vector.reshape(1, -1)
+        return self.embedder.encode_queries(texts)
+
+    def build(self) -> None:
+        self.embeddings.index((row, text, None) for row, text in enumerate(self.texts))
+        self.texts = []  # the peer keeps only what txtai keeps
+        self.vectors = None  # type: ignore[assignment]
+
+    def search(self, text: str, vector: np.ndarray | None = None, k: int = 10) -> list:
+        self.query_vector = vector
+        try:
+            return self.embeddings.search(text, k)
+        finally:
+            self.query_vector = None
+
+    def ann_ids(self, vector: np.ndarray, k: int) -> list[int]:
+        """txtai's ANN alone (for its recall against exact search)."""
+        return [int(i) for i, _ in self.embeddings.ann.search(vector.reshape(1, -1), k)[0]]
+
+    def describe(self) -> str:
+        settings = self.embeddings.ann.config.get("build", {}).get("settings", {})
+        return f"txtai {txtai_version()} hybrid: BM25 (its own) + {self.embeddings.config.get('backend', 'faiss')} {settings.get('components', '')}"
+
+
+def txtai_version() -> str | None:
+    """The installed txtai's version, None when it is not installed (the peer is skipped then)."""
+    try:
+        from importlib.metadata import version
+
+        return version("txtai")
+    except Exception:  # noqa: BLE001 - any failure to find it means "not installed"
+        return None
+
+
+def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool = True, hnsw_threshold: int | None = None,
+             peer: bool = True) -> dict:
     import bm25s
 
-    engine, tokens, hnsw_index, timings, incident_count = synthetic_engine(copies, noise=0.05, hnsw=hnsw, hnsw_threshold=hnsw_threshold)
+    engine, tokens, hnsw_index, timings, incident_count, engine_rss = synthetic_engine(
+        copies, noise=0.05, hnsw=hnsw, hnsw_threshold=hnsw_threshold)
+    rss = {"incidentlib engine (chunks, BM25 postings, dense index)": engine_rss}
     floor_bm25 = bm25s.BM25(k1=1.2, b=0.75)
     if floor_bm25_index:
+        before = rss_mb()
         started = time.perf_counter()
         floor_bm25.index([t or ["∅"] for t in tokens], show_progress=False)
         timings["bm25s_build_s"] = time.perf_counter() - started
+        gc.collect()
+        rss["floor: bm25s"] = rss_mb() - before
     del tokens
     gc.collect()
-    serving_rss = rss_mb()  # engine + floor indexes, before any query
     texts = queries(query_count)
     query_vectors = engine.embedder.encode_queries(texts)
+    vectors = engine.dense.vectors
+    txtai = None
+    skipped = None
+    if peer and txtai_version() is None:
+        skipped = "txtai is not installed (pip install 'incidentlib[bench]'): the peer rows are skipped"
+        print(skipped, file=sys.stderr)
+    elif peer:
+        print(f"building the txtai peer over {len(engine.chunks):,} chunks …", file=sys.stderr)
+        import txtai  # noqa: F401 - its import (transformers, torch) is not index memory: keep it out of the delta
+
+        gc.collect()
+        before = rss_mb()
+        txtai = TxtaiPeer([c.text for c in engine.chunks], vectors, engine.embedder)
+        started = time.perf_counter()
+        txtai.build()
+        timings["txtai_build_s"] = time.perf_counter() - started
+        txtai.search(texts[0], query_vectors[0])
+        gc.collect()
+        rss[f"peer: txtai {txtai_version()} (BM25 + ANN)"] = rss_mb() - before
+    serving_rss = rss_mb()  # engine + floor indexes (+ peer), before the timed queries
     known = floor_bm25.vocab_dict if floor_bm25_index else {}
     query_tokens = [[t for t in tokenize(q) if t in known] for q in texts]
-    for text in texts[:3]:  # warm caches
-        engine.search(text, k=10)
 
     def floor_bm25_top(i: int) -> None:
         if query_tokens[i]:
@@ -172,7 +269,6 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         depth = engine.config.candidate_depth
         engine.fuse_rankings(engine.rank_lexical(text, None, depth), engine.rank_dense_vector(query_vectors[i], None, depth), 10)
 
-    vectors = engine.dense.vectors
     operations = {
         "incidentlib lexical": lambda i, t: engine.search(t, k=10, mode=SearchMode.lexical),
         "incidentlib dense (incl. query embedding)": lambda i, t: engine.search(t, k=10, mode=SearchMode.dense),
@@ -185,6 +281,12 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         operations[f"floor: bm25s top-{FLOOR_BM25_K}"] = lambda i, t: floor_bm25_top(i)
     if hnsw_index is not None:
         operations[f"floor: FAISS HNSW top-{FLOOR_ANN_K}"] = lambda i, t: hnsw_index.search(query_vectors[i], FLOOR_ANN_K)
+    if txtai is not None:
+        operations[PEER_EMBEDDING] = lambda i, t: txtai.search(t)
+        operations[PEER_GIVEN] = lambda i, t: txtai.search(t, query_vectors[i])
+    for i, text in enumerate(texts[:3]):  # warm caches
+        for operation in operations.values():
+            operation(i, text)
     # query by query, every operation in turn: a load change on a shared machine hits all of them alike
     results: dict[str, list[float]] = {name: [] for name in operations}
     for i, text in enumerate(texts):
@@ -192,21 +294,23 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
             started = time.perf_counter()
             operation(i, text)
             results[name].append(time.perf_counter() - started)
-    recall = None
+    recall: dict[str, float] = {}
+    exact = [set(np.argpartition(-(vectors @ q), 10)[:10].tolist()) for q in query_vectors]
     if hnsw_index is not None:
-        hits = []
-        for i in range(len(texts)):
-            exact = set(np.argpartition(-(vectors @ query_vectors[i]), 10)[:10].tolist())
-            approx = set(hnsw_index.search(query_vectors[i], 10)[1].tolist())
-            hits.append(len(exact & approx) / 10)
-        recall = float(np.mean(hits))
+        recall["FAISS HNSW (incidentlib's index from 200k vectors)"] = float(np.mean(
+            [len(e & set(hnsw_index.search(q, 10)[1].tolist())) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
+    if txtai is not None:
+        recall[f"txtai's ANN ({txtai.describe().split(' + ', 1)[1]})"] = float(np.mean(
+            [len(e & set(txtai.ann_ids(q, 10))) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
     return {
         "incidents": incident_count,
         "chunks": len(engine.chunks),
         "dense_index": engine.dense.index.describe(),
+        "peer": txtai.describe() if txtai is not None else skipped,
         "latency_ms": {name: {"p50": percentile_ms(s, 50), "p99": percentile_ms(s, 99)} for name, s in results.items()},
         "build_s": timings,
-        "hnsw_recall_at_10": recall,
+        "recall_at_10": recall,
+        "rss_delta_mb": rss,
         "serving_rss_mb": serving_rss,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
@@ -232,8 +336,15 @@ NOTES = """
   the query's tokens, exact or HNSW vector search, per-incident max, fusion); "dense" and
   "hybrid" include embedding the query with use-m3. The floor rows time the libraries alone
   on the same tokens, vectors and queries; "floor total" adds the three floor p50s.
-- Serving RSS is the process after every index is built (incidentlib's and the floor's,
-  which doubles the BM25 side), before any query; peak RSS includes the build.
+- txtai runs as a peer engine doing hybrid search: `Embeddings(hybrid=True)` with its own
+  BM25 and its default ANN (FAISS; IVF with its own cell count and nprobe from 5,000 rows),
+  fed the same chunk texts and the same vectors through its external-vectors method; it
+  returns the top 10 chunks (incidentlib returns incidents, the best chunk of each).
+- "RSS added" is what each part added to the process's resident memory when it was built
+  (measured after a garbage collection; the engine's figure includes its chunk list, BM25
+  postings, dense index and the groupings built on the first queries; the model, the real
+  library and the benchmark's token lists are in the baseline). "Process RSS" holds
+  everything at once; peak RSS includes the builds.
 """
 
 
@@ -276,15 +387,34 @@ def render(report: dict, command: str) -> str:
     lines.append("| floor without the embedding p50 (bm25s + HNSW) | " + " | ".join(f"{f:.1f}" if f else "–" for f in bare) + " |")
     lines.append("| **incidentlib hybrid (vector given) p50 ÷ floor without the embedding** | " + " | ".join(
         f"**{s['latency_ms'][given]['p50'] / f:.2f}×**" if f else "–" for s, f in zip(sizes, bare, strict=True)) + " |")
-    lines += ["", "### Index build time (s), HNSW recall and memory", "",
+    lines.append("| **incidentlib hybrid p50 ÷ txtai hybrid p50 (incl. query embedding)** | " + " | ".join(
+        _ratio(s, hybrid, PEER_EMBEDDING) for s in sizes) + " |")
+    lines.append("| **incidentlib hybrid p50 ÷ txtai hybrid p50 (query vector given)** | " + " | ".join(
+        _ratio(s, given, PEER_GIVEN) for s in sizes) + " |")
+    lines += ["", "### Index build time (s), ANN recall and memory", "",
               "| | " + " | ".join(f"{s['incidents']:,}" for s in sizes) + " |", "|---|" + "---|" * len(sizes)]
     for key, label in (("bm25_build_s", "incidentlib BM25 build from tokens"), ("bm25s_build_s", "bm25s build from the same tokens"),
-                       ("hnsw_build_s", "FAISS HNSW build")):
+                       ("hnsw_build_s", "FAISS HNSW build"), ("txtai_build_s", "txtai build (its BM25 + its ANN, vectors given)")):
         lines.append(f"| {label} | " + " | ".join(f"{s['build_s'][key]:.2f}" if key in s["build_s"] else "–" for s in sizes) + " |")
-    lines.append("| HNSW recall@10 vs exact | " + " | ".join(f"{s['hnsw_recall_at_10']:.3f}" if s["hnsw_recall_at_10"] is not None else "–" for s in sizes) + " |")
-    lines.append("| serving RSS (MB) | " + " | ".join(f"{s['serving_rss_mb']:.0f}" for s in sizes) + " |")
+    for name in dict.fromkeys(n for s in sizes for n in s["recall_at_10"]):
+        lines.append(f"| recall@10 vs exact: {name} | " + " | ".join(
+            f"{s['recall_at_10'][name]:.3f}" if name in s["recall_at_10"] else "–" for s in sizes) + " |")
+    for name in dict.fromkeys(n for s in sizes for n in s["rss_delta_mb"]):
+        lines.append(f"| RSS added (MB): {name} | " + " | ".join(
+            f"{s['rss_delta_mb'][name]:.0f}" if name in s["rss_delta_mb"] else "–" for s in sizes) + " |")
+    lines.append("| process RSS before the timed queries (MB) | " + " | ".join(f"{s['serving_rss_mb']:.0f}" for s in sizes) + " |")
     lines.append("| peak RSS (MB) | " + " | ".join(f"{s['peak_rss_mb']:.0f}" for s in sizes) + " |")
+    for s in sizes:
+        if s.get("peer"):
+            lines.append(f"\nPeer at {s['incidents']:,} incidents: {s['peer']}.")
     return "\n".join(lines) + "\n" + NOTES
+
+
+def _ratio(size: dict, ours: str, theirs: str) -> str:
+    latency = size["latency_ms"]
+    if ours not in latency or theirs not in latency:
+        return "–"
+    return f"**{latency[ours]['p50'] / latency[theirs]['p50']:.2f}×**"
 
 
 def main() -> None:
@@ -298,6 +428,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, help="also write the Markdown tables here")
     parser.add_argument("--quick", action="store_true", help="fewer queries and a small throughput sample")
     parser.add_argument("--no-throughput", action="store_true", help="skip the embedding throughput table")
+    parser.add_argument("--no-peer", action="store_true", help="skip the txtai peer")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
@@ -307,7 +438,8 @@ def main() -> None:
     if args.one_size:
         copies = max(1, round(args.one_size / real))
         print(json.dumps(run_size(copies, args.queries, hnsw=args.one_size <= args.hnsw_up_to,
-                                  floor_bm25_index=args.one_size <= args.bm25s_up_to, hnsw_threshold=args.hnsw_threshold)))
+                                  floor_bm25_index=args.one_size <= args.bm25s_up_to, hnsw_threshold=args.hnsw_threshold,
+                                  peer=not args.no_peer)))
         return
 
     report = {"machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
@@ -317,7 +449,8 @@ def main() -> None:
         print(f"size {size} …", file=sys.stderr)
         proc = subprocess.run([sys.executable, __file__, "--one-size", str(size), "--queries", str(args.queries),
                                "--hnsw-up-to", str(args.hnsw_up_to), "--bm25s-up-to", str(args.bm25s_up_to),
-                               *(["--hnsw-threshold", str(args.hnsw_threshold)] if args.hnsw_threshold else [])], stdout=subprocess.PIPE, text=True, check=True)
+                               *(["--hnsw-threshold", str(args.hnsw_threshold)] if args.hnsw_threshold else []),
+                               *(["--no-peer"] if args.no_peer else [])], stdout=subprocess.PIPE, text=True, check=True)
         report["sizes"].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     command = "python bench/bench_search.py " + " ".join(sys.argv[1:])
     text = render(report, command.strip())
