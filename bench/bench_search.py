@@ -456,6 +456,7 @@ def main() -> None:
     text = render(report, command.strip())
     if args.output:
         args.output.write_text(text, encoding="utf-8")
+        args.output.with_suffix(".json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     sys.stdout.write(text)
 
 
