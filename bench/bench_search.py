@@ -57,6 +57,7 @@ FLOOR_BM25_K = 50
 FLOOR_ANN_K = 100
 PEER_EMBEDDING = "peer: txtai hybrid (incl. query embedding)"
 PEER_GIVEN = "peer: txtai hybrid, query vector given"
+SIMILAR = "incidentlib similar by incident (its own queries, after the others)"
 
 
 def rss_mb() -> float:
@@ -162,6 +163,41 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
     return engine, tokens, hnsw_index, timings, len(incidents), engine_rss
 
 
+def similar_latency(engine: SearchEngine, copies: int, count: int) -> tuple[dict, float, float]:
+    """"Similar incidents" to ``count`` incidents spread over the synthetic library, through
+    :class:`~incidentlib.search.similarity.SimilarityIndex` (the path of ``Library.similar``; default
+    settings: equal weights, no neighbourhood).  The synthetic incidents are copies of the real records
+    under the synthetic ids.  Returns the latencies, the seconds its lazily built parts took on the first
+    request, and the resident memory (MB) they added."""
+    from incidentlib.search.similarity import SimilarityIndex
+
+    real = Library.open().data
+    copied = {}
+    for copy in range(copies):
+        for incident in real.incidents.values():
+            incident_id = incident.id if copy == 0 else f"{incident.id}-{copy}"
+            copied[incident_id] = incident if copy == 0 else incident.model_copy(update={"id": incident_id})
+    engine.data = SimpleNamespace(incidents={i: copied[i] for i in engine._incident_ids}, vocab=real.vocab,
+                                  root=REPO, content_hash="synthetic")
+    del copied
+    gc.collect()
+    before = rss_mb()
+    index = SimilarityIndex(engine)
+    ids = engine._incident_ids
+    picked = [ids[round(i * (len(ids) - 1) / max(count - 1, 1))] for i in range(count)]
+    started = time.perf_counter()
+    index.rank(index.incident_query(engine.data.incidents[picked[0]]), 10)  # builds the lazy parts
+    first = time.perf_counter() - started
+    gc.collect()
+    added = rss_mb() - before
+    samples = []
+    for incident_id in picked:
+        started = time.perf_counter()
+        index.rank(index.incident_query(engine.data.incidents[incident_id]), 10)
+        samples.append(time.perf_counter() - started)
+    return {"p50": percentile_ms(samples, 50), "p99": percentile_ms(samples, 99)}, first, added
+
+
 class TxtaiPeer:
     """txtai's ``Embeddings`` with ``hybrid=True`` (its own BM25 plus its default ANN, FAISS) over the same chunk
     texts and the same vectors: txtai's external-vectors method calls :meth:`transform` for the vectors of
@@ -220,7 +256,7 @@ def txtai_version() -> str | None:
 
 
 def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool = True, hnsw_threshold: int | None = None,
-             peer: bool = True) -> dict:
+             peer: bool = True, similar_count: int = 0) -> dict:
     import bm25s
 
     engine, tokens, hnsw_index, timings, incident_count, engine_rss = synthetic_engine(
@@ -294,6 +330,10 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
             started = time.perf_counter()
             operation(i, text)
             results[name].append(time.perf_counter() - started)
+    similar = None
+    if similar_count:
+        similar, timings["similar_first_request_s"], rss["similar-incidents index (built on the first request)"] = \
+            similar_latency(engine, copies, similar_count)
     recall: dict[str, float] = {}
     exact = [set(np.argpartition(-(vectors @ q), 10)[:10].tolist()) for q in query_vectors]
     if hnsw_index is not None:
@@ -307,7 +347,8 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         "chunks": len(engine.chunks),
         "dense_index": engine.dense.index.describe(),
         "peer": txtai.describe() if txtai is not None else skipped,
-        "latency_ms": {name: {"p50": percentile_ms(s, 50), "p99": percentile_ms(s, 99)} for name, s in results.items()},
+        "latency_ms": {name: {"p50": percentile_ms(s, 50), "p99": percentile_ms(s, 99)} for name, s in results.items()}
+        | ({SIMILAR: similar} if similar else {}),
         "build_s": timings,
         "recall_at_10": recall,
         "rss_delta_mb": rss,
@@ -394,7 +435,8 @@ def render(report: dict, command: str) -> str:
     lines += ["", "### Index build time (s), ANN recall and memory", "",
               "| | " + " | ".join(f"{s['incidents']:,}" for s in sizes) + " |", "|---|" + "---|" * len(sizes)]
     for key, label in (("bm25_build_s", "incidentlib BM25 build from tokens"), ("bm25s_build_s", "bm25s build from the same tokens"),
-                       ("hnsw_build_s", "FAISS HNSW build"), ("txtai_build_s", "txtai build (its BM25 + its ANN, vectors given)")):
+                       ("hnsw_build_s", "FAISS HNSW build"), ("txtai_build_s", "txtai build (its BM25 + its ANN, vectors given)"),
+                       ("similar_first_request_s", "similar by incident: first request (builds its index)")):
         lines.append(f"| {label} | " + " | ".join(f"{s['build_s'][key]:.2f}" if key in s["build_s"] else "–" for s in sizes) + " |")
     for name in dict.fromkeys(n for s in sizes for n in s["recall_at_10"]):
         lines.append(f"| recall@10 vs exact: {name} | " + " | ".join(
@@ -429,6 +471,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer queries and a small throughput sample")
     parser.add_argument("--no-throughput", action="store_true", help="skip the embedding throughput table")
     parser.add_argument("--no-peer", action="store_true", help="skip the txtai peer")
+    parser.add_argument("--similar", type=int, default=30, help="incidents used as 'similar by incident' queries (0: skip)")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
@@ -439,7 +482,7 @@ def main() -> None:
         copies = max(1, round(args.one_size / real))
         print(json.dumps(run_size(copies, args.queries, hnsw=args.one_size <= args.hnsw_up_to,
                                   floor_bm25_index=args.one_size <= args.bm25s_up_to, hnsw_threshold=args.hnsw_threshold,
-                                  peer=not args.no_peer)))
+                                  peer=not args.no_peer, similar_count=args.similar)))
         return
 
     report = {"machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
@@ -450,7 +493,7 @@ def main() -> None:
         proc = subprocess.run([sys.executable, __file__, "--one-size", str(size), "--queries", str(args.queries),
                                "--hnsw-up-to", str(args.hnsw_up_to), "--bm25s-up-to", str(args.bm25s_up_to),
                                *(["--hnsw-threshold", str(args.hnsw_threshold)] if args.hnsw_threshold else []),
-                               *(["--no-peer"] if args.no_peer else [])], stdout=subprocess.PIPE, text=True, check=True)
+                               *(["--no-peer"] if args.no_peer else []), "--similar", str(args.similar)], stdout=subprocess.PIPE, text=True, check=True)
         report["sizes"].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     command = "python bench/bench_search.py " + " ".join(sys.argv[1:])
     text = render(report, command.strip())
