@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import platform
 import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -42,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from incidentlib import Library  # noqa: E402
-from incidentlib.embeddings import create_embedder  # noqa: E402
+from incidentlib.embeddings import Embedder, create_embedder  # noqa: E402
 from incidentlib.search import dense  # noqa: E402
 from incidentlib.search.chunks import Chunk  # noqa: E402
 from incidentlib.search.engine import SearchConfig, SearchEngine, SearchMode  # noqa: E402
@@ -57,6 +59,8 @@ FLOOR_BM25_K = 50
 FLOOR_ANN_K = 100
 PEER_EMBEDDING = "peer: txtai hybrid (incl. query embedding)"
 PEER_GIVEN = "peer: txtai hybrid, query vector given"
+#: Functions shown per profile: enough to see where a query's time goes below the entry points.
+PROFILE_LINES = 25
 SIMILAR = "incidentlib similar by incident (its own queries, after the others)"
 
 
@@ -90,7 +94,8 @@ def throughput(sample: int) -> dict[str, float]:
     return results
 
 
-def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_threshold: int | None = None):
+def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_threshold: int | None = None,
+                     ) -> tuple[SearchEngine, list[list[str]], HnswIndex | None, dict[str, float], int, float]:
     """A SearchEngine over ``copies`` copies of the real library, with perturbed real vectors.
 
     Returns the engine, the tokens of every chunk (for the floor), the floor's HNSW index (None when not
@@ -113,7 +118,7 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
     tokens: list[list[str]] = []
     for copy in range(copies):
         for chunk_tokens in real_tokens:
-            tokens.append(chunk_tokens + [str(copy)] if copy else chunk_tokens)
+            tokens.append([*chunk_tokens, str(copy)] if copy else chunk_tokens)
     gc.collect()
     baseline_rss = rss_mb()
 
@@ -204,7 +209,7 @@ class TxtaiPeer:
     what it indexes (handed back in order, each batch checked against the texts txtai passed) and of each
     query (embedded with the engine's use-m3, or the precomputed query vector when one is set)."""
 
-    def __init__(self, texts: list[str], vectors: np.ndarray, embedder) -> None:
+    def __init__(self, texts: list[str], vectors: np.ndarray, embedder: Embedder) -> None:
         from txtai import Embeddings
 
         self.texts, self.vectors, self.embedder = texts, vectors, embedder
@@ -256,7 +261,7 @@ def txtai_version() -> str | None:
 
 
 def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool = True, hnsw_threshold: int | None = None,
-             peer: bool = True, similar_count: int = 0) -> dict:
+             peer: bool = True, similar_count: int = 0, profile_count: int = 0) -> dict:
     import bm25s
 
     engine, tokens, hnsw_index, timings, incident_count, engine_rss = synthetic_engine(
@@ -275,22 +280,22 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
     texts = queries(query_count)
     query_vectors = engine.embedder.encode_queries(texts)
     vectors = engine.dense.vectors
-    txtai = None
+    txtai_peer = None
     skipped = None
     if peer and txtai_version() is None:
         skipped = "txtai is not installed (pip install 'incidentlib[bench]'): the peer rows are skipped"
-        print(skipped, file=sys.stderr)
+        sys.stderr.write(skipped + "\n")
     elif peer:
-        print(f"building the txtai peer over {len(engine.chunks):,} chunks …", file=sys.stderr)
-        import txtai  # noqa: F401 - its import (transformers, torch) is not index memory: keep it out of the delta
+        sys.stderr.write(f"building the txtai peer over {len(engine.chunks):,} chunks …\n")
+        importlib.import_module("txtai")  # its import (transformers, torch) is not index memory: keep it out of the delta
 
         gc.collect()
         before = rss_mb()
-        txtai = TxtaiPeer([c.text for c in engine.chunks], vectors, engine.embedder)
+        txtai_peer = TxtaiPeer([c.text for c in engine.chunks], vectors, engine.embedder)
         started = time.perf_counter()
-        txtai.build()
+        txtai_peer.build()
         timings["txtai_build_s"] = time.perf_counter() - started
-        txtai.search(texts[0], query_vectors[0])
+        txtai_peer.search(texts[0], query_vectors[0])
         gc.collect()
         rss[f"peer: txtai {txtai_version()} (BM25 + ANN)"] = rss_mb() - before
     serving_rss = rss_mb()  # engine + floor indexes (+ peer), before the timed queries
@@ -317,9 +322,9 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         operations[f"floor: bm25s top-{FLOOR_BM25_K}"] = lambda i, t: floor_bm25_top(i)
     if hnsw_index is not None:
         operations[f"floor: FAISS HNSW top-{FLOOR_ANN_K}"] = lambda i, t: hnsw_index.search(query_vectors[i], FLOOR_ANN_K)
-    if txtai is not None:
-        operations[PEER_EMBEDDING] = lambda i, t: txtai.search(t)
-        operations[PEER_GIVEN] = lambda i, t: txtai.search(t, query_vectors[i])
+    if txtai_peer is not None:
+        operations[PEER_EMBEDDING] = lambda i, t: txtai_peer.search(t)
+        operations[PEER_GIVEN] = lambda i, t: txtai_peer.search(t, query_vectors[i])
     for i, text in enumerate(texts[:3]):  # warm caches
         for operation in operations.values():
             operation(i, text)
@@ -334,19 +339,32 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
     if similar_count:
         similar, timings["similar_first_request_s"], rss["similar-incidents index (built on the first request)"] = \
             similar_latency(engine, copies, similar_count)
+    profiles = {}
+    if profile_count:
+        profiles["incidentlib hybrid (incl. query embedding)"] = profile_text(
+            lambda: [engine.search(t, k=10, mode=SearchMode.hybrid) for t in texts[:profile_count]])
+        if similar_count:
+            from incidentlib.search.similarity import SimilarityIndex
+
+            index = SimilarityIndex(engine)
+            picked = engine._incident_ids[:: max(1, len(engine._incident_ids) // profile_count)][:profile_count]
+            index.rank(index.incident_query(engine.data.incidents[picked[0]]), 10)  # lazy parts outside the profile
+            profiles["incidentlib similar by incident"] = profile_text(
+                lambda: [index.rank(index.incident_query(engine.data.incidents[i]), 10) for i in picked])
+            del index
     recall: dict[str, float] = {}
     exact = [set(np.argpartition(-(vectors @ q), 10)[:10].tolist()) for q in query_vectors]
     if hnsw_index is not None:
         recall["FAISS HNSW (incidentlib's index from 200k vectors)"] = float(np.mean(
             [len(e & set(hnsw_index.search(q, 10)[1].tolist())) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
-    if txtai is not None:
-        recall[f"txtai's ANN ({txtai.describe().split(' + ', 1)[1]})"] = float(np.mean(
-            [len(e & set(txtai.ann_ids(q, 10))) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
+    if txtai_peer is not None:
+        recall[f"txtai's ANN ({txtai_peer.describe().split(' + ', 1)[1]})"] = float(np.mean(
+            [len(e & set(txtai_peer.ann_ids(q, 10))) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
     return {
         "incidents": incident_count,
         "chunks": len(engine.chunks),
         "dense_index": engine.dense.index.describe(),
-        "peer": txtai.describe() if txtai is not None else skipped,
+        "peer": txtai_peer.describe() if txtai_peer is not None else skipped,
         "latency_ms": {name: {"p50": percentile_ms(s, 50), "p99": percentile_ms(s, 99)} for name, s in results.items()}
         | ({SIMILAR: similar} if similar else {}),
         "build_s": timings,
@@ -354,7 +372,22 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         "rss_delta_mb": rss,
         "serving_rss_mb": serving_rss,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "profiles": profiles,
     }
+
+
+def profile_text(work: Callable[[], object], lines: int = PROFILE_LINES) -> str:
+    """cProfile of ``work()``: the top ``lines`` functions by cumulative time, as pstats prints them."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.runcall(work)
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(lines)
+    text = out.getvalue()
+    return text[text.index("ncalls"):] if "ncalls" in text else text
 
 
 def tokenize_rate() -> float:
@@ -449,6 +482,9 @@ def render(report: dict, command: str) -> str:
     for s in sizes:
         if s.get("peer"):
             lines.append(f"\nPeer at {s['incidents']:,} incidents: {s['peer']}.")
+    for s in sizes:
+        for name, text in s.get("profiles", {}).items():
+            lines += ["", f"### Profile at {s['incidents']:,} incidents: {name}", "", "```", text.rstrip(), "```"]
     return "\n".join(lines) + "\n" + NOTES
 
 
@@ -471,6 +507,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer queries and a small throughput sample")
     parser.add_argument("--no-throughput", action="store_true", help="skip the embedding throughput table")
     parser.add_argument("--no-peer", action="store_true", help="skip the txtai peer")
+    parser.add_argument("--profile", type=int, default=0, help="cProfile this many hybrid and similar queries (0: none)")
     parser.add_argument("--similar", type=int, default=30, help="incidents used as 'similar by incident' queries (0: skip)")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -480,20 +517,22 @@ def main() -> None:
     real = len(Library.open())
     if args.one_size:
         copies = max(1, round(args.one_size / real))
-        print(json.dumps(run_size(copies, args.queries, hnsw=args.one_size <= args.hnsw_up_to,
-                                  floor_bm25_index=args.one_size <= args.bm25s_up_to, hnsw_threshold=args.hnsw_threshold,
-                                  peer=not args.no_peer, similar_count=args.similar)))
+        result = run_size(copies, args.queries, hnsw=args.one_size <= args.hnsw_up_to,
+                          floor_bm25_index=args.one_size <= args.bm25s_up_to, hnsw_threshold=args.hnsw_threshold,
+                          peer=not args.no_peer, similar_count=args.similar, profile_count=args.profile)
+        sys.stdout.write(json.dumps(result) + "\n")
         return
 
     report = {"machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
               "throughput": {} if args.no_throughput else throughput(args.throughput_sample),
               "tokenize_rate": tokenize_rate(), "sizes": []}
     for size in args.sizes:
-        print(f"size {size} …", file=sys.stderr)
+        sys.stderr.write(f"size {size} …\n")
         proc = subprocess.run([sys.executable, __file__, "--one-size", str(size), "--queries", str(args.queries),
                                "--hnsw-up-to", str(args.hnsw_up_to), "--bm25s-up-to", str(args.bm25s_up_to),
                                *(["--hnsw-threshold", str(args.hnsw_threshold)] if args.hnsw_threshold else []),
-                               *(["--no-peer"] if args.no_peer else []), "--similar", str(args.similar)], stdout=subprocess.PIPE, text=True, check=True)
+                               *(["--no-peer"] if args.no_peer else []), "--similar", str(args.similar),
+                               "--profile", str(args.profile)], stdout=subprocess.PIPE, text=True, check=True)
         report["sizes"].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     command = "python bench/bench_search.py " + " ".join(sys.argv[1:])
     text = render(report, command.strip())
