@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from conftest import seed_tagger
@@ -277,3 +278,48 @@ def test_reliability_weighting_discounts_graph_evidence_that_is_noise(
     assert moved(reliable) < moved(equal) and moved(reliable) <= 1  # ... and hardly at all once weighed
     with pytest.raises(ValueError, match="weighting"):
         SimilarityIndex(engine, "learned")
+
+
+def test_first_argmax_is_argmax_per_segment_first_on_ties() -> None:
+    from incidentlib.search.similarity import first_argmax
+
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        counts = rng.integers(1, 6, size=int(rng.integers(1, 40)))
+        values = rng.integers(0, 4, size=int(counts.sum())).astype(np.float32)  # few distinct values: many ties
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        expected = [int(start + np.argmax(values[start : start + count])) for start, count in zip(starts, counts, strict=True)]
+        assert first_argmax(values, starts).tolist() == expected
+    assert first_argmax(np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)).tolist() == []
+    with pytest.raises(ValueError, match="at least one value"):
+        first_argmax(np.ones(3, dtype=np.float32), np.array([0, 3]))
+
+
+def test_top_by_score_then_id_is_the_full_sort_cut_to_k() -> None:
+    from incidentlib.search.similarity import top_by_score_then_id
+
+    rng = np.random.default_rng(11)
+    ids = np.array([f"IL-{i:04d}" for i in rng.permutation(300)], dtype=str)
+    for k in (0, 1, 5, 10, 299, 300, 400):
+        scores = rng.integers(0, 6, size=300).astype(np.float64)  # ties at the cut are the hard case
+        candidates = np.flatnonzero(rng.random(300) < 0.8)
+        full = candidates[np.lexsort((ids[candidates], -scores[candidates]))][:k]
+        assert top_by_score_then_id(scores, candidates, ids, k).tolist() == full.tolist()
+
+
+def test_ranking_matches_a_full_sort_and_a_loop_over_incidents(hashed_collection: tuple[Library, Path]) -> None:
+    """rank() against the straightforward method: every candidate sorted by (-score, id), and each
+    incident's best chunk found by ``np.argmax`` over its own passages in a Python loop."""
+    library, _ = hashed_collection
+    index = library._search_service.similarity
+    vectors, order, starts = index._passages
+    for incident in library.incidents():
+        query = index.incident_query(incident)
+        columns, best_chunk = index._columns(query)
+        coverage = (query.passages @ vectors.T).max(axis=0)
+        bounds = [*starts[1:], len(order)]
+        assert best_chunk.tolist() == [int(order[s + int(np.argmax(coverage[s:e]))]) for s, e in zip(starts, bounds, strict=True)]
+        candidates = np.array([i for i, incident_id in enumerate(index.ids) if incident_id != incident.id])
+        fused, _ = index._fuse(columns, candidates)
+        expected = [index.ids[i] for i in sorted(candidates, key=lambda i: (-fused[i], index.ids[i]))[:5]]
+        assert [e.incident_id for e in index.rank(query, 5)] == expected

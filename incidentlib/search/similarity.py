@@ -127,6 +127,11 @@ class SimilarityIndex:
         self.ids: list[str] = list(self.data.incidents)
         self.position = {incident_id: i for i, incident_id in enumerate(self.ids)}
 
+    @cached_property
+    def _id_array(self) -> np.ndarray:
+        """The incident ids as a numpy string array (the tie-break key of :meth:`rank`)."""
+        return np.array(self.ids, dtype=str)
+
     # ---- collection-aware text --------------------------------------------------
     @cached_property
     def boilerplate(self) -> Boilerplate:
@@ -237,11 +242,7 @@ class SimilarityIndex:
         best_per_query = np.maximum.reduceat(similarity, starts, axis=1)  # (query passages × incidents)
         scores = best_per_query.mean(axis=0)
         coverage = similarity.max(axis=0)  # how well each candidate passage answers some query passage
-        best_chunk = np.empty(len(starts), dtype=np.int64)
-        bounds = [*starts[1:], len(order)]
-        for i, (start, end) in enumerate(zip(starts, bounds, strict=True)):
-            best_chunk[i] = order[start + int(np.argmax(coverage[start:end]))]
-        return scores, best_chunk
+        return scores, order[first_argmax(coverage, starts)]
 
     # ---- graph ------------------------------------------------------------------
     @cached_property
@@ -387,7 +388,7 @@ class SimilarityIndex:
         dense = columns["dense"]
         own, ranks = self._fuse(columns, candidates)
         fused, chosen = self._neighbourhood(own, mask)
-        order = candidates[np.lexsort((np.array(self.ids, dtype=object)[candidates].astype(str), -fused[candidates]))][:k]
+        order = top_by_score_then_id(fused, candidates, self._id_array, k)
         _, _, _, weighted, inferred = self._concepts
         results = []
         for i in order:
@@ -402,6 +403,40 @@ class SimilarityIndex:
                 neighbours=[self.ids[j] for j in near[:EXPLAIN_NEIGHBOURS]],
             ))
         return results
+
+
+def first_argmax(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per segment ``values[starts[i]:starts[i + 1]]`` (the last one runs to the end; none empty), the
+    position in ``values`` of its largest value, the first one on ties (``np.argmax`` per segment,
+    without a Python loop over the segments)."""
+    if len(starts) == 0:
+        return np.zeros(0, dtype=np.int64)
+    counts = np.diff(np.append(starts, len(values)))
+    if np.any(counts <= 0):
+        raise ValueError("first_argmax: every segment needs at least one value")
+    segment = np.repeat(np.arange(len(starts)), counts)
+    hits = np.flatnonzero(values == np.maximum.reduceat(values, starts)[segment])
+    first = np.ones(len(hits), dtype=bool)
+    first[1:] = segment[hits[1:]] != segment[hits[:-1]]
+    result: np.ndarray = hits[first]
+    return result
+
+
+def top_by_score_then_id(scores: np.ndarray, candidates: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` candidates with the highest ``scores``, best first, ties in ascending ``ids`` order.
+
+    The same order as sorting every candidate by ``(-score, id)``: a partial sort keeps the
+    candidates scoring at least the ``k``-th best score (all of the tied ones), and only those are
+    sorted with their ids."""
+    values = scores[candidates]
+    if k <= 0 or len(candidates) == 0:
+        return candidates[:0]
+    if len(candidates) > k:
+        cut = np.partition(values, len(values) - k)[len(values) - k]  # the k-th largest score
+        kept = values >= cut
+        candidates, values = candidates[kept], values[kept]
+    result: np.ndarray = candidates[np.lexsort((ids[candidates], -values))][:k]
+    return result
 
 
 def evidence_loadings(samples: Sequence[np.ndarray]) -> np.ndarray | None:
