@@ -335,6 +335,21 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
             started = time.perf_counter()
             operation(i, text)
             results[name].append(time.perf_counter() - started)
+    recall: dict[str, float] = {}
+    exact = [set(np.argpartition(-(vectors @ q), 10)[:10].tolist()) for q in query_vectors]
+    if hnsw_index is not None:
+        recall["FAISS HNSW (incidentlib's index from 200k vectors)"] = float(np.mean(
+            [len(e & set(hnsw_index.search(q, 10)[1].tolist())) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
+    if txtai_peer is not None:
+        recall[f"txtai's ANN ({txtai_peer.describe().split(' + ', 1)[1]})"] = float(np.mean(
+            [len(e & set(txtai_peer.ann_ids(q, 10))) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
+    peer_text = txtai_peer.describe() if txtai_peer is not None else skipped
+    latency = {name: {"p50": percentile_ms(s, 50), "p99": percentile_ms(s, 99)} for name, s in results.items()}
+    sys.stderr.write(json.dumps({"latency_ms": latency, "build_s": timings, "recall_at_10": recall, "rss_delta_mb": rss}) + "\n")
+    # the peer and the floor are not needed past this point: free them before the similar-incidents index is built
+    operations.clear()
+    txtai_peer = floor_bm25 = None  # the closures above hold them through these names
+    gc.collect()
     similar = None
     if similar_count:
         similar, timings["similar_first_request_s"], rss["similar-incidents index (built on the first request)"] = \
@@ -352,21 +367,12 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
             profiles["incidentlib similar by incident"] = profile_text(
                 lambda: [index.rank(index.incident_query(engine.data.incidents[i]), 10) for i in picked])
             del index
-    recall: dict[str, float] = {}
-    exact = [set(np.argpartition(-(vectors @ q), 10)[:10].tolist()) for q in query_vectors]
-    if hnsw_index is not None:
-        recall["FAISS HNSW (incidentlib's index from 200k vectors)"] = float(np.mean(
-            [len(e & set(hnsw_index.search(q, 10)[1].tolist())) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
-    if txtai_peer is not None:
-        recall[f"txtai's ANN ({txtai_peer.describe().split(' + ', 1)[1]})"] = float(np.mean(
-            [len(e & set(txtai_peer.ann_ids(q, 10))) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
     return {
         "incidents": incident_count,
         "chunks": len(engine.chunks),
         "dense_index": engine.dense.index.describe(),
-        "peer": txtai_peer.describe() if txtai_peer is not None else skipped,
-        "latency_ms": {name: {"p50": percentile_ms(s, 50), "p99": percentile_ms(s, 99)} for name, s in results.items()}
-        | ({SIMILAR: similar} if similar else {}),
+        "peer": peer_text,
+        "latency_ms": latency | ({SIMILAR: similar} if similar else {}),
         "build_s": timings,
         "recall_at_10": recall,
         "rss_delta_mb": rss,
