@@ -38,7 +38,7 @@ def main() -> None:
 
     copies = max(1, round(args.size / len(Library.open())))
     started = time.perf_counter()
-    engine, _tokens, _hnsw, timings, incidents = synthetic_engine(copies, noise=0.05, hnsw=False)
+    engine, _tokens, _hnsw, timings, incidents, _rss = synthetic_engine(copies, noise=0.05, hnsw=False)
     print(f"{incidents:,} incidents, {len(engine.chunks):,} chunks; setup {time.perf_counter() - started:.1f} s; builds {timings}")
     texts = queries(args.queries)
     mode = SearchMode(args.mode)
