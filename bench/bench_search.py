@@ -350,6 +350,18 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
     operations.clear()
     txtai_peer = floor_bm25 = None  # the closures above hold them through these names
     gc.collect()
+    # the same incidentlib queries again with the peer and the floor gone: what the engine does in a process of its own
+    alone = {f"{name}, after the peer and floor are freed": operation for name, operation in (
+        ("incidentlib dense (incl. query embedding)", lambda i, t: engine.search(t, k=10, mode=SearchMode.dense)),
+        ("incidentlib hybrid (incl. query embedding)", lambda i, t: engine.search(t, k=10, mode=SearchMode.hybrid)),
+        ("incidentlib hybrid, query vector given", hybrid_given_vector))}
+    samples: dict[str, list[float]] = {name: [] for name in alone}
+    for i, text in enumerate(texts):
+        for name, operation in alone.items():
+            started = time.perf_counter()
+            operation(i, text)
+            samples[name].append(time.perf_counter() - started)
+    latency |= {name: {"p50": percentile_ms(s, 50), "p99": percentile_ms(s, 99)} for name, s in samples.items()}
     similar = None
     if similar_count:
         similar, timings["similar_first_request_s"], rss["similar-incidents index (built on the first request)"] = \
