@@ -422,8 +422,9 @@ NOTES = """
 
 - Libraries above the real one are synthetic: copies of the real incidents whose chunk
   texts carry the copy number and whose vectors are the real vectors plus Gaussian noise
-  (σ = 0.05), renormalised. Near-duplicate copies make approximate search harder than
-  real data, so the HNSW recall here is a conservative figure.
+  (σ = 0.05 per dimension, a noise vector of norm ≈ 1.1 against unit vectors), renormalised:
+  a chunk's copies form a loose cluster around it (cosine ≈ 0.66 to the original). The ANN
+  recall figures are for this data, not for real incidents.
 - incidentlib rows run the whole ranking path of `SearchEngine` (BM25 over the postings of
   the query's tokens, exact or HNSW vector search, per-incident max, fusion); "dense" and
   "hybrid" include embedding the query with use-m3. The floor rows time the libraries alone
