@@ -26,13 +26,16 @@ wall-clock on a shared machine: compare numbers within a table, not across runs.
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import importlib
 import json
 import platform
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +60,7 @@ from incidentlib.search.tokenize import tokenize  # noqa: E402
 FLOOR_BM25_K = 50
 #: Depth of the floor's vector search: enough chunks for ~50 incidents on the real library.
 FLOOR_ANN_K = 100
+FLOOR_IVF = f"floor: FAISS IVF-Flat top-{FLOOR_ANN_K} (incidentlib's lists and nprobe)"
 PEER_EMBEDDING = "peer: txtai hybrid (incl. query embedding)"
 PEER_GIVEN = "peer: txtai hybrid, query vector given"
 #: Functions shown per profile: enough to see where a query's time goes below the entry points.
@@ -147,6 +151,17 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
         timings["hnsw_build_s"] = time.perf_counter() - started
         index = hnsw_index
         del vectors  # the HNSW index holds the vectors: keep one copy, as a served library does
+    elif dense.kind_for(total, threshold) == "ivf":
+        started = time.perf_counter()
+        built = dense.create(vectors, threshold)
+        timings["incidentlib IVF build (lists, codes, nprobe calibration)"] = time.perf_counter() - started
+        del vectors  # served as a server loads it: the codes in memory, the float32 rows read from disk
+        saved = Path(tempfile.mkdtemp(prefix="bench-ivf-"))
+        atexit.register(shutil.rmtree, saved, True)
+        built.save(saved)
+        del built
+        gc.collect()
+        index = dense.load(saved, "ivf")
     else:
         index = dense.create(vectors, threshold)
         del vectors  # the exact index is this matrix
@@ -298,6 +313,24 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         txtai_peer.search(texts[0], query_vectors[0])
         gc.collect()
         rss[f"peer: txtai {txtai_version()} (BM25 + ANN)"] = rss_mb() - before
+    ivf_floor = None
+    own_index = engine.dense.index
+    if own_index.kind == "ivf":  # the floor for an inverted file: FAISS's own, float32 lists, same lists and nprobe
+        import faiss
+
+        gc.collect()
+        before = rss_mb()
+        started = time.perf_counter()
+        lists, nprobe = int(own_index.lists), int(own_index.nprobe)  # type: ignore[attr-defined]
+        ivf_floor = faiss.index_factory(vectors.shape[1], f"IVF{lists},Flat", faiss.METRIC_INNER_PRODUCT)
+        sample = np.sort(np.random.default_rng(0).choice(len(vectors), min(len(vectors), lists * 64), replace=False))
+        ivf_floor.train(np.ascontiguousarray(vectors[sample]))
+        for start in range(0, len(vectors), 262_144):
+            ivf_floor.add(np.ascontiguousarray(vectors[start:start + 262_144]))
+        ivf_floor.nprobe = nprobe
+        timings["floor_ivf_build_s"] = time.perf_counter() - started
+        gc.collect()
+        rss["floor: FAISS IVF-Flat"] = rss_mb() - before
     serving_rss = rss_mb()  # engine + floor indexes (+ peer), before the timed queries
     known = floor_bm25.vocab_dict if floor_bm25_index else {}
     query_tokens = [[t for t in tokenize(q) if t in known] for q in texts]
@@ -322,6 +355,8 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         operations[f"floor: bm25s top-{FLOOR_BM25_K}"] = lambda i, t: floor_bm25_top(i)
     if hnsw_index is not None:
         operations[f"floor: FAISS HNSW top-{FLOOR_ANN_K}"] = lambda i, t: hnsw_index.search(query_vectors[i], FLOOR_ANN_K)
+    if ivf_floor is not None:
+        operations[FLOOR_IVF] = lambda i, t: ivf_floor.search(query_vectors[i:i + 1], FLOOR_ANN_K)
     if txtai_peer is not None:
         operations[PEER_EMBEDDING] = lambda i, t: txtai_peer.search(t)
         operations[PEER_GIVEN] = lambda i, t: txtai_peer.search(t, query_vectors[i])
@@ -340,6 +375,12 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
     if hnsw_index is not None:
         recall["FAISS HNSW (M=32, efSearch=128; incidentlib's index from 200k vectors)"] = float(np.mean(
             [len(e & set(hnsw_index.search(q, 10)[1].tolist())) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
+    if own_index.kind != "flat" and own_index is not hnsw_index:
+        recall[f"incidentlib's own dense index ({own_index.kind})"] = float(np.mean(
+            [len(e & set(own_index.search(q, 10)[1].tolist())) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
+    if ivf_floor is not None:
+        recall["FAISS IVF-Flat floor (same lists and nprobe)"] = float(np.mean(
+            [len(e & set(ivf_floor.search(q.reshape(1, -1), 10)[1][0].tolist())) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
     if txtai_peer is not None:
         recall[f"txtai's ANN ({txtai_peer.describe().split(' + ', 1)[1]})"] = float(np.mean(
             [len(e & set(txtai_peer.ann_ids(q, 10))) / 10 for e, q in zip(exact, query_vectors, strict=True)]))
@@ -447,9 +488,10 @@ def _cell(size: dict, op: str) -> str:
 
 
 def floor_p50(size: dict, embedding: bool = True) -> float | None:
-    """Query embedding (unless not ``embedding``) + bm25s top-k + FAISS HNSW, p50 ms; None when one was not run."""
+    """Query embedding (unless not ``embedding``) + bm25s top-k + FAISS HNSW (else IVF-Flat), p50 ms; None when one was not run."""
     latency = size["latency_ms"]
-    parts = [latency.get(f"floor: bm25s top-{FLOOR_BM25_K}"), latency.get(f"floor: FAISS HNSW top-{FLOOR_ANN_K}")]
+    parts = [latency.get(f"floor: bm25s top-{FLOOR_BM25_K}"),
+             latency.get(f"floor: FAISS HNSW top-{FLOOR_ANN_K}") or latency.get(FLOOR_IVF)]
     if embedding:
         parts.append(latency.get("floor: query embedding (use-m3)"))
     return sum(p["p50"] for p in parts) if all(parts) else None  # type: ignore[index]
@@ -487,7 +529,9 @@ def render(report: dict, command: str) -> str:
     lines += ["", "### Index build time (s), ANN recall and memory", "",
               "| | " + " | ".join(f"{s['incidents']:,}" for s in sizes) + " |", "|---|" + "---|" * len(sizes)]
     for key, label in (("bm25_build_s", "incidentlib BM25 build from tokens"), ("bm25s_build_s", "bm25s build from the same tokens"),
-                       ("hnsw_build_s", "FAISS HNSW build"), ("txtai_build_s", "txtai build (its BM25 + its ANN, vectors given)"),
+                       ("hnsw_build_s", "FAISS HNSW build"),
+                       ("incidentlib IVF build (lists, codes, nprobe calibration)", "incidentlib IVF build (lists, codes, nprobe calibration)"),
+                       ("floor_ivf_build_s", "FAISS IVF-Flat build (floor)"), ("txtai_build_s", "txtai build (its BM25 + its ANN, vectors given)"),
                        ("similar_first_request_s", "similar by incident: first request (builds its index)")):
         lines.append(f"| {label} | " + " | ".join(f"{s['build_s'][key]:.2f}" if key in s["build_s"] else "–" for s in sizes) + " |")
     for name in dict.fromkeys(n for s in sizes for n in s["recall_at_10"]):
