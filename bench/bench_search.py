@@ -513,13 +513,13 @@ def render(report: dict, command: str) -> str:
     for op in dict.fromkeys(op for s in sizes for op in s["latency_ms"]):
         lines.append(f"| {op} | " + " | ".join(_cell(s, op) for s in sizes) + " |")
     floors = [floor_p50(s) for s in sizes]
-    lines.append("| floor total p50 (embedding + bm25s + HNSW) | " + " | ".join(f"{f:.1f}" if f else "–" for f in floors) + " |")
+    lines.append("| floor total p50 (embedding + bm25s + ANN: HNSW, else IVF-Flat) | " + " | ".join(f"{f:.1f}" if f else "–" for f in floors) + " |")
     hybrid = "incidentlib hybrid (incl. query embedding)"
     lines.append("| **incidentlib hybrid p50 ÷ floor** | " + " | ".join(
         f"**{s['latency_ms'][hybrid]['p50'] / f:.2f}×**" if f else "–" for s, f in zip(sizes, floors, strict=True)) + " |")
     bare = [floor_p50(s, embedding=False) for s in sizes]
     given = "incidentlib hybrid, query vector given"
-    lines.append("| floor without the embedding p50 (bm25s + HNSW) | " + " | ".join(f"{f:.1f}" if f else "–" for f in bare) + " |")
+    lines.append("| floor without the embedding p50 (bm25s + ANN) | " + " | ".join(f"{f:.1f}" if f else "–" for f in bare) + " |")
     lines.append("| **incidentlib hybrid (vector given) p50 ÷ floor without the embedding** | " + " | ".join(
         f"**{s['latency_ms'][given]['p50'] / f:.2f}×**" if f else "–" for s, f in zip(sizes, bare, strict=True)) + " |")
     lines.append("| **incidentlib hybrid p50 ÷ txtai hybrid p50 (incl. query embedding)** | " + " | ".join(
