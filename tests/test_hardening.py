@@ -62,6 +62,7 @@ def _accepted(server: socket.socket) -> bool:
     return True
 
 
+@pytest.mark.slow  # over a second: the fast subset must stay under a minute
 def test_service_and_from_are_refused_before_any_connection(library, listener) -> None:
     port, server, _ = listener
     closed = socket.socket()

@@ -128,6 +128,7 @@ def test_non_finite_vectors_are_never_written(tmp_path: Path) -> None:
         assert not list(tmp_path.iterdir())  # refused before anything was written
 
 
+@pytest.mark.slow  # a library build twice: the fast subset must stay under a minute
 def test_a_library_that_grows_extends_its_inverted_file(tmp_path: Path, data_dir: Path) -> None:
     root = small_library(tmp_path / "small", data_dir, IDS[:-1])
     config = SearchConfig(cache_dir=tmp_path / "cache", hnsw_threshold=10, ivf_threshold=20)

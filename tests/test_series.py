@@ -28,6 +28,7 @@ def _csv(series: Series) -> str:
     return "\n".join(rows) + "\n"
 
 
+@pytest.mark.slow  # over a second: the fast subset must stay under a minute
 def test_generator_covers_every_shape_with_varied_runs() -> None:
     drawn = {shape: [generate(shape, seed)[1] for seed in DEV_SEEDS] for shape in SHAPES}
     for shape, runs in drawn.items():

@@ -97,6 +97,7 @@ def test_the_follower_applies_another_instances_write_and_builds_search_before_a
     assert not thread.is_alive()
 
 
+@pytest.mark.slow  # over a second: the fast subset must stay under a minute
 def test_the_follower_compacts_the_carried_index_once_writes_stop(root: Path, tmp_path: Path) -> None:
     writer = open_lib(root)
     follower = Library(load_library(root), SearchConfig(cache_dir=tmp_path / "own-cache"), embedder=HashEmbedder())
