@@ -46,6 +46,15 @@ class VectorIndex(Protocol):
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]: ...
 
+    def search_batch(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` of each row of ``queries`` in one call: (scores, row ids), each (queries × k), best first;
+        missing hits have id −1 and score −inf."""
+        ...
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """Float32 rows ``ids`` (any order) as a new (len(ids) × dim) matrix: a few rows, never the whole index."""
+        ...
+
     def scores(self, query: np.ndarray) -> np.ndarray | None: ...
 
     def save(self, folder: Path) -> list[str]: ...
@@ -106,3 +115,13 @@ def load(folder: Path, kind: str) -> VectorIndex:
 
 def empty_result() -> tuple[np.ndarray, np.ndarray]:
     return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+
+
+def pad_batch(found: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query (scores, ids) of :meth:`VectorIndex.search` as (queries × k) matrices, padded with −inf / −1."""
+    scores = np.full((len(found), max(k, 0)), -np.inf, dtype=np.float32)
+    ids = np.full((len(found), max(k, 0)), -1, dtype=np.int64)
+    for i, (s, rows) in enumerate(found):
+        scores[i, : len(s)] = s[:k]
+        ids[i, : len(rows)] = rows[:k]
+    return scores, ids

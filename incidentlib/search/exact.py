@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .dense import VectorIndex, empty_result
+from .dense import VectorIndex, empty_result, pad_batch
 
 VECTORS_FILE = "vectors.npy"
 
@@ -55,6 +55,21 @@ class ExactIndex:
         top = top[np.argsort(-scores[top], kind="stable")]
         ids = top if rows is None else rows[top]
         return scores[top].astype(np.float32), ids.astype(np.int64)
+
+    def search_batch(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's top ``k`` from one (queries × rows) product."""
+        queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        k = min(k, len(self))
+        if k <= 0 or not len(queries):
+            return pad_batch([empty_result() for _ in range(len(queries))], max(k, 0))
+        scores = queries @ self._vectors.T
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < scores.shape[1] else np.tile(np.arange(k), (len(queries), 1))
+        picked = np.take_along_axis(scores, top, axis=1)
+        order = np.argsort(-picked, axis=1, kind="stable")
+        return np.take_along_axis(picked, order, axis=1).astype(np.float32), np.take_along_axis(top, order, axis=1).astype(np.int64)
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        return np.asarray(self._vectors[np.asarray(ids, dtype=np.int64)])
 
     def save(self, folder: Path) -> list[str]:
         np.save(folder / VECTORS_FILE, self._vectors)

@@ -12,7 +12,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from .dense import VectorIndex, empty_result
+from .dense import VectorIndex, empty_result, pad_batch
 
 INDEX_FILE = "index.faiss"
 #: HNSW links per node (faiss's M).  32 is the common choice for ~500-dimensional vectors; not tuned here.
@@ -93,6 +93,21 @@ class HnswIndex:
         scores, ids = self._index.search(query, min(k, total), params=params)
         keep = ids[0] >= 0
         return scores[0][keep], ids[0][keep].astype(np.int64)
+
+    def search_batch(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's top ``k`` from one FAISS call (its threads share the queries)."""
+        queries = np.ascontiguousarray(np.asarray(queries, dtype=np.float32).reshape(-1, int(self._index.d)))
+        k = min(k, len(self))
+        if k <= 0 or not len(queries):
+            return pad_batch([empty_result() for _ in range(len(queries))], max(k, 0))
+        params = faiss.SearchParametersHNSW(efSearch=max(EF_SEARCH, k))  # type: ignore[attr-defined]  # missing from faiss stubs
+        scores, ids = self._index.search(queries, k, params=params)
+        scores = np.where(ids >= 0, scores, -np.inf).astype(np.float32)
+        return scores, ids.astype(np.int64)
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """Rows copied out of FAISS's storage (a view of it is indexed: nothing else is copied)."""
+        return np.asarray(self.vectors[np.asarray(ids, dtype=np.int64)])
 
     def save(self, folder: Path) -> list[str]:
         faiss.write_index(self._index, str(folder / INDEX_FILE))

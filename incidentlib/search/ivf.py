@@ -30,7 +30,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from .dense import VectorIndex, empty_result
+from .dense import VectorIndex, empty_result, pad_batch
 
 INDEX_FILE = "ivf.faiss"
 VECTORS_FILE = "vectors.npy"
@@ -190,6 +190,19 @@ class IvfIndex:
         if len(found) <= RERANK_LIMIT:
             return _top(exact, head, k)
         return _top(np.concatenate([exact, scores[RERANK_LIMIT:]]), np.concatenate([head, found[RERANK_LIMIT:]]), k)
+
+    def search_batch(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search` for each query (each re-ranks its own head exactly)."""
+        queries = np.asarray(queries, dtype=np.float32).reshape(-1, int(self._index.d))
+        return pad_batch([self.search(query, k) for query in queries], min(k, len(self)))
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """Rows read in ascending order (the file is read forwards), returned in the order asked."""
+        ids = np.asarray(ids, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        out = np.empty((len(ids), int(self._index.d)), dtype=np.float32)
+        out[order] = self._rows(ids[order])
+        return out
 
     def save(self, folder: Path) -> list[str]:
         """Write the codes and the float32 rows, then serve the rows from the written file."""

@@ -82,6 +82,28 @@ class LayeredIndex:
         best = np.argsort(-scores, kind="stable")[:k]
         return scores[best].astype(np.float32), ids[best].astype(np.int64)
 
+    def search_batch(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per query, the top ``k`` of the base's and the delta's top ``k`` (one batch call to each)."""
+        base_scores, base_ids = self.base.search_batch(queries, k)
+        if not len(self.delta):
+            return base_scores, base_ids
+        delta_scores, delta_ids = self.delta.search_batch(queries, k)
+        scores = np.hstack([base_scores, delta_scores])
+        ids = np.hstack([base_ids, np.where(delta_ids >= 0, delta_ids + len(self.base), -1)])
+        best = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        return np.take_along_axis(scores, best, axis=1), np.take_along_axis(ids, best, axis=1)
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        offset = len(self.base)
+        out = np.empty((len(ids), self.base.vectors.shape[1] if len(self.base) else self.delta.vectors.shape[1]), dtype=np.float32)
+        low = ids < offset
+        if low.any():
+            out[low] = self.base.rows(ids[low])
+        if (~low).any():
+            out[~low] = self.delta.rows(ids[~low] - offset)
+        return out
+
     def save(self, folder: Path) -> list[str]:
         raise NotImplementedError("a carried index is saved by compaction as one clean index, never as layers")
 

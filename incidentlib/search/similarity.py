@@ -48,6 +48,39 @@ collection's own similarity graph.  Off by default (:data:`NEIGHBOURS` = 0): it 
 agreement on an independent collection and lowered it on the bundled library with its
 concepts held out (docs/search.md); ``SimilarityIndex(engine, neighbours=NEIGHBOURHOOD_SIZE)``
 turns it on.
+
+**Candidates, then exact evidence** (large libraries).  Below :data:`CANDIDATE_THRESHOLD` kept
+passages every incident is scored exactly, as above.  From it on, scoring every incident costs
+one product of the query's passages with every kept passage and a second copy of all passage
+vectors, so ``rank`` works on a bounded pool instead:
+
+1. *pool* ``P`` = the union of
+   - **dense**: the :data:`DENSE_HITS` nearest passages of each query passage ``q_i`` from the
+     engine's own dense index (one batch call), mapped to incidents and ordered by
+     ``D̃(q, c) = mean_i max_{j ∈ hits_i ∩ c} cos(q_i, c_j)`` (0 where a query passage found
+     none of ``c``'s passages); the best :data:`DENSE_POOL`;
+   - **lexical**: the :data:`LEXICAL_POOL` incidents with the largest ``L(q, c) > 0``; ``L`` is
+     computed for every incident from the query terms' columns only (``Σ_t w_q(t) · B[:, t]``
+     over a column-major copy of the BM25 matrix);
+   - **graph**: likewise the :data:`GRAPH_POOL` largest ``G(q, c) > 0`` from the query
+     concepts' columns.
+2. *exact evidence* on ``P``: ``D(q, c)`` exactly as above from the candidates' own passage
+   vectors, fetched from the dense index by row (:meth:`VectorIndex.rows`); ``L`` and ``G``
+   from the columns of step 1.
+3. *fusion* with the statistics of the whole collection, as on the exact path:
+   ``z_e(c) = (e(q, c) − μ_e) / σ_e`` where ``μ_e, σ_e`` are the mean and standard deviation of
+   ``e(q, ·)`` over every candidate incident (all allowed incidents but the query).  For
+   lexical and graph the full column is known, so ``μ = Σ e / n`` and
+   ``σ² = Σ e² / n − μ²`` are exact.  For dense they are estimated on a fixed sample ``S`` of
+   :data:`DENSE_SAMPLE` incidents (seed :data:`SAMPLE_SEED`), scored exactly against the
+   query: ``μ̂ = mean_{c ∈ S} D(q, c)``, ``σ̂ = std_{c ∈ S} D(q, c)``.  When the pool holds every
+   candidate incident, the pool's own values are used instead (exact).
+4. ``score(c)`` for ``c ∈ P`` as above; ``ranks`` in ``why`` are ranks among ``P``.
+
+A filter that leaves at most :data:`EXHAUSTIVE_POOL` incidents skips step 1: they are all scored.
+
+With pools that hold every incident the result equals the exact path's.  The neighbourhood step
+needs every incident's fused scores, so it keeps the exact path.
 """
 
 from __future__ import annotations
@@ -83,6 +116,35 @@ NEIGHBOURS = 0  # off by default: it helps on one independent collection and hur
 NEIGHBOURHOOD_SIZE = 5  # |N(c)| when turned on: a small neighbourhood, so the candidate's own match still weighs a sixth
 NEIGHBOUR_POOL = 50  # nearest incidents kept per incident: filters (allowed, the query itself) still leave the neighbourhood; memory N × pool
 EXPLAIN_NEIGHBOURS = 3  # neighbours shown in ``why``
+#: Kept passages (dense chunks of all incidents, boilerplate removed) from which ``rank`` scores a bounded
+#: pool of candidates instead of every incident (module docstring).  bench/bench_similar.py, docs/benchmarks.md:
+#: the exact path costs about the candidate path's fixed cost (dense index search, the dense sample, the
+#: lexical columns) at roughly this size, and grows linearly past it; below it the exact path stays as it was.
+CANDIDATE_THRESHOLD = 100_000
+DENSE_HITS = 64  # nearest passages fetched per query passage: several passages of each of the ~tens of nearest incidents
+DENSE_POOL = 200  # incidents kept from the dense hits; 20× the usual k = 10, so the exact re-scoring can reorder them
+LEXICAL_POOL = 200  # incidents kept by lexical score, same reason
+GRAPH_POOL = 100  # incidents kept by shared concepts: concepts are coarse (many ties), a smaller pool still covers the head
+DENSE_SAMPLE = 1_000  # incidents scored exactly to estimate the dense mean/std: standard error of μ̂ ≈ σ/√1000 ≈ 0.03 σ; ~10k passages per query
+EXHAUSTIVE_POOL = 500  # allowed incidents (a filter's) at or below which all are scored exactly: no more than the pools would hold
+SAMPLE_SEED = 0  # a fixed sample: the same query gets the same scores on every call
+
+
+@dataclass(frozen=True)
+class Pools:
+    """Pool sizes of the candidate path (module docstring); the defaults are the named constants."""
+
+    dense_hits: int = DENSE_HITS
+    dense: int = DENSE_POOL
+    lexical: int = LEXICAL_POOL
+    graph: int = GRAPH_POOL
+    sample: int = DENSE_SAMPLE
+    exhaustive: int = EXHAUSTIVE_POOL
+
+    def __post_init__(self) -> None:
+        for name in ("dense_hits", "dense", "lexical", "graph", "sample", "exhaustive"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"pools.{name}: {getattr(self, name)} is negative")
 
 
 @dataclass
@@ -115,7 +177,12 @@ class Query:
 class SimilarityIndex:
     """Incident-level lexical, dense and graph evidence over one library."""
 
-    def __init__(self, engine: SearchEngine, weighting: str = WEIGHTING, neighbours: int = NEIGHBOURS) -> None:
+    def __init__(self, engine: SearchEngine, weighting: str = WEIGHTING, neighbours: int = NEIGHBOURS,
+                 candidate_threshold: int = CANDIDATE_THRESHOLD, pools: Pools | None = None) -> None:
+        if candidate_threshold < 0:
+            raise ValueError(f"candidate_threshold: {candidate_threshold} is negative")
+        self.candidate_threshold = candidate_threshold
+        self.pools = pools or Pools()
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting: {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
         if neighbours < 0 or neighbours > NEIGHBOUR_POOL:
@@ -185,6 +252,19 @@ class SimilarityIndex:
         return np.asarray(matrix @ vector).ravel()
 
     @cached_property
+    def _lexical_columns(self) -> sparse.csc_matrix:
+        """The BM25 matrix stored by column (candidate path): a query reads only its own terms' columns."""
+        return sparse.csc_matrix(self._lexical[2])
+
+    def _lexical_column(self, terms: dict[int, float]) -> np.ndarray:
+        """``L(q, c)`` for every incident from the query terms' columns: ``Σ_t w_q(t) · B[:, t]``."""
+        if not terms:
+            return np.zeros(len(self.ids))
+        columns = np.fromiter(terms.keys(), dtype=np.int64, count=len(terms))
+        weights = np.fromiter(terms.values(), dtype=np.float64, count=len(terms))
+        return np.asarray(self._lexical_columns[:, columns] @ weights).ravel()
+
+    @cached_property
     def _term_names(self) -> dict[int, str]:
         vocabulary, _, _ = self._lexical
         return {i: t for t, i in vocabulary.items()}
@@ -199,10 +279,9 @@ class SimilarityIndex:
 
     # ---- dense ------------------------------------------------------------------
     @cached_property
-    def _passages(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Kept passage vectors, their chunk positions, and the first column of each incident."""
+    def _layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk positions of the kept passages, incident by incident, and the first of each incident."""
         chunks = self.engine.chunks
-        _, chunk_to_row = self.engine._row_maps
         keep: list[int] = []
         by_incident: dict[str, list[int]] = {}
         for position, chunk in enumerate(chunks):
@@ -216,11 +295,94 @@ class SimilarityIndex:
                 kept = positions[:1]
             starts.append(len(keep))
             keep.extend(kept)
-        order = np.asarray(keep, dtype=np.int64)
+        return np.asarray(keep, dtype=np.int64), np.asarray(starts, dtype=np.int64)
+
+    @cached_property
+    def _passages(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Kept passage vectors (a copy: the exact path only), their chunk positions, and the first of each incident."""
+        order, starts = self._layout
+        _, chunk_to_row = self.engine._row_maps
         vectors = self.engine.dense.vectors[chunk_to_row[order]] if len(order) else np.zeros((0, 1), dtype=np.float32)
-        return np.ascontiguousarray(vectors, dtype=np.float32), order, np.asarray(starts, dtype=np.int64)
+        return np.ascontiguousarray(vectors, dtype=np.float32), order, starts
+
+    @cached_property
+    def uses_candidates(self) -> bool:
+        """Whether ``rank`` takes the candidate path: at least ``candidate_threshold`` kept passages, no neighbourhood."""
+        return self.neighbours == 0 and len(self._layout[0]) >= self.candidate_threshold
+
+    @cached_property
+    def _rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The dense index row of each kept passage; and the incident of each index row (−1: not a kept passage)."""
+        order, starts = self._layout
+        _, chunk_to_row = self.engine._row_maps
+        rows = chunk_to_row[order]
+        incident_of = np.full(len(self.engine.dense.index), -1, dtype=np.int64)
+        incident_of[rows] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(order))))
+        return rows, incident_of
+
+    def _segments(self, incidents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Positions in the kept-passage layout of ``incidents``' passages (in the given order), and each one's first."""
+        order, starts = self._layout
+        ends = np.append(starts[1:], len(order))[incidents]
+        counts = ends - starts[incidents]
+        local = np.zeros(len(incidents), dtype=np.int64)
+        np.cumsum(counts[:-1], out=local[1:])
+        flat = np.repeat(starts[incidents] - local, counts) + np.arange(int(counts.sum()))
+        return flat, local
+
+    def _dense_on(self, passages: np.ndarray, incidents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``D(q, c)`` and the best chunk for ``incidents`` only, from their rows of the dense index."""
+        order, _ = self._layout
+        rows, _ = self._rows
+        flat, local = self._segments(incidents)
+        if not len(incidents):
+            return np.zeros(0), np.zeros(0, dtype=np.int64)
+        scores, best = _segment_dense(passages, self.engine.dense.index.rows(rows[flat]), local)
+        return scores, order[flat[best]]
+
+    @cached_property
+    def _sample(self) -> np.ndarray:
+        """The incidents (positions, ascending) that estimate the dense mean and deviation: a fixed seeded sample."""
+        n, size = len(self.ids), min(self.pools.sample, len(self.ids))
+        if size >= n:
+            return np.arange(n)
+        return np.sort(np.random.default_rng(SAMPLE_SEED).choice(n, size, replace=False))
+
+    @cached_property
+    def _sample_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sample's passage vectors (bounded by the sample size, not the library) and each incident's first."""
+        rows, _ = self._rows
+        flat, local = self._segments(self._sample)
+        return self.engine.dense.index.rows(rows[flat]), local
+
+    def _dense_pool(self, passages: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The dense candidates: incidents of the query passages' nearest passages, best :data:`DENSE_POOL` by ``D̃``."""
+        size, hits = self.pools.dense, self.pools.dense_hits
+        if size == 0 or hits == 0 or not len(passages):
+            return np.zeros(0, dtype=np.int64)
+        found, rows = self.engine.dense.index.search_batch(passages, hits)
+        _, incident_of = self._rows
+        queries = len(passages)
+        query_of = np.repeat(np.arange(queries), rows.shape[1])
+        rows, found = rows.ravel(), found.ravel()
+        incident = np.where(rows >= 0, incident_of[np.maximum(rows, 0)], -1)
+        valid = incident >= 0
+        valid[valid] = mask[incident[valid]]
+        key, found = incident[valid] * queries + query_of[valid], found[valid]
+        best_first = np.lexsort((-found, key))
+        key, found = key[best_first], found[best_first]
+        first = np.ones(len(key), dtype=bool)
+        first[1:] = key[1:] != key[:-1]  # the best hit of each (incident, query passage)
+        incidents, inverse = np.unique(key[first] // queries, return_inverse=True)
+        estimate = np.bincount(inverse, weights=found[first].astype(np.float64)) / queries
+        if len(incidents) > size:
+            incidents = incidents[np.argpartition(-estimate, size - 1)[:size]]
+        return np.asarray(incidents, dtype=np.int64)
 
     def incident_passages(self, incident_id: str) -> np.ndarray:
+        if self.uses_candidates:  # from the index, never the copy of every passage
+            flat, _ = self._segments(np.array([self.position[incident_id]]))
+            return self.engine.dense.index.rows(self._rows[0][flat])
         vectors, _, starts = self._passages
         i = self.position[incident_id]
         end = starts[i + 1] if i + 1 < len(starts) else len(vectors)
@@ -280,6 +442,21 @@ class SimilarityIndex:
         if norm == 0:
             return np.zeros(len(self.ids))
         return np.asarray(matrix @ (vector / norm)).ravel()
+
+    @cached_property
+    def _concept_columns(self) -> sparse.csc_matrix:
+        return sparse.csc_matrix(self._concepts[2])
+
+    def _graph_column(self, concepts: dict[str, float]) -> np.ndarray:
+        """``G(q, c)`` for every incident from the query concepts' columns only."""
+        index, idf, _, _, _ = self._concepts
+        known = [(index[c], w * idf[index[c]]) for c, w in concepts.items() if c in index]
+        weights = np.array([w for _, w in known], dtype=np.float64)
+        norm = float(np.linalg.norm(weights)) if known else 0.0
+        if norm == 0:
+            return np.zeros(len(self.ids))
+        columns = np.array([c for c, _ in known], dtype=np.int64)
+        return np.asarray(self._concept_columns[:, columns] @ (weights / norm)).ravel()
 
     # ---- queries ----------------------------------------------------------------
     def incident_query(self, incident: Incident) -> Query:
@@ -381,6 +558,8 @@ class SimilarityIndex:
             mask &= np.array([i in allowed for i in self.ids], dtype=bool)
         if query.exclude is not None and query.exclude in self.position:
             mask[self.position[query.exclude]] = False
+        if self.uses_candidates:
+            return self._rank_candidates(query, k, mask, restricted=allowed is not None)
         candidates = np.flatnonzero(mask)
         if not len(candidates):
             return []
@@ -403,6 +582,108 @@ class SimilarityIndex:
                 neighbours=[self.ids[j] for j in near[:EXPLAIN_NEIGHBOURS]],
             ))
         return results
+
+
+    # ---- candidate path ---------------------------------------------------------
+    def _rank_candidates(self, query: Query, k: int, mask: np.ndarray, restricted: bool) -> list[Evidence]:
+        """``rank`` by candidates then exact evidence (the module docstring's candidate path)."""
+        allowed_count = int(mask.sum())
+        if not allowed_count:
+            return []
+        exclude = self.position.get(query.exclude) if query.exclude is not None else None
+        full: dict[str, np.ndarray] = {}
+        if query.terms:
+            full["lexical"] = self._lexical_column(query.terms)
+        if query.concepts:
+            full["graph"] = self._graph_column(query.concepts)
+        pools = self.pools
+        if allowed_count <= pools.exhaustive:
+            pool = np.flatnonzero(mask)  # a filter left few enough incidents to score them all
+        else:
+            parts = [self._dense_pool(query.passages, mask)]
+            parts += [_top_positive(full[name], mask, size) for name, size in (("lexical", pools.lexical), ("graph", pools.graph)) if name in full]
+            pool = np.unique(np.concatenate(parts))
+        if not len(pool):
+            return []
+        complete = len(pool) == allowed_count
+        dense, best_chunk = self._dense_on(query.passages, pool)
+        columns = {"dense": dense, **{name: values[pool] for name, values in full.items()}}
+        stats = {"dense": _mean_std(dense) if complete else self._dense_stats(query.passages, mask, dense)}
+        for name, values in full.items():
+            stats[name] = _mean_std(columns[name]) if complete else _column_stats(values, mask, exclude, restricted)
+        weights = self.weights
+        fused = np.zeros(len(pool))
+        used = 0.0
+        ranks: dict[str, np.ndarray] = {}
+        for name, values in columns.items():
+            rank = np.zeros(len(pool), dtype=np.int64)
+            rank[np.argsort(-values, kind="stable")] = np.arange(1, len(pool) + 1)
+            ranks[name] = rank
+            mean, std = stats[name]
+            if std < STD_FLOOR:
+                continue
+            fused += weights[name] * (values - mean) / std
+            used += weights[name]
+        fused /= used if used > 0 else 1.0
+        _, _, _, weighted, inferred = self._concepts
+        results = []
+        for j in top_by_score_then_id(fused, np.arange(len(pool)), self._id_array[pool], k):
+            i = int(pool[j])
+            results.append(Evidence(
+                incident_id=self.ids[i], score=float(fused[j]),
+                lexical=float(columns["lexical"][j]) if "lexical" in columns else None,
+                dense=float(dense[j]), graph=float(columns["graph"][j]) if "graph" in columns else None,
+                chunk=int(best_chunk[j]), terms=self._terms_explained(query.terms, i),
+                shared={c: (c in query.inferred or c in inferred[i]) for c in query.concepts if c in weighted[i]},
+                ranks={name: int(r[j]) for name, r in ranks.items()},
+            ))
+        return results
+
+    def _dense_stats(self, passages: np.ndarray, mask: np.ndarray, pool_values: np.ndarray) -> tuple[float, float]:
+        """``μ̂, σ̂`` of ``D(q, ·)`` over the allowed incidents of the fixed sample (the pool's when fewer than two)."""
+        keep = mask[self._sample]
+        if keep.sum() < 2:
+            return _mean_std(pool_values)
+        vectors, local = self._sample_vectors
+        scores, _ = _segment_dense(passages, vectors, local)
+        return _mean_std(scores[keep])
+
+
+def _segment_dense(passages: np.ndarray, vectors: np.ndarray, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``D(q, c)`` per segment of ``vectors`` (segment ``c`` starts at ``local[c]``), and the position of each
+    segment's passage that best answers some query passage."""
+    similarity = passages @ vectors.T
+    scores = np.maximum.reduceat(similarity, local, axis=1).mean(axis=0)
+    return scores, first_argmax(similarity.max(axis=0), local)
+
+
+def _mean_std(values: np.ndarray) -> tuple[float, float]:
+    return (float(values.mean()), float(values.std())) if len(values) else (0.0, 0.0)
+
+
+def _column_stats(values: np.ndarray, mask: np.ndarray, exclude: int | None, restricted: bool) -> tuple[float, float]:
+    """Mean and standard deviation of ``values`` over the candidates: all incidents but ``exclude`` unless
+    ``restricted`` by a filter (then over ``mask``).  Two passes, no copy of the column when unrestricted."""
+    if restricted:
+        return _mean_std(values[mask])
+    n = len(values) - (exclude is not None)
+    if n <= 0:
+        return 0.0, 0.0
+    left_out = float(values[exclude]) if exclude is not None else 0.0
+    mean = (float(values.sum()) - left_out) / n
+    deviation = values - mean
+    squares = float(deviation @ deviation) - ((left_out - mean) ** 2 if exclude is not None else 0.0)
+    return mean, math.sqrt(max(squares / n, 0.0))
+
+
+def _top_positive(values: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
+    """Up to ``size`` allowed positions with the largest positive ``values`` (any order)."""
+    hits = np.flatnonzero(mask & (values > 0))
+    if size <= 0:
+        return hits[:0]
+    if len(hits) > size:
+        hits = hits[np.argpartition(-values[hits], size - 1)[:size]]
+    return hits
 
 
 def first_argmax(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
