@@ -157,7 +157,7 @@ def compare_paths(size: int, count: int) -> None:
 def quality_settings(size: int) -> dict[str, Pools]:
     """The exact path (None), the candidate path with the default pools, and with pools cut to a share of ``size``."""
     settings = {"candidates, default pools": Pools(exhaustive=0)}
-    for share in (0.25, 0.1):
+    for share in (0.25, 0.1, 0.03):
         pool = max(1, round(share * size))
         settings[f"candidates, pools {pool}/{pool}/{max(1, pool // 2)} (dense/lexical/graph)"] = Pools(
             dense_hits=max(4, pool), dense=pool, lexical=pool, graph=max(1, pool // 2), exhaustive=0)

@@ -114,12 +114,13 @@ def test_batch_search_and_row_fetch_agree_with_single_queries(tmp_path: Path) ->
     queries = vectors[[5, 77, 1200]] + 0.01
     ivf = IvfIndex.build(vectors)
     ivf.save(tmp_path)
+    assert ivf._reader is not None  # rows are read from the file
     for index in (ExactIndex(vectors), HnswIndex.build(vectors), ivf, LayeredIndex(ExactIndex(vectors[:1000]), ExactIndex(vectors[1000:]))):
         scores, ids = index.search_batch(queries, 7)
         assert scores.shape == ids.shape == (3, 7)
         for query, row_scores, row_ids in zip(queries, scores, ids, strict=True):
             single_scores, single_ids = index.search(query, 7)
             assert row_ids.tolist() == single_ids.tolist() and np.allclose(row_scores, single_scores, atol=1e-5)
-        asked = np.array([1499, 0, 1200, 1001, 7])
+        asked = np.array([1499, 0, 1200, 1201, 1202, 1001, 7])  # a run of adjacent rows is one read
         assert np.array_equal(index.rows(asked), vectors[asked])
     assert ExactIndex(vectors[:3]).search_batch(queries, 7)[1].shape == (3, 3)

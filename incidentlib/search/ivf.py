@@ -85,10 +85,17 @@ class _RowReader:
         weakref.finalize(self, os.close, self._fd)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
-        """Rows ``ids`` (any order) as a new float32 matrix."""
+        """Rows ``ids`` (any order) as a new float32 matrix; a run of consecutive rows is one read (an incident's
+        passages are adjacent rows)."""
+        ids = np.asarray(ids, dtype=np.int64)
         out = np.empty((len(ids), self._dim), dtype=np.float32)
-        for i, row in enumerate(ids.tolist()):
-            out[i] = np.frombuffer(os.pread(self._fd, self._row_bytes, self._offset + row * self._row_bytes), dtype=np.float32)
+        if not len(ids):
+            return out
+        breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+        for start, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(ids)], strict=True):
+            count = end - start
+            data = os.pread(self._fd, count * self._row_bytes, self._offset + int(ids[start]) * self._row_bytes)
+            out[start:end] = np.frombuffer(data, dtype=np.float32).reshape(count, self._dim)
         return out
 
 
