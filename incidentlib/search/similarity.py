@@ -117,10 +117,12 @@ NEIGHBOURHOOD_SIZE = 5  # |N(c)| when turned on: a small neighbourhood, so the c
 NEIGHBOUR_POOL = 50  # nearest incidents kept per incident: filters (allowed, the query itself) still leave the neighbourhood; memory N × pool
 EXPLAIN_NEIGHBOURS = 3  # neighbours shown in ``why``
 #: Kept passages (dense chunks of all incidents, boilerplate removed) from which ``rank`` scores a bounded
-#: pool of candidates instead of every incident (module docstring).  bench/bench_similar.py, docs/benchmarks.md:
-#: the exact path costs about the candidate path's fixed cost (dense index search, the dense sample, the
-#: lexical columns) at roughly this size, and grows linearly past it; below it the exact path stays as it was.
-CANDIDATE_THRESHOLD = 100_000
+#: pool of candidates instead of every incident (module docstring).  bench/bench_similar.py --paths
+#: (docs/benchmarks.md): with the exact (flat) dense index the candidate search is itself a full product, and the
+#: candidate path took 1.47× the exact path's p50 at 113k kept passages; with HNSW it took 0.33× at 339k.  The
+#: engine switches to HNSW at 200k index rows (:data:`.dense.DEFAULT_HNSW_THRESHOLD`), about 170k kept passages
+#: (kept passages are 0.84 of the rows on the synthetic libraries): the candidate path starts there.
+CANDIDATE_THRESHOLD = 170_000
 DENSE_HITS = 64  # nearest passages fetched per query passage: several passages of each of the ~tens of nearest incidents
 DENSE_POOL = 200  # incidents kept from the dense hits; 20× the usual k = 10, so the exact re-scoring can reorder them
 LEXICAL_POOL = 200  # incidents kept by lexical score, same reason
