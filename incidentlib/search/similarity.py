@@ -119,7 +119,7 @@ EXPLAIN_NEIGHBOURS = 3  # neighbours shown in ``why``
 #: Kept passages (dense chunks of all incidents, boilerplate removed) from which ``rank`` scores a bounded
 #: pool of candidates instead of every incident (module docstring).  bench/bench_similar.py --paths
 #: (docs/benchmarks.md): with the exact (flat) dense index the candidate search is itself a full product, and the
-#: candidate path took 1.47× the exact path's p50 at 113k kept passages; with HNSW it took 0.33× at 339k.  The
+#: candidate path took 1.49× the exact path's p50 at 113k kept passages; with HNSW it took 0.29× at 339k.  The
 #: engine switches to HNSW at 200k index rows (:data:`.dense.DEFAULT_HNSW_THRESHOLD`), about 170k kept passages
 #: (kept passages are 0.84 of the rows on the synthetic libraries): the candidate path starts there.
 CANDIDATE_THRESHOLD = 170_000
