@@ -1,0 +1,370 @@
+"""Server start with a built index: ``incidentlib serve`` from launch to its first search answer, and the parts.
+
+    python bench/bench_start.py --incidents 10000             # build once, then 3 starts; prints Markdown
+    python bench/bench_start.py --incidents 10000 --cold      # also starts with the library's files evicted
+    python bench/bench_start.py --incidents 1000 --runs 1     # a smoke run
+
+What it does, each step in its own process (so memory and imports are per step):
+
+1. **Library.** Writes a library directory of N incidents: the bundled records and copies of
+   them under new ids (``IL-0001`` of copy 3 is ``IL-003001``; copies past 999 take the prefix
+   ``ILA``, ``ILB``, …), every incident id in a copy, ``related`` links included, renamed the same
+   way, so each file is valid YAML the loader accepts with no problem.  The texts are the real ones.
+2. **Index.** Builds and persists the dense and BM25 indexes of that library with the library's
+   own code (``Library.build_index`` and ``Library.warm``), without embedding every chunk: the
+   engine's embedder is :class:`LookupEmbedder`, named ``use-m3`` with its width, whose document
+   vectors are the *real* use-m3 vectors of the bundled chunks (looked up by chunk text, incident
+   ids masked) plus seeded Gaussian noise (σ = ``NOISE``, the value ``bench_search.synthetic_engine``
+   uses), renormalised; queries are embedded by the real use-m3.  The persisted store is therefore
+   exactly what a real build writes (same files, same ``meta.json``, the same verification on load,
+   the same content key), only its vectors are perturbed copies; a server started on it verifies and
+   loads it like any other.
+3. **Start.** ``incidentlib serve --data DIR --cache CACHE`` (a real uvicorn process) is launched and
+   ``GET /search?q=…`` polled every ``POLL_SECONDS`` until it answers 200; reported: seconds from
+   launch to that answer and the server's peak RSS.  ``--runs`` starts, median reported.
+4. **Parts.** In a fresh process, the steps of that start timed one by one, in the order serve
+   takes them: imports, YAML load (cold parse vs the parsed cache), chunking, the dense store
+   (checksums, then the whole verified load), the BM25 index (loaded from its cache), the graph
+   store, the NetworkX projection, the concept recognizer, the query embedder, the first search.
+
+Page cache: the runs are **warm** (every file read just before).  With ``--cold`` the library's and
+the cache's files are evicted from the page cache first (``posix_fadvise(DONTNEED)`` per file: no
+machine-wide cache drop, other jobs keep theirs); Python packages and model weights stay warm.
+Latencies are wall-clock on a shared 2-core machine: compare numbers within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+#: σ of the Gaussian noise added to each real vector of a copy: the value bench_search.synthetic_engine is run with.
+NOISE = 0.05
+#: Seconds between two polls of the starting server: short against a start of seconds, long enough not to load it.
+POLL_SECONDS = 0.05
+#: A start slower than this is reported as failed rather than waited for.
+START_TIMEOUT_SECONDS = 1800.0
+QUERY = "NCCL watchdog timeout"
+#: Lines of serve's log and the phase they end (seen by polling the log: ± POLL_SECONDS).
+SERVE_MARKERS = {"library opened, index verified, warmed (s)": "serving ", "app up (s)": "Application startup complete"}
+#: Incident ids inside texts (related links mentioned in prose) are masked before the lookup of a chunk's vector.
+_ID_IN_TEXT = re.compile(r"\b[A-Z]{2,8}-\d{4,6}\b")
+_ID = re.compile(r"\bIL-(\d{4})\b")
+
+
+def copy_prefix(copy: int) -> str:
+    """``IL`` for copies 0-999, then ``ILA``, ``ILB``, … (each 1,000 copies)."""
+    return "IL" if copy < 1000 else "IL" + "".join(chr(ord("A") + int(d)) for d in str(copy // 1000 - 1))
+
+
+def copy_id(number: int, copy: int) -> str:
+    """The id of bundled incident ``IL-<number>`` in ``copy`` (copy 0 keeps the bundled id)."""
+    if copy == 0:
+        return f"IL-{number:04d}"
+    return f"{copy_prefix(copy)}-{(copy % 1000) * 1000 + number:06d}" if copy % 1000 else f"{copy_prefix(copy)}-{number:04d}"
+
+
+def write_library(target: Path, incidents: int) -> int:
+    """Write a library of ``incidents`` incidents to ``target`` (see the module docstring); returns the count."""
+    source = REPO / "data"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("incidents"))
+    folder = target / "incidents"
+    folder.mkdir()
+    real = sorted((source / "incidents").glob("IL-*.yaml"))
+    texts = [(int(path.stem[3:]), path.read_text(encoding="utf-8")) for path in real]
+    if max(number for number, _ in texts) >= 1000:
+        raise SystemExit("bundled ids above IL-0999: extend copy_id")
+    written = 0
+    for copy in range(math.ceil(incidents / len(texts))):
+        # a link to an incident the last, partial copy does not hold points at the bundled one
+        present = {number for number, _ in texts[:incidents - written]}
+
+        def rename(match: re.Match[str], copy: int = copy, present: set[int] = present) -> str:
+            number = int(match[1])
+            return copy_id(number, copy if number in present else 0)
+
+        for number, text in texts:
+            if written == incidents:
+                return written
+            new = text if copy == 0 else _ID.sub(rename, text)
+            (folder / f"{copy_id(number, copy)}.yaml").write_text(new, encoding="utf-8")
+            written += 1
+    return written
+
+
+class LookupEmbedder:
+    """Documents: the real use-m3 vector of the bundled chunk with the same text (incident ids masked), plus
+    seeded Gaussian noise, renormalised.  Queries: the real use-m3.  Named like use-m3 so the store it fills is
+    the one a server with the default embedder loads (benchmarks only: see the module docstring)."""
+
+    def __init__(self, real_texts: Sequence[str], real_vectors: np.ndarray, query_embedder: object, seed: int = 0) -> None:
+        self.real = query_embedder
+        self.name: str = query_embedder.name  # type: ignore[attr-defined]
+        self.dim: int = query_embedder.dim  # type: ignore[attr-defined]
+        self.row = {_ID_IN_TEXT.sub("ID", text): i for i, text in enumerate(real_texts)}
+        self.vectors = real_vectors
+        self.rng = np.random.default_rng(seed)
+        self.looked_up = 0
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.real.encode_queries(texts)  # type: ignore[attr-defined,no-any-return]
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        rows = [self.row.get(_ID_IN_TEXT.sub("ID", text)) for text in texts]
+        missing = [text[:60] for text, row in zip(texts, rows, strict=True) if row is None]
+        if missing:
+            raise RuntimeError(f"no real vector for chunk text {missing[0]!r}")
+        block = self.vectors[rows] + self.rng.normal(scale=NOISE, size=(len(rows), self.dim)).astype(np.float32)
+        self.looked_up += len(rows)
+        return (block / np.linalg.norm(block, axis=1, keepdims=True)).astype(np.float32)
+
+
+def peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def build(library_dir: Path, cache: Path) -> dict[str, float]:
+    """Step 2: persist the dense and BM25 indexes (and the parsed-YAML cache) of the written library."""
+    from incidentlib import Library
+
+    real = Library.open()  # the bundled library, its real use-m3 vectors from its own cache
+    engine = real._search_engine
+    vectors = engine.chunk_vectors()
+    texts = [chunk.text for chunk in engine.chunks]
+    started = time.perf_counter()
+    library = Library.open(library_dir, cache_dir=cache)
+    timings = {"load_s": time.perf_counter() - started, "incidents": len(library)}
+    target = library._search_engine
+    lookup = LookupEmbedder(texts, np.ascontiguousarray(vectors), engine.embedder)
+    target.__dict__["embedder"] = lookup  # the cached_property, set before anything asks for it
+    started = time.perf_counter()
+    report = library.build_index()
+    timings.update(dense_build_s=time.perf_counter() - started, chunks=report.chunks, looked_up=lookup.looked_up)
+    timings["index_kind"] = report.index_kind  # type: ignore[assignment]
+    started = time.perf_counter()
+    _ = target.lexical
+    timings["bm25_build_s"] = time.perf_counter() - started
+    timings["peak_rss_mb"] = peak_rss_mb()
+    return timings
+
+
+def evict(paths: Sequence[Path]) -> int:
+    """Drop the page-cache pages of every file under ``paths`` (``POSIX_FADV_DONTNEED``); returns the files."""
+    count = 0
+    for root in paths:
+        for path in [root] if root.is_file() else root.rglob("*"):
+            if not path.is_file():
+                continue
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd) if os.access(path, os.W_OK) else None
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+            count += 1
+    return count
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = ()) -> dict[str, float]:
+    """Step 3: launch ``incidentlib serve`` and poll until the first search answer; kill it; the seconds and peak RSS."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "incidentlib", "serve", "--data", str(library_dir), "--cache", str(cache),
+               "--port", str(port), *extra]
+    url = f"http://127.0.0.1:{port}/search?q={urllib.request.quote(QUERY)}&k=10"
+    log = (cache.parent / "serve.log").open("w")
+    started = time.perf_counter()
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    answered = math.nan
+    hits = 0
+    peak = math.nan
+    seen: dict[str, float] = {}
+    try:
+        while time.perf_counter() - started < START_TIMEOUT_SECONDS and process.poll() is None:
+            text = (cache.parent / "serve.log").read_text(errors="replace")
+            for name, marker in SERVE_MARKERS.items():
+                if name not in seen and marker in text:
+                    seen[name] = time.perf_counter() - started
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response:
+                    body = json.loads(response.read())
+                answered = time.perf_counter() - started
+                hits = len(body.get("results", body.get("hits", [])))
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(POLL_SECONDS)
+        with open(f"/proc/{process.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    peak = int(line.split()[1]) / 1024
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        log.close()
+    if math.isnan(answered):
+        raise SystemExit(f"the server did not answer; see {cache.parent / 'serve.log'}")
+    return {"first_answer_s": answered, "peak_rss_mb": peak, "results": hits, **seen}
+
+
+def parts(library_dir: Path, cache: Path) -> dict[str, float]:
+    """Step 4: the steps of a start, timed one by one in this (fresh) process."""
+    timings: dict[str, float] = {}
+
+    def timed(name: str, started: float) -> float:
+        timings[name] = time.perf_counter() - started
+        return time.perf_counter()
+
+    t = time.perf_counter()
+    import incidentlib.api  # noqa: F401  (what serve imports before it opens the library)
+    from incidentlib import Library
+    from incidentlib.loader import load_library
+    from incidentlib.search import dense
+    from incidentlib.search import store as dense_store
+
+    t = timed("imports", t)
+    data = load_library(library_dir, None)
+    t = timed("YAML load, parsed (no parsed cache)", t)
+    data = load_library(library_dir, cache)
+    t = timed("YAML load, from the parsed cache", t)
+    library = Library.open(library_dir, cache_dir=cache)
+    t = timed("Library.open (load with the parsed cache)", t)
+    del data
+    engine = library._search_engine
+    _ = engine.chunks
+    t = timed("chunking", t)
+    folder = dense_store.store_dir(cache, library.data.content_hash, engine.embedder)
+    t = timed("content key", t)
+    meta = dense_store._read_meta(folder)
+    assert meta is not None
+    size = 0
+    for name in (dense_store.ROWS_FILE, *dense.files_for(meta.index_kind)):
+        size += (folder / meta.build / name).stat().st_size
+        dense_store._sha256(folder / meta.build / name)
+    t = timed(f"dense store checksums ({size / 1e9:.2f} GB, part of the next line)", t)
+    library.build_index()
+    t = timed("dense store verified load (Library.build_index: reuse)", t)
+    _ = engine.lexical
+    t = timed("BM25 index load (from its cache)", t)
+    _ = library._graph_store
+    t = timed("graph store (in-memory RDF built from the records)", t)
+    _ = library._knowledge.nx
+    t = timed("NetworkX projection", t)
+    _ = library._search_service.recognizer
+    t = timed("concept recognizer", t)
+    engine.embedder.encode_queries(["warm-up"])
+    t = timed("first query embedding", t)
+    library.search(QUERY, k=10)
+    timed("first search", t)
+    timings["peak_rss_mb"] = peak_rss_mb()
+    return timings
+
+
+def child(step: str, library_dir: Path, cache: Path, extra: Sequence[str] = ()) -> dict[str, float]:
+    """Run ``step`` in a fresh interpreter and return its JSON result."""
+    out = subprocess.run([sys.executable, __file__, "--step", step, "--library", str(library_dir), "--cache", str(cache),
+                          *(["--serve-arg", *extra] if extra else [])],
+                         check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--incidents", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=3, help="starts measured (median reported)")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench-start"))
+    parser.add_argument("--cold", action="store_true", help="also measure starts with the library's files evicted")
+    parser.add_argument("--reuse", action="store_true", help="keep the library and cache in --workdir if present")
+    parser.add_argument("--step", choices=("build", "serve", "parts"), help=argparse.SUPPRESS)
+    parser.add_argument("--library", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-arg", nargs="*", default=[], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.step:
+        result = {"build": lambda: build(args.library, args.cache), "parts": lambda: parts(args.library, args.cache),
+                  "serve": lambda: serve_once(args.library, args.cache, args.serve_arg)}[args.step]()
+        print(json.dumps(result))
+        return
+
+    work = args.workdir / f"n{args.incidents}"
+    library_dir, cache = work / "library", work / "cache"
+    if not (args.reuse and (cache / "built.json").exists()):
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        started = time.perf_counter()
+        count = write_library(library_dir, args.incidents)
+        print(f"wrote {count} incidents in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        built = child("build", library_dir, cache)
+        (cache / "built.json").write_text(json.dumps(built))
+    built = json.loads((cache / "built.json").read_text())
+    print(f"build: {built}", file=sys.stderr)
+    starts = []
+    for run in range(args.runs):
+        starts.append(child("serve", library_dir, cache))
+        print(f"warm start {run + 1}: {starts[-1]}", file=sys.stderr)
+    cold = []
+    if args.cold:
+        for run in range(args.runs):
+            evict([library_dir, cache])
+            cold.append(child("serve", library_dir, cache))
+            print(f"cold start {run + 1}: {cold[-1]}", file=sys.stderr)
+    part_runs = [child("parts", library_dir, cache) for _ in range(args.runs)]
+    print(f"parts: {part_runs}", file=sys.stderr)
+    report(args, built, starts, cold, part_runs)
+
+
+def report(args: argparse.Namespace, built: dict, starts: list[dict], cold: list[dict], part_runs: list[dict]) -> None:
+    med = statistics.median
+    print(f"### Server start at {built['incidents']:,} incidents ({built['chunks']:,} chunks, dense index {built['index_kind']})\n")
+    print(f"`python bench/bench_start.py --incidents {args.incidents} --runs {args.runs}{' --cold' if args.cold else ''}`; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end; median of {args.runs} runs.\n")
+    print("| start | launch → first search answer | peak RSS of the server |")
+    print("|---|---|---|")
+    print(f"| page cache warm | {med(s['first_answer_s'] for s in starts):.2f} s | {med(s['peak_rss_mb'] for s in starts):,.0f} MB |")
+    for name in SERVE_MARKERS:
+        if all(name in s for s in starts):
+            print(f"| (warm) of which: {name} | {med(s[name] for s in starts):.2f} s | |")
+    if cold:
+        print(f"| library + cache files evicted | {med(s['first_answer_s'] for s in cold):.2f} s | "
+              f"{med(s['peak_rss_mb'] for s in cold):,.0f} MB |")
+    print("\n| part (fresh process, warm page cache) | seconds |")
+    print("|---|---|")
+    for name in part_runs[0]:
+        if name != "peak_rss_mb":
+            print(f"| {name} | {med(run[name] for run in part_runs):.3f} |")
+    print(f"\nBuild (once, not part of the start): dense {built['dense_build_s']:.1f} s (no embedding: looked-up vectors), "
+          f"BM25 {built['bm25_build_s']:.1f} s, peak RSS {built['peak_rss_mb']:,.0f} MB.")
+
+
+if __name__ == "__main__":
+    main()
