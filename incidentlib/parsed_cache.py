@@ -6,7 +6,7 @@ milliseconds. So a library is read as a :class:`DataFiles` snapshot (every data 
 read once), and the parsed documents are kept in ``<cache dir>/parsed/<key>.pkl`` where
 
     key = sha256(PARSED_FORMAT_VERSION, PyYAML's version, the loader's name,
-                 every data file's path relative to the library and sha256 of its bytes)
+                 every data file's path relative to the library and XXH3-128 of its bytes)
 
 so the same bytes give the same key at any install location, and any change of a file's bytes,
 a file added, removed or renamed, another PyYAML or another cache layout gives another key.
@@ -17,7 +17,7 @@ checks, so a change to the model classes can never be answered from a stale cach
 problems reported for a library are the same with or without it.
 
 The cache is never a source of truth. A file is written atomically (temporary file, then
-rename), starts with the SHA-256 of its payload (checked on load), and is unpickled by an
+rename), starts with the XXH3-128 of its payload (checked on load; :mod:`incidentlib.checksum`), and is unpickled by an
 unpickler that resolves no global but the four ``datetime`` types YAML timestamps produce:
 pickle runs code only through the globals it may import, so even a file someone else placed in
 the cache directory cannot run anything (it fails to load, and the YAML is parsed). A missing,
@@ -40,19 +40,21 @@ from pathlib import Path
 
 import yaml
 
+from . import checksum
 from .storage import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
-#: Bump when the layout of a cache file or what is stored in it changes: older files are then ignored.
-PARSED_FORMAT_VERSION = 1
+#: Bump when the layout of a cache file or what is stored in it changes: older files are then ignored
+#: (2: XXH3-128 of each file in the key and of the payload in the header, SHA-256 before).
+PARSED_FORMAT_VERSION = 2
 #: Folder of the parsed-document caches inside the cache directory.
 PARSED_DIR = "parsed"
 #: Cache files kept (most recently used first: a hit updates the file's modification time); one per library content, a few kB to a few MB
 #: each. Enough for several checkouts and a few edits of each without re-parsing; chosen, not tuned.
 MAX_PARSED_FILES = 16
 _MAGIC = b"incidentlib-parsed\0"
-_DIGEST_BYTES = 32
+_DIGEST_BYTES = checksum.DIGEST_BYTES
 
 try:  # the C loader is several times faster on a few hundred files
     YAML_LOADER: type = yaml.CSafeLoader
@@ -89,6 +91,7 @@ class DataFiles:
     _cached: dict[str, object] | None = None
     _parsed: dict[str, object] = field(default_factory=dict)
     _misses: int = 0
+    _names: dict[Path, str] = field(default_factory=dict)
 
     @classmethod
     def read(cls, root: Path, paths: Iterable[Path], cache_dir: Path | None = None) -> DataFiles:
@@ -110,7 +113,11 @@ class DataFiles:
         return snapshot
 
     def _rel(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
+        # asked several times per file; PurePath.relative_to costs tens of microseconds a call, a lookup nothing
+        name = self._names.get(path)
+        if name is None:
+            name = self._names[path] = path.relative_to(self.root).as_posix()
+        return name
 
     @cached_property
     def key(self) -> str | None:
@@ -119,7 +126,7 @@ class DataFiles:
         for path, data in self.files.items():
             if isinstance(data, OSError):
                 return None
-            digest.update(f"{self._rel(path)}\0{hashlib.sha256(data).hexdigest()}\0".encode())
+            digest.update(f"{self._rel(path)}\0{checksum.checksum_bytes(data)}\0".encode())
         return digest.hexdigest()
 
     @property
@@ -165,7 +172,7 @@ class DataFiles:
         payload = pickle.dumps(self._parsed, protocol=pickle.HIGHEST_PROTOCOL)
         target = self.cache_file
         try:
-            atomic_write_bytes(target, _MAGIC + hashlib.sha256(payload).digest() + payload)
+            atomic_write_bytes(target, _MAGIC + checksum.digest(payload) + payload)
             _prune(target.parent)
         except OSError as exc:
             log.warning("could not cache the parsed library in %s (%s)", target, exc)
@@ -184,7 +191,7 @@ def _load(path: Path) -> dict[str, object] | None:
         return None
     head = len(_MAGIC)
     payload = blob[head + _DIGEST_BYTES:]
-    if not blob.startswith(_MAGIC) or hashlib.sha256(payload).digest() != blob[head:head + _DIGEST_BYTES]:
+    if not blob.startswith(_MAGIC) or checksum.digest(payload) != blob[head:head + _DIGEST_BYTES]:
         log.warning("parsed-library cache %s is corrupt (checksum); parsing the YAML", path)
         return None
     try:

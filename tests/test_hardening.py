@@ -311,9 +311,9 @@ def test_damaged_cache_is_rebuilt_with_a_warning(tiny: Path, tmp_path: Path, dam
     elif damage == "wrong-shape":
         np.save(build / "vectors.npy", np.zeros((3, 7), dtype=np.float32))
     if damage in ("empty-rows", "nan-vectors", "wrong-shape"):  # defeat the checksum: the content checks must catch it
-        from incidentlib.search.store import _sha256
+        from incidentlib.checksum import checksum_file
 
-        meta["checksums"] = {name: _sha256(build / name) for name in meta["checksums"]}
+        meta["checksums"] = {name: checksum_file(build / name) for name in meta["checksums"]}
         meta_path.write_text(json.dumps(meta))
     lib, report = _build(tiny, cache)
     assert report.action == "built" and report.warning and "damaged" in report.warning

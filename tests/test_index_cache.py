@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from dataclasses import replace
@@ -15,6 +14,7 @@ import yaml
 from conftest import small_library
 from fakes import HashEmbedder
 
+from incidentlib.checksum import checksum_file
 from incidentlib.library import SearchConfig
 from incidentlib.loader import load_library
 from incidentlib.search import dense
@@ -160,7 +160,7 @@ def test_a_damaged_lexical_cache_is_rebuilt(tmp_path: Path) -> None:
     folder = next((tmp_path / LEXICAL_DIR).iterdir())
     np.save(folder / "data.npy", np.full(len(first.postings.data), np.nan, dtype=np.float32))
     meta = json.loads((folder / "meta.json").read_text())
-    meta["checksums"]["data.npy"] = hashlib.sha256((folder / "data.npy").read_bytes()).hexdigest()
+    meta["checksums"]["data.npy"] = checksum_file(folder / "data.npy")
     (folder / "meta.json").write_text(json.dumps(meta))  # the checksum matches: the content check must catch it
     rebuilt, source = cached_lexical_index(texts, tmp_path)
     assert source == "built" and np.array_equal(rebuilt.scores("nccl timeout"), first.scores("nccl timeout"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import pickle
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from incidentlib import parsed_cache
+from incidentlib.checksum import digest
 from incidentlib.loader import LibraryData, Problem, check_library, content_hash
 
 INCIDENTS_KEPT = 12  # a few incidents keep each load fast; links to the others become problems, which is fine here
@@ -132,7 +132,7 @@ def test_a_cache_naming_any_other_global_is_refused(small: Path, tmp_path: Path,
     first = check_library(small, cache)
     [saved] = _cache_files(cache)
     payload = pickle.dumps({"vocab/causes.yaml": os.getcwd})
-    saved.write_bytes(b"incidentlib-parsed\0" + hashlib.sha256(payload).digest() + payload)
+    saved.write_bytes(b"incidentlib-parsed\0" + digest(payload) + payload)
     parsed.clear()
     with caplog.at_level(logging.WARNING, logger="incidentlib.parsed_cache"):
         again = check_library(small, cache)

@@ -3,7 +3,7 @@
 Layout::
 
     <cache>/lexical/<key>/
-        meta.json          format version, chunk and term counts, SHA-256 of each file
+        meta.json          format version, chunk and term counts, checksum (XXH3-128) of each file
         vocabulary.json    the terms, in term-id order
         indptr.npy         int64, terms + 1
         indices.npy        int32 chunk positions, ascending within a term
@@ -37,12 +37,14 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
+from .. import checksum
 from ..storage import atomic_write_text
 from . import lexical, tokenize
 from .lexical import BM25_B, BM25_K1, LexicalIndex, Postings, build_postings, update_postings
 
-#: On-disk layout version of the lexical cache (2: term counts and chunk lengths kept).
-LEXICAL_FORMAT = 2
+#: On-disk layout version of the lexical cache (2: term counts and chunk lengths kept; 3: XXH3-128 checksums,
+#: see :mod:`incidentlib.checksum`).
+LEXICAL_FORMAT = 3
 LEXICAL_DIR = "lexical"
 ARRAYS = ("indptr", "indices", "data", "tf", "lengths")
 #: Lexical indexes kept: the same bound as dense builds per embedder (store.KEEP_BUILDS), for the same reasons.
@@ -80,10 +82,6 @@ def lexical_key(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) ->
     return digest.hexdigest()[:32]
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def load_postings(folder: Path, size: int) -> Postings:
     """Read and verify a saved index over ``size`` chunks; :class:`LexicalDamaged` names the failed check."""
     try:
@@ -95,7 +93,7 @@ def load_postings(folder: Path, size: int) -> Postings:
     names = ["vocabulary.json", *(f"{name}.npy" for name in ARRAYS)]
     for name in names:
         try:
-            if _sha256(folder / name) != meta.checksums.get(name):
+            if checksum.checksum_file(folder / name) != meta.checksums.get(name):
                 raise LexicalDamaged(f"{name} does not match its checksum")
         except OSError:
             raise LexicalDamaged(f"{name} is missing or unreadable") from None
@@ -131,7 +129,7 @@ def save_postings(folder: Path, postings: Postings) -> None:
             np.save(staging / f"{name}.npy", getattr(postings, name))
         names = ["vocabulary.json", *(f"{name}.npy" for name in ARRAYS)]
         meta = LexicalMeta(format_version=LEXICAL_FORMAT, chunks=postings.size, terms=len(postings.vocabulary),
-                           postings=len(postings.indices), checksums={n: _sha256(staging / n) for n in names})
+                           postings=len(postings.indices), checksums={n: checksum.checksum_file(staging / n) for n in names})
         atomic_write_text(staging / "meta.json", meta.model_dump_json(indent=2))
         if folder.exists():
             shutil.rmtree(staging, ignore_errors=True)  # another process saved the same index first
