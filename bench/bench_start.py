@@ -147,8 +147,9 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def build(library_dir: Path, cache: Path) -> dict[str, float]:
-    """Step 2: persist the dense and BM25 indexes (and the parsed-YAML cache) of the written library."""
+def build(library_dir: Path, cache: Path, graph_store: str | None = None) -> dict[str, float]:
+    """Step 2: persist the dense and BM25 indexes (and the parsed-YAML cache) of the written library; with
+    ``graph_store`` (``oxigraph:PATH``) also load that store."""
     from incidentlib import Library
 
     real = Library.open()  # the bundled library, its real use-m3 vectors from its own cache
@@ -168,6 +169,10 @@ def build(library_dir: Path, cache: Path) -> dict[str, float]:
     started = time.perf_counter()
     _ = target.lexical
     timings["bm25_build_s"] = time.perf_counter() - started
+    if graph_store:
+        started = time.perf_counter()
+        _ = Library.open(library_dir, cache_dir=cache, graph_store=graph_store)._graph_store
+        timings["graph_store_load_s"] = time.perf_counter() - started
     timings["peak_rss_mb"] = peak_rss_mb()
     return timings
 
@@ -236,7 +241,7 @@ def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = ()) -> dic
     return {"first_answer_s": answered, "peak_rss_mb": peak, "results": hits, **seen}
 
 
-def parts(library_dir: Path, cache: Path) -> dict[str, float]:
+def parts(library_dir: Path, cache: Path, graph_store: str | None = None) -> dict[str, float]:
     """Step 4: the steps of a start, timed one by one in this (fresh) process."""
     timings: dict[str, float] = {}
 
@@ -256,7 +261,7 @@ def parts(library_dir: Path, cache: Path) -> dict[str, float]:
     t = timed("YAML load, parsed (no parsed cache)", t)
     data = load_library(library_dir, cache)
     t = timed("YAML load, from the parsed cache", t)
-    library = Library.open(library_dir, cache_dir=cache)
+    library = Library.open(library_dir, cache_dir=cache, graph_store=graph_store)
     t = timed("Library.open (load with the parsed cache)", t)
     del data
     engine = library._search_engine
@@ -269,14 +274,15 @@ def parts(library_dir: Path, cache: Path) -> dict[str, float]:
     size = 0
     for name in (dense_store.ROWS_FILE, *dense.files_for(meta.index_kind)):
         size += (folder / meta.build / name).stat().st_size
-        dense_store._sha256(folder / meta.build / name)
+        assert dense_store._matches(folder / meta.build / name, meta.checksums.get(name))
     t = timed(f"dense store checksums ({size / 1e9:.2f} GB, part of the next line)", t)
     library.build_index()
     t = timed("dense store verified load (Library.build_index: reuse)", t)
     _ = engine.lexical
     t = timed("BM25 index load (from its cache)", t)
     _ = library._graph_store
-    t = timed("graph store (in-memory RDF built from the records)", t)
+    t = timed("graph store (Oxigraph on disk, checked current)" if graph_store else
+              "graph store (in-memory RDF built from the records)", t)
     _ = library._knowledge.nx
     t = timed("NetworkX projection", t)
     _ = library._search_service.recognizer
@@ -289,10 +295,10 @@ def parts(library_dir: Path, cache: Path) -> dict[str, float]:
     return timings
 
 
-def child(step: str, library_dir: Path, cache: Path, extra: Sequence[str] = ()) -> dict[str, float]:
+def child(step: str, library_dir: Path, cache: Path, graph_store: str | None) -> dict[str, float]:
     """Run ``step`` in a fresh interpreter and return its JSON result."""
     out = subprocess.run([sys.executable, __file__, "--step", step, "--library", str(library_dir), "--cache", str(cache),
-                          *(["--serve-arg", *extra] if extra else [])],
+                          *(["--graph-store", graph_store] if graph_store else [])],
                          check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -307,45 +313,53 @@ def main() -> None:
     parser.add_argument("--step", choices=("build", "serve", "parts"), help=argparse.SUPPRESS)
     parser.add_argument("--library", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--serve-arg", nargs="*", default=[], help=argparse.SUPPRESS)
+    parser.add_argument("--graph", choices=("memory", "oxigraph"), default="memory",
+                        help="the server's graph store: in memory (the default, built at every start) or Oxigraph on disk")
+    parser.add_argument("--graph-store", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.step:
-        result = {"build": lambda: build(args.library, args.cache), "parts": lambda: parts(args.library, args.cache),
-                  "serve": lambda: serve_once(args.library, args.cache, args.serve_arg)}[args.step]()
+        graph = args.graph_store
+        result = {"build": lambda: build(args.library, args.cache, graph), "parts": lambda: parts(args.library, args.cache, graph),
+                  "serve": lambda: serve_once(args.library, args.cache, ["--graph-store", graph] if graph else [])}[args.step]()
         print(json.dumps(result))
         return
 
     work = args.workdir / f"n{args.incidents}"
     library_dir, cache = work / "library", work / "cache"
-    if not (args.reuse and (cache / "built.json").exists()):
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        started = time.perf_counter()
-        count = write_library(library_dir, args.incidents)
-        print(f"wrote {count} incidents in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-        built = child("build", library_dir, cache)
-        (cache / "built.json").write_text(json.dumps(built))
-    built = json.loads((cache / "built.json").read_text())
+    graph = f"oxigraph:{work / 'graph'}" if args.graph == "oxigraph" else None
+    built_file = cache / f"built-{args.graph}.json"
+    if not (args.reuse and built_file.exists()):
+        if not (args.reuse and library_dir.exists()):
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            started = time.perf_counter()
+            count = write_library(library_dir, args.incidents)
+            print(f"wrote {count} incidents in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        built = child("build", library_dir, cache, graph)
+        built_file.write_text(json.dumps(built))
+    built = json.loads(built_file.read_text())
     print(f"build: {built}", file=sys.stderr)
     starts = []
     for run in range(args.runs):
-        starts.append(child("serve", library_dir, cache))
+        starts.append(child("serve", library_dir, cache, graph))
         print(f"warm start {run + 1}: {starts[-1]}", file=sys.stderr)
     cold = []
     if args.cold:
         for run in range(args.runs):
             evict([library_dir, cache])
-            cold.append(child("serve", library_dir, cache))
+            cold.append(child("serve", library_dir, cache, graph))
             print(f"cold start {run + 1}: {cold[-1]}", file=sys.stderr)
-    part_runs = [child("parts", library_dir, cache) for _ in range(args.runs)]
+    part_runs = [child("parts", library_dir, cache, graph) for _ in range(args.runs)]
     print(f"parts: {part_runs}", file=sys.stderr)
     report(args, built, starts, cold, part_runs)
 
 
 def report(args: argparse.Namespace, built: dict, starts: list[dict], cold: list[dict], part_runs: list[dict]) -> None:
     med = statistics.median
-    print(f"### Server start at {built['incidents']:,} incidents ({built['chunks']:,} chunks, dense index {built['index_kind']})\n")
-    print(f"`python bench/bench_start.py --incidents {args.incidents} --runs {args.runs}{' --cold' if args.cold else ''}`; "
+    print(f"### Server start at {built['incidents']:,} incidents ({built['chunks']:,} chunks, dense index {built['index_kind']}, "
+          f"graph store {args.graph})\n")
+    print(f"`python bench/bench_start.py --incidents {args.incidents} --runs {args.runs} --graph {args.graph}"
+          f"{' --cold' if args.cold else ''}`; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end; median of {args.runs} runs.\n")
     print("| start | launch → first search answer | peak RSS of the server |")
@@ -362,8 +376,9 @@ def report(args: argparse.Namespace, built: dict, starts: list[dict], cold: list
     for name in part_runs[0]:
         if name != "peak_rss_mb":
             print(f"| {name} | {med(run[name] for run in part_runs):.3f} |")
+    graph = f", Oxigraph load {built['graph_store_load_s']:.1f} s" if "graph_store_load_s" in built else ""
     print(f"\nBuild (once, not part of the start): dense {built['dense_build_s']:.1f} s (no embedding: looked-up vectors), "
-          f"BM25 {built['bm25_build_s']:.1f} s, peak RSS {built['peak_rss_mb']:,.0f} MB.")
+          f"BM25 {built['bm25_build_s']:.1f} s{graph}, peak RSS {built['peak_rss_mb']:,.0f} MB.")
 
 
 if __name__ == "__main__":
