@@ -295,6 +295,56 @@ def parts(library_dir: Path, cache: Path, graph_store: str | None = None) -> dic
     return timings
 
 
+def compare(library_dir: Path, cache: Path, rounds: int = 5) -> dict[str, float]:
+    """The pieces of a start this version changed, next to what they were, interleaved in one process
+    (``rounds`` rounds, median): the dense and BM25 checksums (SHA-256, the previous format, against XXH3-128)
+    and the index rows' decoding (one ``json.loads`` per row against one for all rows)."""
+    import hashlib
+
+    from incidentlib import Library, checksum
+    from incidentlib.search import dense
+    from incidentlib.search import store as dense_store
+    from incidentlib.search.lexical_store import ARRAYS, LEXICAL_DIR
+
+    library = Library.open(library_dir, cache_dir=cache)
+    folder = dense_store.store_dir(cache, library.data.content_hash, library._search_engine.embedder)
+    meta = dense_store._read_meta(folder)
+    assert meta is not None
+    files = [folder / meta.build / name for name in (dense_store.ROWS_FILE, *dense.files_for(meta.index_kind))]
+    lexical = max((cache / LEXICAL_DIR).iterdir(), key=lambda p: p.stat().st_mtime)
+    files += [lexical / "vocabulary.json", *(lexical / f"{name}.npy" for name in ARRAYS)]
+    size = sum(path.stat().st_size for path in files)
+    lines = (folder / meta.build / dense_store.ROWS_FILE).read_text(encoding="utf-8").splitlines()
+
+    def sha256_all() -> None:
+        for path in files:
+            hashlib.sha256(path.read_bytes()).hexdigest()
+
+    def xxh3_all() -> None:
+        for path in files:
+            checksum.checksum_file(path)
+
+    def rows_per_line() -> None:
+        [dense_store._parse_row(line) for line in lines]
+
+    def rows_at_once() -> None:
+        dense_store._row_columns(lines)
+
+    pairs = {f"checksums of the dense + BM25 files ({size / 1e6:.0f} MB)": (sha256_all, xxh3_all),
+             f"index rows decoded ({len(lines):,} rows)": (rows_per_line, rows_at_once)}
+    result: dict[str, float] = {}
+    for name, (before, after) in pairs.items():
+        times: dict[str, list[float]] = {"before": [], "after": []}
+        for _ in range(rounds):
+            for label, function in (("before", before), ("after", after)):
+                started = time.perf_counter()
+                function()
+                times[label].append(time.perf_counter() - started)
+        result[f"{name}: before"] = statistics.median(times["before"])
+        result[f"{name}: after"] = statistics.median(times["after"])
+    return result
+
+
 def child(step: str, library_dir: Path, cache: Path, graph_store: str | None) -> dict[str, float]:
     """Run ``step`` in a fresh interpreter and return its JSON result."""
     out = subprocess.run([sys.executable, __file__, "--step", step, "--library", str(library_dir), "--cache", str(cache),
@@ -310,6 +360,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench-start"))
     parser.add_argument("--cold", action="store_true", help="also measure starts with the library's files evicted")
     parser.add_argument("--reuse", action="store_true", help="keep the library and cache in --workdir if present")
+    parser.add_argument("--compare", action="store_true",
+                        help="only time the changed pieces next to what they were (needs a built --workdir)")
     parser.add_argument("--step", choices=("build", "serve", "parts"), help=argparse.SUPPRESS)
     parser.add_argument("--library", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
@@ -326,6 +378,14 @@ def main() -> None:
 
     work = args.workdir / f"n{args.incidents}"
     library_dir, cache = work / "library", work / "cache"
+    if args.compare:
+        print("| piece (one process, interleaved, median of 5) | before | after | ratio |\n|---|---|---|---|")
+        result = compare(library_dir, cache)
+        for name in [key[: -len(": before")] for key in result if key.endswith(": before")]:
+            before, after = result[f"{name}: before"], result[f"{name}: after"]
+            print(f"| {name} | {before:.3f} s | {after:.3f} s | {before / after:.1f}× |")
+        print(f"\nload average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     graph = f"oxigraph:{work / 'graph'}" if args.graph == "oxigraph" else None
     built_file = cache / f"built-{args.graph}.json"
     if not (args.reuse and built_file.exists()):
