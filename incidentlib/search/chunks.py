@@ -98,10 +98,7 @@ def incident_chunks(incident: Incident, vocab: Vocabulary) -> list[Chunk]:
         text = " ".join(text.split())
         for part, piece in enumerate(_split_long(text) if text else []):
             suffix = f"{index}" if part == 0 else f"{index}.{part}"
-            # built from validated records by this function: pydantic's validation of 5 strings per chunk was a
-            # third of cutting a large library into chunks at start
-            chunks.append(Chunk.model_construct(id=f"{incident.id}/{kind}/{lang}/{suffix}", incident_id=incident.id,
-                                                kind=kind, lang=lang, text=piece))
+            chunks.append(Chunk(id=f"{incident.id}/{kind}/{lang}/{suffix}", incident_id=incident.id, kind=kind, lang=lang, text=piece))
 
     for lang in LANGS:
         # only the languages the incident is written in: an English-only draft has no ko title passage
