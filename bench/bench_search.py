@@ -53,7 +53,7 @@ from incidentlib.search.chunks import Chunk  # noqa: E402
 from incidentlib.search.engine import SearchConfig, SearchEngine, SearchMode  # noqa: E402
 from incidentlib.search.hnsw import HnswIndex  # noqa: E402
 from incidentlib.search.lexical import LexicalIndex, postings_from_tokens  # noqa: E402
-from incidentlib.search.store import IndexMeta, LoadedIndex  # noqa: E402
+from incidentlib.search.store import FORMAT_VERSION, IndexMeta, LoadedIndex  # noqa: E402
 from incidentlib.search.tokenize import tokenize  # noqa: E402
 
 #: Depth of the floor's BM25 top-k: the candidates incidentlib takes from each ranking (CANDIDATE_DEPTH).
@@ -168,7 +168,7 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
 
     engine = SearchEngine(SimpleNamespace(incidents=incidents, root=REPO, content_hash="synthetic"),
                           SearchConfig(hnsw_threshold=threshold))
-    meta = IndexMeta(format_version=3, embedder="use-m3", dim=index.vectors.shape[1], content_hash="synthetic",
+    meta = IndexMeta(format_version=FORMAT_VERSION, embedder="use-m3", dim=index.vectors.shape[1], content_hash="synthetic",
                      chunks=len(chunks), index_kind=index.kind, build="synthetic", built_at=0.0)
     engine.__dict__.update(chunks=chunks, lexical=lexical, embedder=real_engine.embedder)
     engine.use_index(LoadedIndex(index, [c.id for c in chunks], meta))
