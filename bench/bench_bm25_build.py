@@ -1,20 +1,37 @@
-"""BM25 postings build time of this tree next to another version's ``lexical.py``, on the same tokens.
+"""BM25 build time and memory of this tree next to another version's ``lexical.py`` (and ``tokenize.py``).
 
     git show <rev>:incidentlib/search/lexical.py > /tmp/lexical_before.py
-    python bench/bench_bm25_build.py --copies 30 --before /tmp/lexical_before.py
+    git show <rev>:incidentlib/search/tokenize.py > /tmp/tokenize_before.py
+    python bench/bench_bm25_build.py --copies 30 --before /tmp/lexical_before.py \\
+        --before-tokenize /tmp/tokenize_before.py
 
-The tokens are the bundled library's chunks tokenized once, copied ``--copies`` times with the copy
-number appended (the recipe of ``bench_search.py``), so only the postings build is timed.  The two
-versions run in turn, ``--rounds`` times each, and must produce identical postings.
+The corpus is the bundled library's chunks copied ``--copies`` times with `` #<copy>`` appended to
+every text of a copy after the first (the recipe of ``bench_search.py``).  Two builds are timed:
+
+- ``postings``: :func:`postings_from_tokens` over the chunks tokenized once beforehand (each copy's
+  tokens are the original's plus the copy number), so only numbering, sorting and weighing count;
+- ``from texts``: :func:`build_postings` over the texts, tokenization included, which is the whole
+  BM25 build of a library apart from cutting the incidents into chunks (no embedding is involved).
+  Every text is tokenized: no text is looked up from an earlier copy; the tokenizer's per-word memo
+  does apply, as it does on any archive (its vocabulary repeats).
+
+The versions run in turn, ``--rounds`` times each, and must produce identical postings.  Memory is the
+peak resident set during a build above the resident set before it (sampled every 5 ms).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
+import os
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -22,10 +39,45 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from incidentlib import Library  # noqa: E402
-from incidentlib.search import lexical  # noqa: E402
-from incidentlib.search.tokenize import tokenize  # noqa: E402
+from incidentlib.search import lexical, tokenize  # noqa: E402
 
 FIELDS = ("vocabulary", "indptr", "indices", "data", "tf", "lengths")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * PAGE / 2**20
+
+
+def measured(build: Callable[[], Any]) -> tuple[Any, float, float]:
+    """``build()``'s result, its wall time (s) and the peak resident set it added (MB)."""
+    gc.collect()
+    base = rss_mb()
+    peak = [base]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.005):
+            peak[0] = max(peak[0], rss_mb())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    started = time.perf_counter()
+    result = build()
+    elapsed = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    return result, elapsed, max(peak[0], rss_mb()) - base
+
+
+def load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"incidentlib.search.{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
 
 
 def main() -> None:
@@ -33,28 +85,47 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", type=Path, required=True, help="another version's incidentlib/search/lexical.py")
+    parser.add_argument("--before-tokenize", type=Path, help="that version's tokenize.py (default: this tree's)")
+    parser.add_argument("--mode", choices=("postings", "texts", "both"), default="both")
     args = parser.parse_args()
-    spec = importlib.util.spec_from_file_location("incidentlib.search._lexical_before", args.before)
-    assert spec is not None and spec.loader is not None
-    before = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = before  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(before)
-    real = [tokenize(c.text) for c in Library.open()._search_engine.chunks]
-    tokens = [[*t, str(copy)] if copy else t for copy in range(args.copies) for t in real]
-    print(f"{len(tokens):,} chunks, {sum(map(len, tokens)):,} tokens")
-    times: dict[str, list[float]] = {"before": [], "after": []}
-    built = {}
-    for _ in range(args.rounds):
-        for name, module in (("before", before), ("after", lexical)):
-            started = time.perf_counter()
-            built[name] = module.postings_from_tokens(iter(tokens), len(tokens))
-            times[name].append(time.perf_counter() - started)
-    for field in FIELDS:
-        a, b = getattr(built["before"], field), getattr(built["after"], field)
-        assert (a == b) if isinstance(a, list) else np.array_equal(a, b), f"{field} differs"
-    print("postings identical\n\n| version | median (s) | min (s) | max (s) |\n|---|---|---|---|")
-    for name, samples in times.items():
-        print(f"| {name} | {np.median(samples):.2f} | {min(samples):.2f} | {max(samples):.2f} |")
+    before = load(args.before, "_lexical_before")
+    if args.before_tokenize:
+        before.tokenize = load(args.before_tokenize, "_tokenize_before").tokenize  # type: ignore[attr-defined]
+    real_texts = [c.text for c in Library.open()._search_engine.chunks]
+    texts = [f"{text} #{copy}" if copy else text for copy in range(args.copies) for text in real_texts]
+    print(f"{len(texts):,} chunks ({args.copies} copies of {len(real_texts):,}), "
+          f"load average before: {os.getloadavg()[0]:.2f}")
+    builds: dict[str, dict[str, Callable[[], Any]]] = {}
+    if args.mode in ("postings", "both"):
+        real = [tokenize.tokenize(text) for text in real_texts]
+        tokens = [[*t, str(copy)] if copy else t for copy in range(args.copies) for t in real]
+        print(f"{sum(map(len, tokens)):,} tokens")
+        builds["postings"] = {name: (lambda m=module: m.postings_from_tokens(iter(tokens), len(tokens)))
+                              for name, module in (("before", before), ("after", lexical))}
+    if args.mode in ("texts", "both"):
+        builds["from texts"] = {name: (lambda m=module: m.build_postings(texts))
+                                for name, module in (("before", before), ("after", lexical))}
+    print("\n| build | version | median (s) | min (s) | max (s) | µs a chunk (median) | peak RSS added (MB) |\n"
+          "|---|---|---|---|---|---|---|")
+    for kind, versions in builds.items():
+        times: dict[str, list[float]] = {name: [] for name in versions}
+        memory: dict[str, float] = dict.fromkeys(versions, 0.0)
+        built: dict[str, Any] = {}
+        for _ in range(args.rounds):
+            for name, build in versions.items():
+                built[name] = None
+                built[name], elapsed, added = measured(build)
+                times[name].append(elapsed)
+                memory[name] = max(memory[name], added)
+        for field in FIELDS:
+            a, b = getattr(built["before"], field), getattr(built["after"], field)
+            assert (a == b) if isinstance(a, list) else np.array_equal(a, b), f"{kind}: {field} differs"
+        for name, samples in times.items():
+            median = float(np.median(samples))
+            print(f"| {kind} | {name} | {median:.2f} | {min(samples):.2f} | {max(samples):.2f} | "
+                  f"{median / len(texts) * 1e6:.1f} | {memory[name]:,.0f} |")
+        del built
+    print(f"\npostings identical; load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import chain
 
 # Longest first, so 으로 wins over 로 and 에서 over 에.
 _PARTICLES = sorted(
@@ -36,10 +37,18 @@ _MIN_STEM = 2
 # after the split; it carries no meaning, so it is dropped rather than indexed as a one-letter token.
 _PARTICLE_SET = frozenset(_PARTICLES)
 
-# A word is a Hangul run or a Latin/number run (with inner . - /); a Hangul run glued to what precedes it
-# (neither space nor Hangul: "GPU를") is reported in the first group, so a lone particle there can be dropped.
-_WORDS = re.compile(r"(?<=[^\s\uac00-\ud7a3])([\uac00-\ud7a3]+)|([\uac00-\ud7a3]+|[A-Za-z0-9_]+(?:[.\-/][A-Za-z0-9_]+)*)")
+# A word is a Hangul run or a Latin/number run (with inner . - /).  A Hangul run glued to what precedes it
+# (neither space nor Hangul: "GPU를", "(장애)를") is told apart, so that a lone particle there can be dropped.
+# One scan reports each match as (Latin word, Hangul run glued to it, Hangul run glued to a punctuation mark,
+# free Hangul run): the mark that precedes a glued run is consumed with it, which is safe because no word
+# starts with one.  A text without Hangul takes the Latin-only pattern, a plain character-class scan.
+_LATIN = r"[A-Za-z0-9_]+(?:[.\-/][A-Za-z0-9_]+)*"
+_WORDS = re.compile(rf"({_LATIN})([\uac00-\ud7a3]*)|([\uac00-\ud7a3]+)|[^\s\uac00-\ud7a3A-Za-z0-9_]([\uac00-\ud7a3]+)")
+_LATIN_WORDS = re.compile(_LATIN)
+_HANGUL = re.compile(r"[\uac00-\ud7a3]")
 _CODE_NUMBER = re.compile(r"\b([A-Za-z]{2,})\s+(\d{1,4})(?![0-9A-Za-z_])")  # Xid 79, SXid 12, HTTP 503
+# every match of _CODE_NUMBER holds a letter, white space and a digit in a row: a text without one skips its slower scan
+_CODE_NUMBER_HINT = re.compile(r"[A-Za-z]\s+\d")
 _LINK_WIDTH = re.compile(r"\b(x\d{1,2})\s*([<>]=?)\s*(x\d{1,2})\b", re.IGNORECASE)  # x4 < x16
 
 # Volatile tokens of pasted logs: a line from another machine differs in every one of them, so
@@ -118,7 +127,6 @@ def _english(word: str) -> str:
 #: Distinct words whose tokens are remembered: enough for the vocabulary of a large archive, and a bound on the
 #: memory (each entry is a word and a few short strings); the memo starts again when full.
 WORD_MEMO_SIZE = 200_000
-_word_memo: dict[str, tuple[str, ...]] = {}
 _SEPARATORS = re.compile(r"[_.\-/]+")
 
 
@@ -140,13 +148,32 @@ def _word_tokens(raw: str) -> tuple[str, ...]:
     return tuple(tokens)
 
 
-def _memo_tokens(raw: str) -> tuple[str, ...]:
-    found = _word_memo.get(raw)
-    if found is None:
-        if len(_word_memo) >= WORD_MEMO_SIZE:
-            _word_memo.clear()
-        found = _word_memo[raw] = _word_tokens(raw)
-    return found
+def _glued_tokens(run: str) -> tuple[str, ...]:
+    # a lone particle glued to a Latin word or a mark carries no meaning (see _PARTICLE_SET)
+    return () if run in _PARTICLE_SET else _word_tokens(run)
+
+
+def _match_tokens(match: str | tuple[str, str, str, str]) -> tuple[str, ...]:
+    """The tokens of one match of ``_LATIN_WORDS`` (a word) or of ``_WORDS`` (a tuple of its four groups)."""
+    if isinstance(match, str):
+        return _word_tokens(match)
+    latin, glued_to_word, free, glued_to_mark = match
+    if latin:
+        return _word_tokens(latin) + _glued_tokens(glued_to_word) if glued_to_word else _word_tokens(latin)
+    return _word_tokens(free) if free else _glued_tokens(glued_to_mark)
+
+
+class _Memo(dict[str | tuple[str, str, str, str], tuple[str, ...]]):
+    """Tokens by match, computed on the first look-up (so a known match costs one C-level look-up)."""
+
+    def __missing__(self, match: str | tuple[str, str, str, str]) -> tuple[str, ...]:
+        if len(self) >= WORD_MEMO_SIZE:
+            self.clear()
+        found = self[match] = _match_tokens(match)
+        return found
+
+
+_word_memo = _Memo()
 
 
 def _may_match(lowered: str | None, needles: tuple[str, ...], hint: re.Pattern[str] | None = None) -> bool:
@@ -159,9 +186,9 @@ def _may_match(lowered: str | None, needles: tuple[str, ...], hint: re.Pattern[s
 def tokenize(text: str, *, gates: bool = True) -> list[str]:
     """Tokens for indexing and querying (the same function is used for both).
 
-    Cost: a pattern whose gate fails (see ``_VOLATILE``) is not run, and a word's tokens are
-    computed once per process (``WORD_MEMO_SIZE``), so a text costs a few scans in C and a
-    dictionary look-up per word.  ``gates=False`` runs every pattern: the same tokens, slower
+    Cost: a pattern whose gate fails (see ``_VOLATILE``, ``_CODE_NUMBER_HINT``; a text without Hangul
+    takes ``_LATIN_WORDS``) is not run, and a word's tokens are computed once per process
+    (``WORD_MEMO_SIZE``), so a text costs a few scans in C and a C-level dictionary look-up per word.  ``gates=False`` runs every pattern: the same tokens, slower
     (the reference the gates are tested against).
     """
     text = unicodedata.normalize("NFKC", text)
@@ -174,14 +201,13 @@ def tokenize(text: str, *, gates: bool = True) -> list[str]:
         if _may_match(lowered, needles, hint):
             text, count = pattern.subn(" ", text)
             tokens.extend([f"<{name}>"] * count)
-    for glued, raw in _WORDS.findall(text):
-        if glued:
-            if glued in _PARTICLE_SET:
-                continue
-            raw = glued
-        tokens.extend(_memo_tokens(raw))
-    for code, number in _CODE_NUMBER.findall(text):
-        tokens.append(f"{code.lower()}{number}")
-    for left, op, right in _LINK_WIDTH.findall(text):
-        tokens.append(f"{left.lower()}{op}{right.lower()}")
+    matches: list[str] | list[tuple[str, str, str, str]] = (
+        _WORDS.findall(text) if not gates or _HANGUL.search(text) else _LATIN_WORDS.findall(text))
+    tokens.extend(chain.from_iterable(map(_word_memo.__getitem__, matches)))
+    if not gates or _CODE_NUMBER_HINT.search(text):
+        for code, number in _CODE_NUMBER.findall(text):
+            tokens.append(f"{code.lower()}{number}")
+    if not gates or "<" in text or ">" in text:  # every match of _LINK_WIDTH holds one
+        for left, op, right in _LINK_WIDTH.findall(text):
+            tokens.append(f"{left.lower()}{op}{right.lower()}")
     return tokens
