@@ -1,3 +1,7 @@
+import random
+import re
+
+import incidentlib.search.tokenize as tk
 from incidentlib.search.chunks import incident_chunks
 from incidentlib.search.tokenize import tokenize
 
@@ -43,3 +47,30 @@ def test_particle_glued_to_latin_word_is_not_a_token():
     assert not {"의", "를", "가"} & set(tokens)
     # a standalone Hangul word that happens to equal a particle is kept
     assert "이" in tokenize("이 문제")
+
+
+def _reference_word_tokens(text: str) -> list[str]:
+    # the rule the one-scan pattern implements, written with a look-behind: a Hangul run preceded by a
+    # character that is neither white space nor Hangul is glued, and a glued run that is a particle is dropped
+    tokens: list[str] = []
+    for glued, word in re.findall(r"(?<=[^\s\uac00-\ud7a3])([\uac00-\ud7a3]+)|([\uac00-\ud7a3]+|"
+                                  r"[A-Za-z0-9_]+(?:[.\-/][A-Za-z0-9_]+)*)", text):
+        if glued and glued in tk._PARTICLE_SET:
+            continue
+        tokens.extend(tk._word_tokens(glued or word))
+    return tokens
+
+
+def test_word_scan_follows_the_glued_particle_rule() -> None:
+    pieces = ["장애", "가", "를", "이", "의", "회의", "으로", "타임아웃", "GPU", "x4", "Xid", "79", "a.b", "a.", "-", "/", "_",
+              "(", ")", "'", "é", "中", " ", "  ", "\n", "를.", "Meta", "0x1f"]
+    rng = random.Random(7)
+    texts = ["Meta의 GPU를 (장애)를 a.를 'x'가 이 문제", *("".join(rng.choices(pieces, k=rng.randint(0, 10))) for _ in range(3000))]
+    glued_dropped = 0
+    for text in texts:
+        words = tk._WORDS.findall(text) if tk._HANGUL.search(text) else tk._LATIN_WORDS.findall(text)
+        found = [token for match in words for token in tk._match_tokens(match)]
+        reference = _reference_word_tokens(text)
+        assert found == reference, text
+        glued_dropped += len(re.findall(r"[^\s\uac00-\ud7a3](?:가|를|이|의|으로)(?![\uac00-\ud7a3])", text))
+    assert glued_dropped > 100  # the generated texts do glue particles to words and marks
