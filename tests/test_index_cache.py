@@ -17,7 +17,7 @@ from fakes import HashEmbedder
 from incidentlib.checksum import checksum_file
 from incidentlib.library import SearchConfig
 from incidentlib.loader import load_library
-from incidentlib.search import dense
+from incidentlib.search import dense, lexical_store
 from incidentlib.search.engine import SearchEngine
 from incidentlib.search.exact import ExactIndex
 from incidentlib.search.hnsw import HnswIndex
@@ -165,6 +165,35 @@ def test_a_damaged_lexical_cache_is_rebuilt(tmp_path: Path) -> None:
     rebuilt, source = cached_lexical_index(texts, tmp_path)
     assert source == "built" and np.array_equal(rebuilt.scores("nccl timeout"), first.scores("nccl timeout"))
     assert cached_lexical_index(texts, tmp_path)[1] == "loaded"
+
+
+def _counts(postings: Postings) -> dict[tuple[str, int], int]:
+    terms = np.repeat(np.arange(len(postings.vocabulary)), np.diff(postings.indptr))
+    return {(postings.vocabulary[t], int(c)): int(n) for t, c, n in zip(terms, postings.indices, postings.tf, strict=True)}
+
+
+def test_loaded_term_counts_are_mapped_checked_and_update_as_a_full_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = ["NCCL watchdog timeout on rank 3", "InfiniBand 링크가 끊겼다", "", "timeout timeout nccl nccl nccl"]
+    monkeypatch.setattr(lexical_store, "CHECK_BLOCK", 3)  # several blocks, the last one short
+    cached_lexical_index(texts, tmp_path)
+    loaded, source = cached_lexical_index(texts, tmp_path)
+    assert source == "loaded" and isinstance(loaded.postings.tf, np.memmap)
+    assert np.array_equal(loaded.postings.tf, build_postings(texts).tf) and len(loaded.postings.tf) > 2 * 3
+    after = [*texts[1:], "a fresh NCCL text"]
+    updated = update_postings(loaded.postings, texts, after)
+    full = build_postings(after)
+    assert _counts(updated) == _counts(full)  # the vocabulary's order differs after an update, not the counts
+    for query in ["nccl timeout", "링크", "fresh"]:
+        assert np.allclose(_scores(updated, query), _scores(full, query), rtol=1e-6, atol=1e-7), query
+    folder = next((tmp_path / LEXICAL_DIR).iterdir())
+    tf = np.load(folder / "tf.npy")
+    tf[-1] = 0  # in the last, short block
+    np.save(folder / "tf.npy", tf)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["checksums"]["tf.npy"] = hashlib.sha256((folder / "tf.npy").read_bytes()).hexdigest()
+    (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(lexical_store.LexicalDamaged, match="tf or lengths hold counts below 1"):
+        lexical_store.load_postings(folder, len(texts))
 
 
 def test_duplicate_index_finds_what_every_pair_finds(library) -> None:

@@ -8,7 +8,7 @@ Layout::
         indptr.npy         int64, terms + 1
         indices.npy        int32 chunk positions, ascending within a term
         data.npy           float32 BM25 weights
-        tf.npy             int32 term counts beside the weights
+        tf.npy             int32 term counts beside the weights (memory-mapped when loaded: only updates read it)
         lengths.npy        int32 tokens per chunk
 
 ``key = sha256(format version, tokenizer and BM25 source digests, k1, b, every chunk text)``:
@@ -99,7 +99,10 @@ def load_postings(folder: Path, size: int) -> Postings:
             raise LexicalDamaged(f"{name} is missing or unreadable") from None
     try:
         vocabulary = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
-        indptr, indices, data, tf, lengths = (np.load(folder / f"{name}.npy", allow_pickle=False) for name in ARRAYS)
+        indptr, indices, data, lengths = (np.load(folder / f"{name}.npy", allow_pickle=False)
+                                          for name in ARRAYS if name != "tf")
+        # the term counts serve only the next update: mapped from the file, they take no memory until then
+        tf = np.load(folder / "tf.npy", mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise LexicalDamaged(f"the index cannot be read ({type(exc).__name__})") from None
     if not isinstance(vocabulary, list) or not all(isinstance(t, str) for t in vocabulary) or len(vocabulary) != meta.terms:
@@ -114,9 +117,29 @@ def load_postings(folder: Path, size: int) -> Postings:
         raise LexicalDamaged("indices point outside the chunks")
     if not np.isfinite(data).all():
         raise LexicalDamaged("data holds NaN or infinite weights")
-    if (len(tf) and int(tf.min()) < 1) or (len(lengths) and int(lengths.min()) < 1):
+    if (len(tf) and _smallest_mapped(tf, folder / "tf.npy") < 1) or (len(lengths) and int(lengths.min()) < 1):
         raise LexicalDamaged("tf or lengths hold counts below 1")
     return Postings(vocabulary, indptr, indices, data, size, tf, lengths)
+
+
+#: Values read at a time when a mapped array is checked: bounded memory (4 MB of int32) at any index size.
+CHECK_BLOCK = 1 << 20
+
+
+def _smallest_mapped(values: np.ndarray, path: Path) -> int:
+    """The smallest value of ``values``, an array memory-mapped from the ``.npy`` file ``path``, read through
+    ordinary file reads a block at a time, so that checking it does not leave the whole file resident in this
+    process's mapping."""
+    assert isinstance(values, np.memmap)
+    smallest = int(np.iinfo(values.dtype).max)
+    with path.open("rb") as file:
+        file.seek(values.offset)
+        for start in range(0, len(values), CHECK_BLOCK):
+            block = np.fromfile(file, dtype=values.dtype, count=min(CHECK_BLOCK, len(values) - start))
+            if len(block) == 0:
+                raise LexicalDamaged("tf.npy is shorter than its header says")
+            smallest = min(smallest, int(block.min()))
+    return smallest
 
 
 def save_postings(folder: Path, postings: Postings) -> None:
