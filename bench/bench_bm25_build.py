@@ -16,7 +16,8 @@ every text of a copy after the first (the recipe of ``bench_search.py``).  Two b
   does apply, as it does on any archive (its vocabulary repeats).
 
 The versions run in turn, ``--rounds`` times each, and must produce identical postings.  Memory is the
-peak resident set during a build above the resident set before it (sampled every 5 ms).
+peak resident set during a build above the resident set before it (sampled every 5 ms by
+another process).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import argparse
 import gc
 import importlib.util
 import os
+import subprocess
 import sys
-import threading
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,25 +52,37 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * PAGE / 2**20
 
 
+# The resident set is sampled by a separate process: a sampling thread here would take the GIL from the build
+# every few milliseconds and slow the two versions unequally.
+SAMPLER = """
+import os, sys, time
+path, page, peak = f"/proc/{sys.argv[1]}/statm", os.sysconf("SC_PAGE_SIZE"), 0
+print("ready", flush=True)
+while not os.path.exists(sys.argv[2]):
+    with open(path) as statm:
+        peak = max(peak, int(statm.read().split()[1]) * page)
+    time.sleep(0.005)
+print(peak / 2**20, flush=True)
+"""
+
+
 def measured(build: Callable[[], Any]) -> tuple[Any, float, float]:
     """``build()``'s result, its wall time (s) and the peak resident set it added (MB)."""
     gc.collect()
     base = rss_mb()
-    peak = [base]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.005):
-            peak[0] = max(peak[0], rss_mb())
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    started = time.perf_counter()
-    result = build()
-    elapsed = time.perf_counter() - started
-    done.set()
-    sampler.join()
-    return result, elapsed, max(peak[0], rss_mb()) - base
+    with tempfile.TemporaryDirectory() as folder:
+        stop = Path(folder) / "stop"
+        sampler = subprocess.Popen([sys.executable, "-c", SAMPLER, str(os.getpid()), str(stop)],
+                                   stdout=subprocess.PIPE, text=True)
+        assert sampler.stdout is not None
+        sampler.stdout.readline()
+        started = time.perf_counter()
+        result = build()
+        elapsed = time.perf_counter() - started
+        stop.touch()
+        peak = float(sampler.stdout.readline())
+        sampler.wait()
+    return result, elapsed, max(peak, rss_mb()) - base
 
 
 def load(path: Path, name: str) -> ModuleType:
