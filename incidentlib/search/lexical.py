@@ -139,7 +139,7 @@ def _count(token_lists: Iterable[list[str]], size: int, vocabulary: dict[str, in
     del ids
     keys <<= shift
     keys |= np.repeat(np.arange(size, dtype=np.int64), chunk_lengths)
-    # radix/merge sort of int64: faster here than the default introsort, and the run boundaries come from one pass
+    # numpy's stable sort measured faster on these keys than the default one; the run boundaries then take one pass
     keys.sort(kind="stable")
     starts = np.flatnonzero(keys[1:] != keys[:-1])
     starts += 1
