@@ -190,7 +190,7 @@ def test_loaded_term_counts_are_mapped_checked_and_update_as_a_full_build(tmp_pa
     tf[-1] = 0  # in the last, short block
     np.save(folder / "tf.npy", tf)
     meta = json.loads((folder / "meta.json").read_text())
-    meta["checksums"]["tf.npy"] = hashlib.sha256((folder / "tf.npy").read_bytes()).hexdigest()
+    meta["checksums"]["tf.npy"] = checksum_file(folder / "tf.npy")
     (folder / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(lexical_store.LexicalDamaged, match="tf or lengths hold counts below 1"):
         lexical_store.load_postings(folder, len(texts))
