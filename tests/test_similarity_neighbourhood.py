@@ -8,6 +8,7 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import seed_tagger
 from fakes import HashEmbedder
@@ -15,7 +16,7 @@ from fakes import HashEmbedder
 from incidentlib import Library
 from incidentlib.loader import load_library
 from incidentlib.search.engine import SearchConfig
-from incidentlib.search.similarity import NEIGHBOURHOOD_SIZE, NEIGHBOURS, SimilarityIndex
+from incidentlib.search.similarity import ELBOW, NEIGHBOURHOOD_SIZE, NEIGHBOURS, SimilarityIndex, elbow_sizes
 from incidentlib.similar_eval import precision_at
 
 # Words that say each cause; every record uses some of them, so records of one cause resemble each other.
@@ -121,3 +122,40 @@ def test_neighbours_off_and_out_of_range(neighbourhood: tuple[Library, dict[str,
     assert all(e.neighbours == [] for e in ranked)
     with pytest.raises(ValueError, match="neighbours"):
         SimilarityIndex(engine, neighbours=-1)
+
+
+def test_elbow_sizes_end_each_neighbourhood_at_the_largest_drop() -> None:
+    scores = np.array([
+        [0.9, 0.85, 0.8, 0.2, 0.1],   # a group of three, then a fall
+        [0.9, 0.3, 0.25, 0.2, 0.1],   # no group: only the nearest
+        [0.5, 0.5, 0.5, 0.5, 0.5],    # flat: every drop is 0, the first wins
+    ])
+    assert elbow_sizes(scores).tolist() == [3, 1, 1]
+    assert elbow_sizes(scores * 7 - 3).tolist() == [3, 1, 1]  # shape only: shift and scale change nothing
+    assert elbow_sizes(scores[:, :1]).tolist() == [1, 1, 1] and elbow_sizes(scores[:, :0]).tolist() == [0, 0, 0]
+
+
+def test_elbow_neighbourhood_keeps_same_cause_groups_and_respects_filters(
+        neighbourhood: tuple[Library, dict[str, str], str, str]) -> None:
+    library, label_of, query, decoy = neighbourhood
+    engine = library._search_service.engine
+    elbow = SimilarityIndex(engine, neighbours=ELBOW)
+    sizes = elbow.elbow_sizes
+    assert sizes.min() >= 1 and sizes.max() < elbow.nearest.shape[1]
+    kept = [(label_of[elbow.ids[j]] == label_of[incident_id]) for i, incident_id in enumerate(elbow.ids)
+            for j in elbow.nearest[i][: sizes[i]]]
+    assert sum(kept) / len(kept) > 0.8  # the group before the largest drop is mostly of the incident's own cause
+    alone = SimilarityIndex(engine, neighbours=0)
+
+    def mean_precision(index: SimilarityIndex) -> float:
+        return sum(precision_at([e.incident_id for e in index.rank(index.incident_query(library.data.incidents[q]), 5)],
+                                {i for i, c in label_of.items() if c == label_of[q] and i != q}, 5) for q in label_of) / len(label_of)
+
+    # the decoy's nearest is the query (the shared place names); the query is never a candidate's neighbour
+    assert elbow.nearest[elbow.ids.index(decoy)][0] == elbow.ids.index(query)
+    assert mean_precision(elbow) >= mean_precision(alone)
+    allowed = {i for i, c in label_of.items() if c != "dns"} | {query}
+    filtered = elbow.rank(elbow.incident_query(library.data.incidents[query]), 5, allowed)
+    assert filtered and all(e.incident_id in allowed and set(e.neighbours) <= allowed - {query} for e in filtered)
+    with pytest.raises(ValueError, match="neighbours"):
+        SimilarityIndex(engine, neighbours="widest")

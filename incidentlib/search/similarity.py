@@ -113,6 +113,7 @@ LOADING_CEILING = 0.95  # keeps 1 − a² away from 0, so one kind cannot take a
 FACTOR_ITERATIONS = 50  # principal-axis factoring converges in a few tens of steps for a handful of kinds
 EVIDENCE_KINDS = ("lexical", "dense", "graph")
 NEIGHBOURS = 0  # off by default: it helps on one independent collection and hurts on the bundled one (docs/search.md)
+ELBOW = "elbow"  # ``neighbours=ELBOW``: each incident's neighbourhood ends at the largest drop of its nearest incidents' scores
 NEIGHBOURHOOD_SIZE = 5  # |N(c)| when turned on: a small neighbourhood, so the candidate's own match still weighs a sixth
 NEIGHBOUR_POOL = 50  # nearest incidents kept per incident: filters (allowed, the query itself) still leave the neighbourhood; memory N × pool
 EXPLAIN_NEIGHBOURS = 3  # neighbours shown in ``why``
@@ -182,7 +183,7 @@ class Query:
 class SimilarityIndex:
     """Incident-level lexical, dense and graph evidence over one library."""
 
-    def __init__(self, engine: SearchEngine, weighting: str = WEIGHTING, neighbours: int = NEIGHBOURS,
+    def __init__(self, engine: SearchEngine, weighting: str = WEIGHTING, neighbours: int | str = NEIGHBOURS,
                  candidate_threshold: int = CANDIDATE_THRESHOLD, pools: Pools | None = None) -> None:
         if candidate_threshold < 0:
             raise ValueError(f"candidate_threshold: {candidate_threshold} is negative")
@@ -190,7 +191,10 @@ class SimilarityIndex:
         self.pools = pools or Pools()
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting: {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
-        if neighbours < 0 or neighbours > NEIGHBOUR_POOL:
+        if isinstance(neighbours, str):
+            if neighbours != ELBOW:
+                raise ValueError(f"neighbours: {neighbours!r} is neither a number nor {ELBOW!r}")
+        elif neighbours < 0 or neighbours > NEIGHBOUR_POOL:
             raise ValueError(f"neighbours: {neighbours} is not between 0 and {NEIGHBOUR_POOL}")
         self.weighting = weighting
         self.neighbours = neighbours
@@ -540,20 +544,34 @@ class SimilarityIndex:
 
     # ---- neighbourhood ----------------------------------------------------------
     @cached_property
-    def nearest(self) -> np.ndarray:
-        """(incidents × pool): each incident's nearest other incidents by the fused evidence, best first.
+    def _nearest_graph(self) -> tuple[np.ndarray, np.ndarray]:
+        """(incidents × pool) each incident's nearest other incidents by the fused evidence, best first,
+        and their fused scores.
 
         Computed once per index: every incident is ranked against all the others as a query."""
         n = len(self.ids)
         pool = min(NEIGHBOUR_POOL, max(n - 1, 0))
         nearest = np.zeros((n, pool), dtype=np.int64)
+        scores = np.zeros((n, pool), dtype=np.float64)
         everyone = np.arange(n)
         for i, incident_id in enumerate(self.ids):
             others = everyone[everyone != i]
             columns, _ = self._columns(self.incident_query(self.data.incidents[incident_id]))
             fused, _ = self._fuse(columns, others)
             nearest[i] = others[np.argsort(-fused[others], kind="stable")[:pool]]
-        return nearest
+            scores[i] = fused[nearest[i]]
+        return nearest, scores
+
+    @property
+    def nearest(self) -> np.ndarray:
+        """(incidents × pool): each incident's nearest other incidents by the fused evidence, best first."""
+        return self._nearest_graph[0]
+
+    @cached_property
+    def elbow_sizes(self) -> np.ndarray:
+        """Per incident, how many of its nearest form its neighbourhood under the ``"elbow"`` rule:
+        those before the largest drop of its fused scores (see :func:`elbow_sizes`)."""
+        return elbow_sizes(self._nearest_graph[1])
 
     def _neighbourhood(self, fused: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``s'`` of the module docstring for every incident, and the neighbours used (−1 pads)."""
@@ -561,7 +579,11 @@ class SimilarityIndex:
             return fused, np.full((len(self.ids), 0), -1, dtype=np.int64)
         nearest = self.nearest
         usable = mask[nearest]
-        usable &= np.cumsum(usable, axis=1) <= self.neighbours  # the first ``neighbours`` that are candidates
+        if self.neighbours == ELBOW:
+            # the incident's own neighbourhood, decided over the whole collection; filtered-out ones drop out of it
+            usable &= np.arange(nearest.shape[1])[None, :] < self.elbow_sizes[:, None]
+        else:
+            usable &= np.cumsum(usable, axis=1) <= int(self.neighbours)  # the first ``neighbours`` that are candidates
         total = fused + np.where(usable, fused[nearest], 0.0).sum(axis=1)
         smoothed = total / (1 + usable.sum(axis=1))
         chosen = np.where(usable, nearest, -1)
@@ -718,6 +740,25 @@ def first_argmax(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     first[1:] = segment[hits[1:]] != segment[hits[:-1]]
     result: np.ndarray = hits[first]
     return result
+
+
+def elbow_sizes(scores: np.ndarray) -> np.ndarray:
+    """Per row of ``scores`` (each row sorted best first), the number of leading values before the
+    largest drop between consecutive values: ``1 + argmax_i (s_i − s_{i+1})``, the first on ties;
+    1 for a row of one value, 0 for an empty row.
+
+    The neighbourhood is the group that stands out from the rest of the collection for this incident:
+    a tight group of alike incidents ends where the scores fall most, and an incident with no
+    group keeps only its nearest.  No size is fixed in advance, and the rule reads the scores'
+    shape only, so it does not change when the scores are shifted or scaled."""
+    rows, pool = scores.shape
+    if pool == 0:
+        return np.zeros(rows, dtype=np.int64)
+    if pool == 1:
+        return np.ones(rows, dtype=np.int64)
+    drops = scores[:, :-1] - scores[:, 1:]
+    sizes: np.ndarray = np.argmax(drops, axis=1).astype(np.int64) + 1
+    return sizes
 
 
 def top_by_score_then_id(scores: np.ndarray, candidates: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
