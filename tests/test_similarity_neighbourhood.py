@@ -16,7 +16,7 @@ from fakes import HashEmbedder
 from incidentlib import Library
 from incidentlib.loader import load_library
 from incidentlib.search.engine import SearchConfig
-from incidentlib.search.similarity import ELBOW, NEIGHBOURHOOD_SIZE, NEIGHBOURS, SimilarityIndex, elbow_sizes
+from incidentlib.search.similarity import BALANCED, ELBOW, NEIGHBOURHOOD_SIZE, NEIGHBOURS, SimilarityIndex, elbow_sizes
 from incidentlib.similar_eval import precision_at
 
 # Words that say each cause; every record uses some of them, so records of one cause resemble each other.
@@ -159,3 +159,28 @@ def test_elbow_neighbourhood_keeps_same_cause_groups_and_respects_filters(
     assert filtered and all(e.incident_id in allowed and set(e.neighbours) <= allowed - {query} for e in filtered)
     with pytest.raises(ValueError, match="neighbours"):
         SimilarityIndex(engine, neighbours="widest")
+
+
+def test_balanced_mix_weighs_own_score_and_neighbourhood_mean_equally(
+        neighbourhood: tuple[Library, dict[str, str], str, str]) -> None:
+    library, label_of, query, _ = neighbourhood
+    engine = library._search_service.engine
+    pooled = SimilarityIndex(engine, neighbours=NEIGHBOURHOOD_SIZE)
+    balanced = SimilarityIndex(engine, neighbours=NEIGHBOURHOOD_SIZE, mix=BALANCED)
+    alone = SimilarityIndex(engine, neighbours=0)
+    incident = library.data.incidents[query]
+    own = {e.incident_id: e.score for e in alone.rank(alone.incident_query(incident), len(label_of))}
+    for index, own_share in ((pooled, 1 / (1 + NEIGHBOURHOOD_SIZE)), (balanced, 0.5)):
+        for result in index.rank(index.incident_query(incident), len(label_of)):
+            c = index.position[result.incident_id]
+            near = [index.ids[j] for j in index.nearest[c] if index.ids[j] != query][:NEIGHBOURHOOD_SIZE]
+            mean = sum(own[j] for j in near) / len(near)
+            assert result.score == pytest.approx(own_share * own[result.incident_id] + (1 - own_share) * mean)
+
+    def mean_precision(index: SimilarityIndex) -> float:
+        return sum(precision_at([e.incident_id for e in index.rank(index.incident_query(library.data.incidents[q]), 5)],
+                                {i for i, c in label_of.items() if c == label_of[q] and i != q}, 5) for q in label_of) / len(label_of)
+
+    assert mean_precision(balanced) >= mean_precision(alone)
+    with pytest.raises(ValueError, match="mix"):
+        SimilarityIndex(engine, neighbours=NEIGHBOURHOOD_SIZE, mix="median")

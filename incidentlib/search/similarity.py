@@ -39,15 +39,28 @@ The weights ``w_e`` come from :data:`WEIGHTING`:
 **Neighbourhood** (database-side augmentation; score regularisation over the nearest-neighbour
 graph): incidents alike in cause form groups, so a candidate whose own nearest incidents also
 match the query is more likely alike than one that matches alone.  After fusion, each
-candidate's score is replaced by the mean of its own and its ``neighbours`` nearest
-candidates' fused scores,
-``s'(c) = (s(c) + Σ_{j ∈ N(c)} s(j)) / (1 + |N(c)|)``, where ``N(c)`` are the incidents nearest
-to ``c`` by the same pipeline (``c`` as the query), restricted to the candidates (the query
-itself and filtered-out incidents never count).  It needs no labels and reads nothing but the
-collection's own similarity graph.  Off by default (:data:`NEIGHBOURS` = 0): it raised label
-agreement on an independent collection and lowered it on the bundled library with its
-concepts held out (docs/search.md); ``SimilarityIndex(engine, neighbours=NEIGHBOURHOOD_SIZE)``
-turns it on.
+candidate's score is combined with its neighbours' fused scores.  ``N(c)`` are the incidents
+nearest to ``c`` by the same pipeline (``c`` as the query), restricted to the candidates (the
+query itself and filtered-out incidents never count), either
+
+- the ``neighbours`` nearest (a fixed size), or
+- ``neighbours="elbow"``: the nearest before the largest drop of ``c``'s own sorted fused
+  scores, ``|N(c)| = 1 + argmax_i (s_i − s_{i+1})`` over its :data:`NEIGHBOUR_POOL` nearest —
+  a size that follows how ``c``'s part of the collection is grouped, not a constant.
+
+and the two are combined by ``mix``:
+
+- ``"pooled"`` (database-side augmentation): ``s'(c) = (s(c) + Σ_{j ∈ N(c)} s(j)) / (1 + |N(c)|)``,
+  so the candidate's own match weighs ``1 / (1 + |N(c)|)``;
+- ``"balanced"``: ``s'(c) = ½ s(c) + ½ mean_{j ∈ N(c)} s(j)``: the candidate's own evidence and
+  its neighbourhood's are two estimates of the same thing with no label to say which is more
+  reliable, so they weigh equally (as the evidence kinds do), whatever the neighbourhood's size.
+
+It needs no labels and reads nothing but the collection's own similarity graph.  Off by default
+(:data:`NEIGHBOURS` = 0): every variant measured raised label agreement on some collection and
+lowered it on another (docs/search.md, "Neighbourhood methods");
+``SimilarityIndex(engine, neighbours=NEIGHBOURHOOD_SIZE, mix="balanced")`` turns on the one that
+lowered none measurably.
 
 **Candidates, then exact evidence** (large libraries).  Below :data:`CANDIDATE_THRESHOLD` kept
 passages every incident is scored exactly, as above.  From it on, scoring every incident costs
@@ -112,8 +125,11 @@ LOADING_FLOOR = 0.0  # a kind that disagrees with the others (negative loading) 
 LOADING_CEILING = 0.95  # keeps 1 − a² away from 0, so one kind cannot take all the weight from sampling noise
 FACTOR_ITERATIONS = 50  # principal-axis factoring converges in a few tens of steps for a handful of kinds
 EVIDENCE_KINDS = ("lexical", "dense", "graph")
-NEIGHBOURS = 0  # off by default: it helps on one independent collection and hurts on the bundled one (docs/search.md)
+NEIGHBOURS = 0  # off by default: no variant measured helps on every collection (docs/search.md)
 ELBOW = "elbow"  # ``neighbours=ELBOW``: each incident's neighbourhood ends at the largest drop of its nearest incidents' scores
+POOLED, BALANCED = "pooled", "balanced"  # how a candidate's own score and its neighbours' are combined (module docstring)
+NEIGHBOURHOOD_MIXES = (POOLED, BALANCED)
+NEIGHBOURHOOD_MIX = POOLED  # the mean of all 1 + |N(c)| scores, as database-side augmentation defines it
 NEIGHBOURHOOD_SIZE = 5  # |N(c)| when turned on: a small neighbourhood, so the candidate's own match still weighs a sixth
 NEIGHBOUR_POOL = 50  # nearest incidents kept per incident: filters (allowed, the query itself) still leave the neighbourhood; memory N × pool
 EXPLAIN_NEIGHBOURS = 3  # neighbours shown in ``why``
@@ -184,13 +200,17 @@ class SimilarityIndex:
     """Incident-level lexical, dense and graph evidence over one library."""
 
     def __init__(self, engine: SearchEngine, weighting: str = WEIGHTING, neighbours: int | str = NEIGHBOURS,
-                 candidate_threshold: int = CANDIDATE_THRESHOLD, pools: Pools | None = None) -> None:
+                 candidate_threshold: int = CANDIDATE_THRESHOLD, pools: Pools | None = None,
+                 mix: str = NEIGHBOURHOOD_MIX) -> None:
         if candidate_threshold < 0:
             raise ValueError(f"candidate_threshold: {candidate_threshold} is negative")
         self.candidate_threshold = candidate_threshold
         self.pools = pools or Pools()
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting: {weighting!r} is not one of {', '.join(WEIGHTINGS)}")
+        if mix not in NEIGHBOURHOOD_MIXES:
+            raise ValueError(f"mix: {mix!r} is not one of {', '.join(NEIGHBOURHOOD_MIXES)}")
+        self.mix = mix
         if isinstance(neighbours, str):
             if neighbours != ELBOW:
                 raise ValueError(f"neighbours: {neighbours!r} is neither a number nor {ELBOW!r}")
@@ -585,7 +605,12 @@ class SimilarityIndex:
         else:
             usable &= np.cumsum(usable, axis=1) <= int(self.neighbours)  # the first ``neighbours`` that are candidates
         total = fused + np.where(usable, fused[nearest], 0.0).sum(axis=1)
-        smoothed = total / (1 + usable.sum(axis=1))
+        count = usable.sum(axis=1)
+        if self.mix == BALANCED:
+            neighbourhood_mean = (total - fused) / np.maximum(count, 1)
+            smoothed = np.where(count > 0, 0.5 * fused + 0.5 * neighbourhood_mean, fused)
+        else:
+            smoothed = total / (1 + count)
         chosen = np.where(usable, nearest, -1)
         return smoothed, chosen
 
