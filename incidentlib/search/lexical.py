@@ -23,7 +23,7 @@ from itertools import chain, islice
 
 import numpy as np
 
-from .tokenize import tokenize
+from .tokenize import token_ids, tokenize
 
 #: BM25 term-frequency saturation and length normalisation: the usual textbook defaults
 #: (k1 = 1.2, b = 0.75), not tuned on this library.
@@ -53,8 +53,14 @@ class Postings:
 
 
 def build_postings(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> Postings:
-    """Tokenize ``texts`` and compute the BM25 weight of every (term, chunk) pair (formula in the module docstring)."""
-    return postings_from_tokens((tokenize(text) for text in texts), len(texts), k1, b)
+    """Tokenize ``texts`` and compute the BM25 weight of every (term, chunk) pair (formula in the module docstring).
+
+    The same postings as :func:`postings_from_tokens` over ``[tokenize(t) for t in texts]`` (term ids in order of
+    first occurrence), with the texts tokenized in bulk (:func:`~.tokenize.token_ids`).
+    """
+    vocabulary: dict[str, int] = {}
+    term_of_pair, chunk_of_pair, tf, lengths = _count_texts(texts, vocabulary)
+    return _weigh(list(vocabulary), term_of_pair, chunk_of_pair, tf, lengths, k1, b, ordered=True)
 
 
 def postings_from_tokens(token_lists: Iterable[list[str]], size: int, k1: float = BM25_K1, b: float = BM25_B) -> Postings:
@@ -94,7 +100,7 @@ def update_postings(previous: Postings, previous_texts: Sequence[str], texts: Se
     lengths = np.zeros(size, dtype=np.int32)
     reused = new_position >= 0
     lengths[new_position[reused]] = previous.lengths[reused]
-    add_terms, add_local, add_tf, add_lengths = _count((tokenize(texts[p]) for p in fresh), len(fresh), vocabulary)
+    add_terms, add_local, add_tf, add_lengths = _count_texts([texts[p] for p in fresh], vocabulary)
     fresh_positions = np.asarray(fresh, dtype=np.int64)
     lengths[fresh_positions] = add_lengths
     return _weigh(list(vocabulary),
@@ -131,6 +137,49 @@ def _count(token_lists: Iterable[list[str]], size: int, vocabulary: dict[str, in
     chunk_lengths = np.concatenate(lengths)
     if len(chunk_lengths) != size:
         raise ValueError(f"size is {size} but {len(chunk_lengths)} token lists were given")
+    return _pairs(ids, chunk_lengths)
+
+
+#: Tokens whose first occurrences are found per step of :func:`_count_texts` (int64 positions: 32 MB a step).
+FIRST_SEEN_BLOCK = 1 << 22
+
+
+def _count_texts(texts: Sequence[str], vocabulary: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_count` of ``[tokenize(t) for t in texts]``, with the texts tokenized in bulk.
+
+    :func:`~.tokenize.token_ids` numbers terms in an order of its own; the new terms are then renumbered in the
+    order of their first occurrence among the tokens (the numbering :func:`_count` gives), so the vocabulary and
+    the postings equal those of the per-text path.
+    """
+    numbering = _Numbering(vocabulary)
+    known = len(vocabulary)
+    ids, lengths = token_ids(texts, numbering.__getitem__)
+    empty = np.flatnonzero(lengths == 0)
+    if len(empty):
+        offsets = np.cumsum(lengths, dtype=np.int64) - lengths
+        ids = np.insert(ids, offsets[empty], np.int32(numbering[EMPTY_TOKEN]))
+        lengths[empty] = 1
+    new_terms = list(numbering)[known:]
+    if new_terms:
+        first = np.full(len(new_terms), len(ids), dtype=np.int64)
+        for start in range(0, len(ids), FIRST_SEEN_BLOCK):
+            block = ids[start:start + FIRST_SEEN_BLOCK]
+            fresh = np.flatnonzero(block >= known)
+            np.minimum.at(first, block[fresh] - known, fresh + start)
+        order = np.argsort(first, kind="stable")
+        renumber = np.arange(known + len(new_terms), dtype=np.int32)
+        renumber[known + order] = np.arange(known, known + len(new_terms), dtype=np.int32)
+        ids = renumber[ids]
+        vocabulary.update((new_terms[i], known + rank) for rank, i in enumerate(order.tolist()))
+    if len(lengths) != len(texts):
+        raise AssertionError(f"{len(lengths)} token counts for {len(texts)} texts")
+    return _pairs([ids], lengths)
+
+
+def _pairs(ids: list[np.ndarray], chunk_lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(term, chunk, count) of every distinct pair, term-major with chunks ascending (see :func:`_count`), and the
+    chunk lengths, from the term ids of every token (chunk by chunk) and each chunk's number of tokens."""
+    size = len(chunk_lengths)
     if not size:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0, dtype=np.int32), chunk_lengths

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from itertools import chain
+
+import numpy as np
 
 # Longest first, so 으로 wins over 로 and 에서 over 에.
 _PARTICLES = sorted(
@@ -39,14 +43,21 @@ _PARTICLE_SET = frozenset(_PARTICLES)
 
 # A word is a Hangul run or a Latin/number run (with inner . - /).  A Hangul run glued to what precedes it
 # (neither space nor Hangul: "GPU를", "(장애)를") is told apart, so that a lone particle there can be dropped.
-# One scan reports each match as (Latin word, Hangul run glued to it, Hangul run glued to a punctuation mark,
-# free Hangul run): the mark that precedes a glued run is consumed with it, which is safe because no word
-# starts with one.  A text without Hangul takes the Latin-only pattern, a plain character-class scan.
+# One scan reports each match as one string, told apart by its first character: a Latin word (with the Hangul
+# run glued to it), a free Hangul run, or a punctuation mark and the Hangul run glued to it (the mark is consumed
+# with the run, which is safe because no word starts with one).  A text without Hangul takes the Latin-only
+# pattern, a plain character-class scan.
 _LATIN = r"[A-Za-z0-9_]+(?:[.\-/][A-Za-z0-9_]+)*"
-_WORDS = re.compile(rf"({_LATIN})([\uac00-\ud7a3]*)|([\uac00-\ud7a3]+)|[^\s\uac00-\ud7a3A-Za-z0-9_]([\uac00-\ud7a3]+)")
+_WORD = rf"{_LATIN}[\uac00-\ud7a3]*|[^\s\uac00-\ud7a3A-Za-z0-9_]?[\uac00-\ud7a3]+"
+_WORDS = re.compile(_WORD)
 _LATIN_WORDS = re.compile(_LATIN)
+# A match of _WORDS starting with a Latin character: the word, then the Hangul run glued to it.
+_LATIN_HEAD = re.compile(rf"({_LATIN})(.*)", re.DOTALL)
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
-_CODE_NUMBER = re.compile(r"\b([A-Za-z]{2,})\s+(\d{1,4})(?![0-9A-Za-z_])")  # Xid 79, SXid 12, HTTP 503
+# Xid 79, SXid 12, HTTP 503.  The quantifiers are possessive: giving a letter, a space or a digit back could never
+# let the rest match (a letter is not a space, a space not a digit, a digit fails the look-ahead), and not trying
+# is a quarter of this scan's time.
+_CODE_NUMBER = re.compile(r"\b([A-Za-z]{2,}+)\s++(\d{1,4}+)(?![0-9A-Za-z_])")
 # every match of _CODE_NUMBER holds a letter, white space and a digit in a row: a text without one skips its slower scan
 _CODE_NUMBER_HINT = re.compile(r"[A-Za-z]\s+\d")
 _LINK_WIDTH = re.compile(r"\b(x\d{1,2})\s*([<>]=?)\s*(x\d{1,2})\b", re.IGNORECASE)  # x4 < x16
@@ -153,20 +164,22 @@ def _glued_tokens(run: str) -> tuple[str, ...]:
     return () if run in _PARTICLE_SET else _word_tokens(run)
 
 
-def _match_tokens(match: str | tuple[str, str, str, str]) -> tuple[str, ...]:
-    """The tokens of one match of ``_LATIN_WORDS`` (a word) or of ``_WORDS`` (a tuple of its four groups)."""
-    if isinstance(match, str):
+def _match_tokens(match: str) -> tuple[str, ...]:
+    """The tokens of one match of ``_WORDS`` (see ``_WORD``: the first character tells its kind)."""
+    first = match[0]
+    if "\uac00" <= first <= "\ud7a3":
         return _word_tokens(match)
-    latin, glued_to_word, free, glued_to_mark = match
-    if latin:
-        return _word_tokens(latin) + _glued_tokens(glued_to_word) if glued_to_word else _word_tokens(latin)
-    return _word_tokens(free) if free else _glued_tokens(glued_to_mark)
+    head = _LATIN_HEAD.fullmatch(match)
+    if head is None:  # a mark and the Hangul run glued to it
+        return _glued_tokens(match[1:])
+    latin, glued = head.groups()
+    return _word_tokens(latin) + _glued_tokens(glued) if glued else _word_tokens(latin)
 
 
-class _Memo(dict[str | tuple[str, str, str, str], tuple[str, ...]]):
+class _Memo(dict[str, tuple[str, ...]]):
     """Tokens by match, computed on the first look-up (so a known match costs one C-level look-up)."""
 
-    def __missing__(self, match: str | tuple[str, str, str, str]) -> tuple[str, ...]:
+    def __missing__(self, match: str) -> tuple[str, ...]:
         if len(self) >= WORD_MEMO_SIZE:
             self.clear()
         found = self[match] = _match_tokens(match)
@@ -183,8 +196,29 @@ def _may_match(lowered: str | None, needles: tuple[str, ...], hint: re.Pattern[s
     return (not needles or any(needle in lowered for needle in needles)) and (hint is None or hint.search(lowered) is not None)
 
 
+def _family_token(name: str) -> str:
+    return f"<{name}>"
+
+
+def _code_token(code: str, number: str) -> str:
+    return f"{code.lower()}{number}"
+
+
+def _link_token(left: str, op: str, right: str) -> str:
+    return f"{left.lower()}{op}{right.lower()}"
+
+
+def _may_link(text: str) -> bool:
+    return "<" in text or ">" in text  # every match of _LINK_WIDTH holds one
+
+
 def tokenize(text: str, *, gates: bool = True) -> list[str]:
     """Tokens for indexing and querying (the same function is used for both).
+
+    In order: the error-family tokens (``_FAMILIES``, once each), a placeholder for each volatile log token
+    (``_VOLATILE``, pattern by pattern, each pattern on the text the previous ones left), the words' tokens
+    (``_WORDS``), the code-number tokens (``Xid 79`` -> ``xid79``) and the link-width tokens (``x4<x16``).
+    :func:`token_ids` gives the same tokens for many texts at once (numbered; the build's path).
 
     Cost: a pattern whose gate fails (see ``_VOLATILE``, ``_CODE_NUMBER_HINT``; a text without Hangul
     takes ``_LATIN_WORDS``) is not run, and a word's tokens are computed once per process
@@ -196,18 +230,174 @@ def tokenize(text: str, *, gates: bool = True) -> list[str]:
     tokens: list[str] = []
     for name, pattern, needles in _FAMILIES:
         if _may_match(lowered, needles) and pattern.search(text):
-            tokens.append(f"<{name}>")
+            tokens.append(_family_token(name))
     for name, pattern, needles, hint in _VOLATILE:
         if _may_match(lowered, needles, hint):
             text, count = pattern.subn(" ", text)
-            tokens.extend([f"<{name}>"] * count)
-    matches: list[str] | list[tuple[str, str, str, str]] = (
-        _WORDS.findall(text) if not gates or _HANGUL.search(text) else _LATIN_WORDS.findall(text))
+            tokens.extend([_family_token(name)] * count)
+    matches: list[str] = _WORDS.findall(text) if not gates or _HANGUL.search(text) else _LATIN_WORDS.findall(text)
     tokens.extend(chain.from_iterable(map(_word_memo.__getitem__, matches)))
     if not gates or _CODE_NUMBER_HINT.search(text):
-        for code, number in _CODE_NUMBER.findall(text):
-            tokens.append(f"{code.lower()}{number}")
-    if not gates or "<" in text or ">" in text:  # every match of _LINK_WIDTH holds one
-        for left, op, right in _LINK_WIDTH.findall(text):
-            tokens.append(f"{left.lower()}{op}{right.lower()}")
+        tokens.extend(_code_token(code, number) for code, number in _CODE_NUMBER.findall(text))
+    if not gates or _may_link(text):
+        tokens.extend(_link_token(*found) for found in _LINK_WIDTH.findall(text))
     return tokens
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Many texts at once: the same rules, with the per-text Python work moved into scans over one joined string.
+
+#: Joins the texts of a batch into one string.  ``\x00`` is a match of its own in ``_BATCH_WORDS`` (so the scan
+#: reports where each text ends); the newline after it is white space, so a Hangul run that starts the next text
+#: is free, as at the start of a string.  Neither character is a word character, a letter, a digit or a mark any
+#: pattern reads across: ``\x00`` stops every pattern below (none matches it), the newline stops ``.``, and
+#: ``\b`` and the look-arounds see a non-word character as they see either end of a string.  A text holding
+#: ``\x00`` is tokenized on its own (:func:`tokenize`).
+_TEXT_END = "\x00"
+_SEPARATOR = _TEXT_END + "\n"
+_BATCH_WORDS = re.compile(rf"{_WORD}|{_TEXT_END}")
+#: Texts joined and scanned at a time by :func:`token_ids`: the matches of one batch are held at once (about
+#: 100 strings a text, ~100 MB at this size), while a batch's fixed costs (a few joins and scans) stay negligible.
+TOKEN_BATCH = 16384
+
+
+class _Joined:
+    """Texts joined by ``_SEPARATOR``, with the position where each text ends (its ``\x00``)."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.text = _SEPARATOR.join(texts) + _SEPARATOR
+        ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + len(_SEPARATOR))
+        ends -= len(_SEPARATOR)
+        self.ends: list[int] = ends.tolist()
+
+    def holding(self, needle: str) -> set[int]:
+        """Indexes of the texts that contain ``needle`` (one ``str.find`` per text that does, skipping to the next)."""
+        found: set[int] = set()
+        at = self.text.find(needle)
+        while at >= 0:
+            index = bisect_left(self.ends, at)
+            found.add(index)
+            at = self.text.find(needle, self.ends[index] + 1)
+        return found
+
+    def matching(self, pattern: re.Pattern[str]) -> set[int]:
+        """Indexes of the texts in which ``pattern`` matches (its matches never cross ``_SEPARATOR``)."""
+        found: set[int] = set()
+        match = pattern.search(self.text)
+        while match is not None:
+            index = bisect_left(self.ends, match.start())
+            found.add(index)
+            match = pattern.search(self.text, self.ends[index] + 1)
+        return found
+
+
+def _gate(lowered: _Joined, texts: list[str], needles: tuple[str, ...], hint: re.Pattern[str] | None,
+          unfolded: set[int]) -> list[int]:
+    """Indexes of the texts whose gate passes (see ``_VOLATILE``; ``texts`` lowercased), ascending."""
+    if needles:
+        passing = set().union(*map(lowered.holding, needles))
+        if hint is not None:
+            passing = {i for i in passing if hint.search(texts[i])}
+    else:
+        passing = lowered.matching(hint) if hint is not None else set(range(len(texts)))
+    return sorted(passing | unfolded)
+
+
+def token_ids(texts: Sequence[str], term_id: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens of every text, as :func:`tokenize` gives them, numbered by ``term_id``: one int32 array of all
+    the texts' tokens in order, and the number of tokens of each text.
+
+    Each rule runs once over a batch of texts joined into one string (``_SEPARATOR``), and a word's tokens are
+    computed and numbered once per distinct word (a memo local to the call), so the Python work per text is a few
+    list operations.  The gates of ``_FAMILIES`` and ``_VOLATILE`` are tested with ``str.find`` and scans over
+    the joined lowercase texts; only the texts that pass run a pattern, each on its own, as :func:`tokenize`
+    does.  ``term_id`` is called in an order of its own (not the order of the tokens).
+    """
+    memo = _IdMemo(term_id)
+    ids: list[np.ndarray] = []
+    lengths: list[np.ndarray] = [np.zeros(0, dtype=np.int32)]
+    for start in range(0, len(texts), TOKEN_BATCH):
+        found, counts = _batch_ids(list(texts[start:start + TOKEN_BATCH]), term_id, memo)
+        ids.append(found)
+        lengths.append(counts)
+    return (np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)), np.concatenate(lengths)
+
+
+class _IdMemo(dict[str, tuple[int, ...]]):
+    """Token ids by match of ``_BATCH_WORDS``; a text's end is ``-1``."""
+
+    def __init__(self, term_id: Callable[[str], int]) -> None:
+        super().__init__({_TEXT_END: (-1,)})
+        self.term_id = term_id
+
+    def __missing__(self, match: str) -> tuple[int, ...]:
+        if len(self) >= WORD_MEMO_SIZE:  # the bound of ``_word_memo``, for the same reason
+            self.clear()
+            self[_TEXT_END] = (-1,)
+        found = self[match] = tuple(map(self.term_id, _match_tokens(match)))
+        return found
+
+
+def _batch_ids(texts: list[str], term_id: Callable[[str], int], memo: _IdMemo) -> tuple[np.ndarray, np.ndarray]:
+    size = len(texts)
+    texts = list(map(_nfkc, texts))
+    # tokens before a text's words (families, placeholders) and after them (codes, link widths), by text
+    before: dict[int, list[str]] = {}
+    after: dict[int, list[str]] = {}
+    alone = [i for i, text in enumerate(texts) if _TEXT_END in text] if _TEXT_END in "".join(texts) else []
+    for i in alone:  # a text holding the separator is tokenized on its own, and takes no part in the scans
+        before[i] = tokenize(texts[i])
+        texts[i] = ""
+    lowered_texts = list(map(str.lower, texts))
+    lowered = _Joined(lowered_texts)
+    unfolded = set().union(*(lowered.holding(c) for c in _FOLD_EXCEPTIONS)) if any(
+        c in lowered.text for c in _FOLD_EXCEPTIONS) else set()
+    for name, pattern, needles in _FAMILIES:
+        for i in _gate(lowered, lowered_texts, needles, None, unfolded):
+            if pattern.search(texts[i]):
+                before.setdefault(i, []).append(_family_token(name))
+    for name, pattern, needles, hint in _VOLATILE:
+        for i in _gate(lowered, lowered_texts, needles, hint, unfolded):
+            texts[i], count = pattern.subn(" ", texts[i])
+            if count:
+                before.setdefault(i, []).extend([_family_token(name)] * count)
+    del lowered, lowered_texts
+    joined = _Joined(texts)
+    for match in _CODE_NUMBER.finditer(joined.text):
+        after.setdefault(bisect_left(joined.ends, match.start()), []).append(_code_token(*match.groups()))
+    for i in sorted(joined.holding("<") | joined.holding(">")):
+        for found in _LINK_WIDTH.findall(texts[i]):
+            after.setdefault(i, []).append(_link_token(*found))
+    words = np.fromiter(chain.from_iterable(map(memo.__getitem__, _BATCH_WORDS.findall(joined.text))), dtype=np.int32)
+    del joined
+    ends = np.flatnonzero(words < 0)  # one per text, in order
+    if len(ends) != size:
+        raise AssertionError(f"{len(ends)} text ends found in a batch of {size} texts")
+    counts = np.diff(ends, prepend=-1).astype(np.int32) - 1
+    if before or after:
+        # insert each text's extra tokens at the start (before) or the end (after) of its words; np.insert keeps
+        # the given order among equal positions, so a text's own tokens stay before, then after
+        places: list[int] = []
+        extra: list[str] = []
+        for i in sorted(before.keys() | after.keys()):
+            for side, at in ((before, int(ends[i]) - int(counts[i])), (after, int(ends[i]))):
+                tokens = side.get(i)
+                if tokens:
+                    places.extend([at] * len(tokens))
+                    extra.extend(tokens)
+                    counts[i] += len(tokens)
+        words = np.insert(words, places, np.fromiter(map(term_id, extra), dtype=np.int32, count=len(extra)))
+    return words[words >= 0], counts
+
+
+def _nfkc(text: str) -> str:
+    return unicodedata.normalize("NFKC", text)
+
+
+def tokenize_many(texts: Sequence[str]) -> list[list[str]]:
+    """``[tokenize(t) for t in texts]`` through :func:`token_ids` (the bulk path, as strings)."""
+    terms: dict[str, int] = {}
+    ids, lengths = token_ids(texts, lambda term: terms.setdefault(term, len(terms)))
+    names = np.array(list(terms) or [""], dtype=object)[ids]
+    bounds = np.cumsum(lengths)[:-1].tolist() if len(lengths) else []
+    return [part.tolist() for part in np.split(names, bounds)] if len(texts) else []
