@@ -167,8 +167,9 @@ def _count_texts(texts: Sequence[str], vocabulary: dict[str, int]) -> tuple[np.n
             fresh = np.flatnonzero(block >= known)
             np.minimum.at(first, block[fresh] - known, fresh + start)
         order = np.argsort(first, kind="stable")
+        order = order[first[order] < len(ids)]  # a term numbered for a token no text kept is left out
         renumber = np.arange(known + len(new_terms), dtype=np.int32)
-        renumber[known + order] = np.arange(known, known + len(new_terms), dtype=np.int32)
+        renumber[known + order] = np.arange(known, known + len(order), dtype=np.int32)
         ids = renumber[ids]
         vocabulary.update((new_terms[i], known + rank) for rank, i in enumerate(order.tolist()))
     if len(lengths) != len(texts):

@@ -57,7 +57,13 @@ _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 # Xid 79, SXid 12, HTTP 503.  The quantifiers are possessive: giving a letter, a space or a digit back could never
 # let the rest match (a letter is not a space, a space not a digit, a digit fails the look-ahead), and not trying
 # is a quarter of this scan's time.
-_CODE_NUMBER = re.compile(r"\b([A-Za-z]{2,}+)\s++(\d{1,4}+)(?![0-9A-Za-z_])")
+_CODE = r"[A-Za-z]{2,}+"
+_NUMBER = r"\d{1,4}+(?![0-9A-Za-z_])"
+_CODE_NUMBER = re.compile(rf"\b({_CODE})\s++({_NUMBER})")
+# The two halves of a match of _CODE_NUMBER, which white space separates: the end of one white-space-free piece
+# of text and the start of the next (see token_ids).
+_CODE_AT_END = re.compile(rf"\b({_CODE})\Z")
+_NUMBER_AT_START = re.compile(rf"({_NUMBER})")
 # every match of _CODE_NUMBER holds a letter, white space and a digit in a row: a text without one skips its slower scan
 _CODE_NUMBER_HINT = re.compile(r"[A-Za-z]\s+\d")
 _LINK_WIDTH = re.compile(r"\b(x\d{1,2})\s*([<>]=?)\s*(x\d{1,2})\b", re.IGNORECASE)  # x4 < x16
@@ -189,6 +195,12 @@ class _Memo(dict[str, tuple[str, ...]]):
 _word_memo = _Memo()
 
 
+def _lowered(text: str) -> str | None:
+    """The text the gates test: ``text`` lowercased, or ``None`` (every gate passes) when ``str.lower`` does not
+    fold it as the patterns' case-insensitive matching does."""
+    return None if any(c in text for c in _FOLD_EXCEPTIONS) else text.lower()
+
+
 def _may_match(lowered: str | None, needles: tuple[str, ...], hint: re.Pattern[str] | None = None) -> bool:
     """Whether a pattern's gate passes (see ``_VOLATILE``); always when case folding is not ``str.lower``'s."""
     if lowered is None:
@@ -226,7 +238,7 @@ def tokenize(text: str, *, gates: bool = True) -> list[str]:
     (the reference the gates are tested against).
     """
     text = unicodedata.normalize("NFKC", text)
-    lowered = None if not gates or any(c in text for c in _FOLD_EXCEPTIONS) else text.lower()
+    lowered = _lowered(text) if gates else None
     tokens: list[str] = []
     for name, pattern, needles in _FAMILIES:
         if _may_match(lowered, needles) and pattern.search(text):
@@ -245,149 +257,205 @@ def tokenize(text: str, *, gates: bool = True) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Many texts at once: the same rules, with the per-text Python work moved into scans over one joined string.
+# Many texts at once: the same rules and patterns, with the per-text Python work moved into one split of a
+# batch's joined texts and into tables kept per distinct piece of text.
+#
+# A piece is a run of text between white space (``str.split``, whose white space is the ``\s`` of the patterns,
+# tests/test_tokenize.py).  No match of ``_WORDS`` holds white space, and a Hangul run at the start of a piece
+# follows white space (free, as at the start of a text), so a text's words are its pieces' words in order, and
+# a piece's word tokens are computed once however often it occurs.  The gates are tested on pieces first: a
+# needle is in a text only if its longest space-free part is in one of its (lowercased) pieces, and a hint
+# (``_VOLATILE``: no hint matches white space) matches a text only inside one of its pieces; only the texts
+# whose pieces pass run the exact gate (``_may_match``) and the pattern, on their own, as :func:`tokenize` does.
+# A ``_CODE_NUMBER`` match is the end of one piece and the start of the next, read from the piece tables.  A
+# text that a ``_VOLATILE`` pattern changed is scanned again on its own, as :func:`tokenize` scans it.
 
-#: Joins the texts of a batch into one string.  ``\x00`` is a match of its own in ``_BATCH_WORDS`` (so the scan
-#: reports where each text ends); the newline after it is white space, so a Hangul run that starts the next text
-#: is free, as at the start of a string.  Neither character is a word character, a letter, a digit or a mark any
-#: pattern reads across: ``\x00`` stops every pattern below (none matches it), the newline stops ``.``, and
-#: ``\b`` and the look-arounds see a non-word character as they see either end of a string.  A text holding
-#: ``\x00`` is tokenized on its own (:func:`tokenize`).
+#: Joins a batch's texts: ``\x00`` between white space is a piece of its own, which marks where a text ends.
+#: A text holding ``\x00`` is tokenized on its own (:func:`tokenize`).
 _TEXT_END = "\x00"
-_SEPARATOR = _TEXT_END + "\n"
-_BATCH_WORDS = re.compile(rf"{_WORD}|{_TEXT_END}")
-#: Texts joined and scanned at a time by :func:`token_ids`: the matches of one batch are held at once (about
-#: 100 strings a text, ~100 MB at this size), while a batch's fixed costs (a few joins and scans) stay negligible.
+_SEPARATOR = f"\n{_TEXT_END}\n"
+#: Texts joined and split at a time by :func:`token_ids`: the pieces of one batch are held at once (about
+#: 80 strings a text, ~70 MB at this size), while a batch's fixed costs (a join, a split, a few array
+#: operations) stay negligible.
 TOKEN_BATCH = 16384
-
-
-class _Joined:
-    """Texts joined by ``_SEPARATOR``, with the position where each text ends (its ``\x00``)."""
-
-    def __init__(self, texts: list[str]) -> None:
-        self.text = _SEPARATOR.join(texts) + _SEPARATOR
-        ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + len(_SEPARATOR))
-        ends -= len(_SEPARATOR)
-        self.ends: list[int] = ends.tolist()
-
-    def holding(self, needle: str) -> set[int]:
-        """Indexes of the texts that contain ``needle`` (one ``str.find`` per text that does, skipping to the next)."""
-        found: set[int] = set()
-        at = self.text.find(needle)
-        while at >= 0:
-            index = bisect_left(self.ends, at)
-            found.add(index)
-            at = self.text.find(needle, self.ends[index] + 1)
-        return found
-
-    def matching(self, pattern: re.Pattern[str]) -> set[int]:
-        """Indexes of the texts in which ``pattern`` matches (its matches never cross ``_SEPARATOR``)."""
-        found: set[int] = set()
-        match = pattern.search(self.text)
-        while match is not None:
-            index = bisect_left(self.ends, match.start())
-            found.add(index)
-            match = pattern.search(self.text, self.ends[index] + 1)
-        return found
-
-
-def _gate(lowered: _Joined, texts: list[str], needles: tuple[str, ...], hint: re.Pattern[str] | None,
-          unfolded: set[int]) -> list[int]:
-    """Indexes of the texts whose gate passes (see ``_VOLATILE``; ``texts`` lowercased), ascending."""
-    if needles:
-        passing = set().union(*map(lowered.holding, needles))
-        if hint is not None:
-            passing = {i for i in passing if hint.search(texts[i])}
+#: Distinct pieces whose tables are kept between batches (the bound of ``WORD_MEMO_SIZE``, for the same reason);
+#: the tables start again at a batch boundary when more are held.
+PIECE_MEMO_SIZE = WORD_MEMO_SIZE
+# (needles, hint) of each gated pattern, families then volatile tokens: bit j of a piece's gate bits says that
+# its needles may be in it, bit 32 + j that its hint may match in it; bit 31 that it holds a < or > (_LINK_WIDTH).
+_GATES = [(needles, None) for _, _, needles in _FAMILIES] + [(needles, hint) for _, _, needles, hint in _VOLATILE]
+_HINT_BIT = 32
+_LINK_BIT = 31
+# Each needle's longest space-free part, and each distinct hint, with the bits of the gates that hold it; a gate
+# without needles (or without a hint) has its bit set in every piece.
+_PART_BITS: dict[str, int] = {}
+_HINT_BITS: dict[re.Pattern[str], int] = {}
+_ALWAYS = 0
+for _j, (_needles, _hint) in enumerate(_GATES):
+    for _needle in _needles:
+        _part = max(_needle.split(" "), key=len)
+        _PART_BITS[_part] = _PART_BITS.get(_part, 0) | 1 << _j
+    if _hint is None:
+        _ALWAYS |= 1 << (_HINT_BIT + _j)
     else:
-        passing = lowered.matching(hint) if hint is not None else set(range(len(texts)))
-    return sorted(passing | unfolded)
+        _HINT_BITS[_hint] = _HINT_BITS.get(_hint, 0) | 1 << (_HINT_BIT + _j)
+    if not _needles:
+        _ALWAYS |= 1 << _j
+_EVERY_GATE = (1 << (_HINT_BIT + len(_GATES))) - 1
+
+
+def _piece_bits(piece: str) -> int:
+    """Gate bits of one piece (see ``_GATES``)."""
+    lowered = _lowered(piece)
+    if lowered is None:
+        return _EVERY_GATE
+    bits = _ALWAYS | (1 << _LINK_BIT if "<" in piece or ">" in piece else 0)
+    for part, part_bits in _PART_BITS.items():
+        if part in lowered:
+            bits |= part_bits
+    for hint, hint_bits in _HINT_BITS.items():
+        if hint.search(lowered):
+            bits |= hint_bits
+    return bits
+
+
+class _Pieces(dict[str, int]):
+    """Distinct pieces, numbered on first look-up, with a table per number: the piece's word-token ids (ragged:
+    ``offsets``/``flat``), its gate bits, the ``_CODE`` ending it and the ``_NUMBER`` starting it."""
+
+    def __init__(self, term_id: Callable[[str], int]) -> None:
+        super().__init__()
+        self.term_id = term_id
+        self.reset()
+
+    def reset(self) -> None:
+        self.clear()
+        self.flat: list[int] = []
+        self.offsets: list[int] = [0]
+        self.bits: list[int] = []
+        self.tails: list[str | None] = []
+        self.heads: list[str | None] = []
+        self.has_tail: list[bool] = []
+        self.has_head: list[bool] = []
+        self[_TEXT_END] = self._add([], 0, None, None)
+
+    def _add(self, ids: list[int], bits: int, tail: str | None, head: str | None) -> int:
+        self.flat.extend(ids)
+        self.offsets.append(len(self.flat))
+        self.bits.append(bits)
+        self.tails.append(tail)
+        self.heads.append(head)
+        self.has_tail.append(tail is not None)
+        self.has_head.append(head is not None)
+        return len(self.bits) - 1
+
+    def __missing__(self, piece: str) -> int:
+        tokens = chain.from_iterable(map(_word_memo.__getitem__, _WORDS.findall(piece)))
+        tail, head = _CODE_AT_END.search(piece), _NUMBER_AT_START.match(piece)
+        number = self[piece] = self._add(list(map(self.term_id, tokens)), _piece_bits(piece),
+                                         tail.group(1) if tail else None, head.group(1) if head else None)
+        return number
 
 
 def token_ids(texts: Sequence[str], term_id: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
     """The tokens of every text, as :func:`tokenize` gives them, numbered by ``term_id``: one int32 array of all
     the texts' tokens in order, and the number of tokens of each text.
 
-    Each rule runs once over a batch of texts joined into one string (``_SEPARATOR``), and a word's tokens are
-    computed and numbered once per distinct word (a memo local to the call), so the Python work per text is a few
-    list operations.  The gates of ``_FAMILIES`` and ``_VOLATILE`` are tested with ``str.find`` and scans over
-    the joined lowercase texts; only the texts that pass run a pattern, each on its own, as :func:`tokenize`
-    does.  ``term_id`` is called in an order of its own (not the order of the tokens).
+    A batch of texts is joined and split once into white-space-free pieces; each distinct piece's word tokens,
+    gate bits and code-number halves are computed once and kept in tables (see the comment above
+    ``_TEXT_END``), and the batch's tokens are gathered from the tables with array operations, so the Python
+    work per text is a dictionary look-up per piece and a few list operations.  ``term_id`` is called in an
+    order of its own (not the order of the tokens), and may be called for a term no text ends up holding.
     """
-    memo = _IdMemo(term_id)
+    pieces = _Pieces(term_id)
     ids: list[np.ndarray] = []
     lengths: list[np.ndarray] = [np.zeros(0, dtype=np.int32)]
     for start in range(0, len(texts), TOKEN_BATCH):
-        found, counts = _batch_ids(list(texts[start:start + TOKEN_BATCH]), term_id, memo)
+        if len(pieces) > PIECE_MEMO_SIZE:
+            pieces.reset()
+        found, counts = _batch_ids(list(texts[start:start + TOKEN_BATCH]), term_id, pieces)
         ids.append(found)
         lengths.append(counts)
     return (np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)), np.concatenate(lengths)
 
 
-class _IdMemo(dict[str, tuple[int, ...]]):
-    """Token ids by match of ``_BATCH_WORDS``; a text's end is ``-1``."""
-
-    def __init__(self, term_id: Callable[[str], int]) -> None:
-        super().__init__({_TEXT_END: (-1,)})
-        self.term_id = term_id
-
-    def __missing__(self, match: str) -> tuple[int, ...]:
-        if len(self) >= WORD_MEMO_SIZE:  # the bound of ``_word_memo``, for the same reason
-            self.clear()
-            self[_TEXT_END] = (-1,)
-        found = self[match] = tuple(map(self.term_id, _match_tokens(match)))
-        return found
-
-
-def _batch_ids(texts: list[str], term_id: Callable[[str], int], memo: _IdMemo) -> tuple[np.ndarray, np.ndarray]:
+def _batch_ids(texts: list[str], term_id: Callable[[str], int], table: _Pieces) -> tuple[np.ndarray, np.ndarray]:
     size = len(texts)
     texts = list(map(_nfkc, texts))
-    # tokens before a text's words (families, placeholders) and after them (codes, link widths), by text
+    # the tokens a text has before its words (families, placeholders; all of a text tokenized on its own, or the
+    # words of a changed text) and after them (code numbers, link widths), by text
     before: dict[int, list[str]] = {}
     after: dict[int, list[str]] = {}
-    alone = [i for i, text in enumerate(texts) if _TEXT_END in text] if _TEXT_END in "".join(texts) else []
-    for i in alone:  # a text holding the separator is tokenized on its own, and takes no part in the scans
-        before[i] = tokenize(texts[i])
-        texts[i] = ""
-    lowered_texts = list(map(str.lower, texts))
-    lowered = _Joined(lowered_texts)
-    unfolded = set().union(*(lowered.holding(c) for c in _FOLD_EXCEPTIONS)) if any(
-        c in lowered.text for c in _FOLD_EXCEPTIONS) else set()
-    for name, pattern, needles in _FAMILIES:
-        for i in _gate(lowered, lowered_texts, needles, None, unfolded):
-            if pattern.search(texts[i]):
-                before.setdefault(i, []).append(_family_token(name))
-    for name, pattern, needles, hint in _VOLATILE:
-        for i in _gate(lowered, lowered_texts, needles, hint, unfolded):
-            texts[i], count = pattern.subn(" ", texts[i])
-            if count:
-                before.setdefault(i, []).extend([_family_token(name)] * count)
-    del lowered, lowered_texts
-    joined = _Joined(texts)
-    for match in _CODE_NUMBER.finditer(joined.text):
-        after.setdefault(bisect_left(joined.ends, match.start()), []).append(_code_token(*match.groups()))
-    for i in sorted(joined.holding("<") | joined.holding(">")):
-        for found in _LINK_WIDTH.findall(texts[i]):
-            after.setdefault(i, []).append(_link_token(*found))
-    words = np.fromiter(chain.from_iterable(map(memo.__getitem__, _BATCH_WORDS.findall(joined.text))), dtype=np.int32)
-    del joined
-    ends = np.flatnonzero(words < 0)  # one per text, in order
+    if _TEXT_END in "".join(texts):
+        for i, text in enumerate(texts):
+            if _TEXT_END in text:
+                before[i] = tokenize(text)
+                texts[i] = ""
+    numbers = np.fromiter(map(table.__getitem__, (_SEPARATOR.join(texts) + _SEPARATOR).split()), dtype=np.int64)
+    ends = np.flatnonzero(numbers == 0)  # the separator is piece 0; one per text, in order
     if len(ends) != size:
         raise AssertionError(f"{len(ends)} text ends found in a batch of {size} texts")
-    counts = np.diff(ends, prepend=-1).astype(np.int32) - 1
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    text_bits = np.bitwise_or.reduceat(np.asarray(table.bits, dtype=np.uint64)[numbers], starts)
+    lowered: dict[int, str | None] = {}
+    changed: set[int] = set()
+    for j, (needles, hint) in enumerate(_GATES):
+        both = np.uint64((1 << j) | (1 << (_HINT_BIT + j)))
+        for i in np.flatnonzero((text_bits & both) == both).tolist():
+            text = texts[i]
+            if i not in lowered:
+                lowered[i] = _lowered(text)
+            if not _may_match(lowered[i], needles, hint):
+                continue
+            if j < len(_FAMILIES):
+                name, pattern, _ = _FAMILIES[j]
+                if pattern.search(text):
+                    before.setdefault(i, []).append(_family_token(name))
+            else:
+                name, pattern, _, _ = _VOLATILE[j - len(_FAMILIES)]
+                texts[i], count = pattern.subn(" ", text)
+                if count:
+                    before.setdefault(i, []).extend([_family_token(name)] * count)
+                    changed.add(i)
+    counts = np.diff(np.asarray(table.offsets, dtype=np.int64))[numbers]
+    for i in sorted(changed):  # scanned again as tokenize() scans it; its pieces' tokens are left out
+        text = texts[i]
+        before[i].extend(chain.from_iterable(map(_word_memo.__getitem__, _WORDS.findall(text))))
+        after[i] = [_code_token(code, number) for code, number in _CODE_NUMBER.findall(text)]
+        counts[starts[i]:ends[i]] = 0
+    pairs = np.flatnonzero(np.asarray(table.has_tail)[numbers[:-1]] & np.asarray(table.has_head)[numbers[1:]])
+    if len(pairs):
+        owners = np.searchsorted(ends, pairs)
+        for at, i in zip(pairs.tolist(), owners.tolist(), strict=True):
+            if i not in changed:
+                tail, head = table.tails[int(numbers[at])], table.heads[int(numbers[at + 1])]
+                after.setdefault(i, []).append(_code_token(tail, head))  # type: ignore[arg-type]
+    link = np.uint64(1 << _LINK_BIT)
+    for i in np.flatnonzero(text_bits & link).tolist():
+        found = _LINK_WIDTH.findall(texts[i])
+        if found:
+            after.setdefault(i, []).extend(_link_token(*match) for match in found)
+    # gather the pieces' word-token ids: piece k's tokens are flat[offsets[n_k] : offsets[n_k] + counts[k]]
+    total = int(counts.sum())
+    firsts = np.asarray(table.offsets, dtype=np.int64)[numbers]
+    shift = np.repeat(firsts - (np.cumsum(counts) - counts), counts)
+    words = np.asarray(table.flat, dtype=np.int32)[shift + np.arange(total, dtype=np.int64)]
+    word_counts = np.add.reduceat(counts, starts).astype(np.int32)
     if before or after:
-        # insert each text's extra tokens at the start (before) or the end (after) of its words; np.insert keeps
-        # the given order among equal positions, so a text's own tokens stay before, then after
+        # each text's own tokens go at the start (before) or the end (after) of its words; np.insert keeps the
+        # given order among equal positions, so a text's before-tokens stay ahead of its after-tokens
+        word_ends = np.cumsum(word_counts, dtype=np.int64)
         places: list[int] = []
         extra: list[str] = []
         for i in sorted(before.keys() | after.keys()):
-            for side, at in ((before, int(ends[i]) - int(counts[i])), (after, int(ends[i]))):
+            for side, at in ((before, int(word_ends[i] - word_counts[i])), (after, int(word_ends[i]))):
                 tokens = side.get(i)
                 if tokens:
                     places.extend([at] * len(tokens))
                     extra.extend(tokens)
-                    counts[i] += len(tokens)
+                    word_counts[i] += len(tokens)
         words = np.insert(words, places, np.fromiter(map(term_id, extra), dtype=np.int32, count=len(extra)))
-    return words[words >= 0], counts
+    return words, word_counts
 
 
 def _nfkc(text: str) -> str:
