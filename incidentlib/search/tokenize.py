@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from itertools import chain
 
@@ -417,7 +416,8 @@ def _batch_ids(texts: list[str], term_id: Callable[[str], int], table: _Pieces) 
                 if count:
                     before.setdefault(i, []).extend([_family_token(name)] * count)
                     changed.add(i)
-    counts = np.diff(np.asarray(table.offsets, dtype=np.int64))[numbers]
+    offsets = np.asarray(table.offsets, dtype=np.int64)
+    counts: np.ndarray = (offsets[1:] - offsets[:-1])[numbers]  # word tokens of each piece
     for i in sorted(changed):  # scanned again as tokenize() scans it; its pieces' tokens are left out
         text = texts[i]
         before[i].extend(chain.from_iterable(map(_word_memo.__getitem__, _WORDS.findall(text))))
@@ -429,7 +429,8 @@ def _batch_ids(texts: list[str], term_id: Callable[[str], int], table: _Pieces) 
         for at, i in zip(pairs.tolist(), owners.tolist(), strict=True):
             if i not in changed:
                 tail, head = table.tails[int(numbers[at])], table.heads[int(numbers[at + 1])]
-                after.setdefault(i, []).append(_code_token(tail, head))  # type: ignore[arg-type]
+                if tail is not None and head is not None:  # both are, by the flags
+                    after.setdefault(i, []).append(_code_token(tail, head))
     link = np.uint64(1 << _LINK_BIT)
     for i in np.flatnonzero(text_bits & link).tolist():
         found = _LINK_WIDTH.findall(texts[i])
@@ -437,7 +438,7 @@ def _batch_ids(texts: list[str], term_id: Callable[[str], int], table: _Pieces) 
             after.setdefault(i, []).extend(_link_token(*match) for match in found)
     # gather the pieces' word-token ids: piece k's tokens are flat[offsets[n_k] : offsets[n_k] + counts[k]]
     total = int(counts.sum())
-    firsts = np.asarray(table.offsets, dtype=np.int64)[numbers]
+    firsts = offsets[numbers]
     shift = np.repeat(firsts - (np.cumsum(counts) - counts), counts)
     words = np.asarray(table.flat, dtype=np.int32)[shift + np.arange(total, dtype=np.int64)]
     word_counts = np.add.reduceat(counts, starts).astype(np.int32)
