@@ -12,12 +12,14 @@ every text of a copy after the first (the recipe of ``bench_search.py``).  Two b
   tokens are the original's plus the copy number), so only numbering, sorting and weighing count;
 - ``from texts``: :func:`build_postings` over the texts, tokenization included, which is the whole
   BM25 build of a library apart from cutting the incidents into chunks (no embedding is involved).
-  Every text is tokenized: no text is looked up from an earlier copy; the tokenizer's per-word memo
-  does apply, as it does on any archive (its vocabulary repeats).
+  Every text is tokenized: no text is looked up from an earlier copy; the tokenizer's memos (per word,
+  and per white-space-free piece in the bulk path) do apply, as they do on any archive (its vocabulary
+  repeats).
 
-The versions run in turn, ``--rounds`` times each, and must produce identical postings.  Memory is the
-peak resident set during a build above the resident set before it (sampled every 5 ms by
-another process).
+The versions run in turn, ``--rounds`` times each, and must produce identical postings.  ``--versions after``
+times this tree alone (for a size at which both versions' memory would not fit at once; nothing is
+compared).  Memory is the peak resident set during a build above the resident set before it (sampled
+every 5 ms by another process).
 """
 
 from __future__ import annotations
@@ -98,13 +100,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--copies", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--before", type=Path, required=True, help="another version's incidentlib/search/lexical.py")
+    parser.add_argument("--before", type=Path, help="another version's incidentlib/search/lexical.py (needed unless --versions after)")
     parser.add_argument("--before-tokenize", type=Path, help="that version's tokenize.py (default: this tree's)")
     parser.add_argument("--mode", choices=("postings", "texts", "both"), default="both")
+    parser.add_argument("--versions", choices=("both", "after"), default="both")
     args = parser.parse_args()
-    before = load(args.before, "_lexical_before")
-    if args.before_tokenize:
-        before.tokenize = load(args.before_tokenize, "_tokenize_before").tokenize  # type: ignore[attr-defined]
+    if args.versions == "both" and args.before is None:
+        parser.error("--before is required unless --versions after")
+    versions: list[tuple[str, ModuleType]] = [("after", lexical)]
+    if args.versions == "both":
+        before = load(args.before, "_lexical_before")
+        if args.before_tokenize:
+            before.tokenize = load(args.before_tokenize, "_tokenize_before").tokenize  # type: ignore[attr-defined]
+        versions.insert(0, ("before", before))
     real_texts = [c.text for c in Library.open()._search_engine.chunks]
     texts = [f"{text} #{copy}" if copy else text for copy in range(args.copies) for text in real_texts]
     print(f"{len(texts):,} chunks ({args.copies} copies of {len(real_texts):,}), "
@@ -115,10 +123,10 @@ def main() -> None:
         tokens = [[*t, str(copy)] if copy else t for copy in range(args.copies) for t in real]
         print(f"{sum(map(len, tokens)):,} tokens")
         builds["postings"] = {name: (lambda m=module: m.postings_from_tokens(iter(tokens), len(tokens)))
-                              for name, module in (("before", before), ("after", lexical))}
+                              for name, module in versions}
     if args.mode in ("texts", "both"):
         builds["from texts"] = {name: (lambda m=module: m.build_postings(texts))
-                                for name, module in (("before", before), ("after", lexical))}
+                                for name, module in versions}
     print("\n| build | version | median (s) | min (s) | max (s) | µs a chunk (median) | peak RSS added (MB) |\n"
           "|---|---|---|---|---|---|---|")
     for kind, versions in builds.items():
@@ -131,7 +139,7 @@ def main() -> None:
                 built[name], elapsed, added = measured(build)
                 times[name].append(elapsed)
                 memory[name] = max(memory[name], added)
-        for field in FIELDS:
+        for field in FIELDS if "before" in built else ():
             a, b = getattr(built["before"], field), getattr(built["after"], field)
             assert (a == b) if isinstance(a, list) else np.array_equal(a, b), f"{kind}: {field} differs"
         for name, samples in times.items():
@@ -139,7 +147,8 @@ def main() -> None:
             print(f"| {kind} | {name} | {median:.2f} | {min(samples):.2f} | {max(samples):.2f} | "
                   f"{median / len(texts) * 1e6:.1f} | {memory[name]:,.0f} |")
         del built
-    print(f"\npostings identical; load average after: {os.getloadavg()[0]:.2f}")
+    compared = "postings identical" if args.versions == "both" else "one version, nothing compared"
+    print(f"\n{compared}; load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
