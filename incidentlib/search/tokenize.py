@@ -301,6 +301,9 @@ for _j, (_needles, _hint) in enumerate(_GATES):
     if not _needles:
         _ALWAYS |= 1 << _j
 _EVERY_GATE = (1 << (_HINT_BIT + len(_GATES))) - 1
+# Matches somewhere in a piece exactly when one of the parts or hints does: most pieces hold none, and one
+# search rules them all out.
+_ANY_GATE = re.compile("|".join([*map(re.escape, _PART_BITS), *(hint.pattern for hint in _HINT_BITS)]))
 
 
 def _piece_bits(piece: str) -> int:
@@ -309,6 +312,8 @@ def _piece_bits(piece: str) -> int:
     if lowered is None:
         return _EVERY_GATE
     bits = _ALWAYS | (1 << _LINK_BIT if "<" in piece or ">" in piece else 0)
+    if _ANY_GATE.search(lowered) is None:
+        return bits
     for part, part_bits in _PART_BITS.items():
         if part in lowered:
             bits |= part_bits
