@@ -880,6 +880,7 @@ class Library:
                 self._lexical_carry = snapshot
             if replaced is not None:
                 self._dense_carry = replaced.dense_snapshot()
+                replaced.close()  # its worker thread; a request still holding it answers with the legs in turn
             for name in ("_search_engine", "_search_service", "_analysis"):
                 self.__dict__.pop(name, None)
             self.data = data

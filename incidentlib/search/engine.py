@@ -10,11 +10,21 @@ Ranking never loops over chunks in Python: chunk scores (BM25, or the exact
 inner products) are reduced to incident scores with one ``np.maximum.reduceat``
 over the chunks grouped by incident, the top ``depth`` incidents are cut with a
 partial sort, and only those incidents' chunks are searched for the best one.
+
+A hybrid query's two legs are independent until fusion, so with the local backend the
+BM25 leg runs on a worker thread of the engine (:data:`LEG_WORKERS`) while the calling
+thread embeds the query and runs the dense leg. Both legs spend their time in numpy and
+FAISS calls that release the GIL (the postings' fancy-index adds, ``reduceat``, the
+partial sorts, the embedder's matrix products, FAISS search), so they overlap on two
+cores; each leg computes exactly what it computes alone, so the fused ranking is the same
+(``SearchConfig.concurrent_legs=False`` runs them one after the other).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
@@ -45,6 +55,11 @@ CANDIDATE_DEPTH = 50
 DENSE_FETCH_MIN = 200
 DENSE_FETCH_PER_INCIDENT = 30
 DENSE_FETCH_GROWTH = 4
+#: Worker threads an engine keeps for the BM25 leg of hybrid queries: one, so that a query uses at most two
+#: cores (the worker and the calling thread, which embeds the query on one BLAS thread and runs the dense leg),
+#: the size of the machine the targets are set on. While the worker is busy with another query's leg, a query
+#: runs its legs one after the other in its own thread rather than queue behind it.
+LEG_WORKERS = 1
 
 
 class SearchMode(str, Enum):
@@ -68,6 +83,8 @@ class SearchConfig(BaseModel):
     candidate_depth: int = Field(default=CANDIDATE_DEPTH, ge=1, description="Incidents taken from each ranking before fusion.")
     backend: str = Field(default=LOCAL, description="Where ranking runs: local (default), milvus:PATH (embedded) "
                          "or milvus:http(s)://HOST:PORT (a Milvus server); see incidentlib.search.backend.")
+    concurrent_legs: bool = Field(default=True, description="Run a hybrid query's BM25 leg on a worker thread while the "
+                                  "query is embedded and the dense leg runs (local backend only); same results either way.")
 
     @field_validator("backend")
     @classmethod
@@ -142,6 +159,19 @@ class SearchEngine:
         self._state: _DenseState | None = None
         #: ``"loaded"``, ``"updated"`` or ``"built"`` once the lexical index exists (``incidentlib index --stats`` shows it).
         self.lexical_source: str | None = None
+        self._legs: ThreadPoolExecutor | None = None  # started by the first hybrid query that runs its legs concurrently
+        self._legs_lock = threading.Lock()
+        self._legs_free = threading.BoundedSemaphore(LEG_WORKERS)  # held while a leg is queued or running
+        self._closed = False
+
+    def close(self) -> None:
+        """Stop the worker thread of the hybrid legs (waits for a leg in progress). The engine still answers
+        afterwards, with the legs one after the other. Called when a library replaces this engine."""
+        with self._legs_lock:
+            self._closed = True
+            legs, self._legs = self._legs, None
+        if legs is not None:
+            legs.shutdown(wait=True)
 
     # ---- corpus ------------------------------------------------------------
     @cached_property
@@ -419,9 +449,46 @@ class SearchEngine:
             return [Hit(i, s, c, lexical_rank=r) for r, (i, s, c) in enumerate(self.rank_lexical(query, allowed, k), 1)]
         if mode is SearchMode.dense:
             return [Hit(i, s, c, dense_rank=r) for r, (i, s, c) in enumerate(self.rank_dense(query, allowed, k), 1)]
-        lexical = self.rank_lexical(query, allowed, depth)
-        dense = self.rank_dense(query, allowed, depth)
+        lexical_leg = self._start_lexical_leg(query, allowed, depth)
+        if lexical_leg is None:
+            lexical = self.rank_lexical(query, allowed, depth)
+            dense = self.rank_dense(query, allowed, depth)
+        else:
+            dense = self.rank_dense(query, allowed, depth)
+            lexical = lexical_leg.result()
         return self.fuse_rankings(lexical, dense, k, fusion)
+
+    def _leg_pool(self) -> ThreadPoolExecutor | None:
+        """The worker pool for hybrid legs, started on first use; None when legs run one after the other."""
+        if not self.config.concurrent_legs or self.config.backend != LOCAL:
+            return None  # a remote backend's client is not assumed to take two calls at once
+        with self._legs_lock:
+            if self._closed:
+                return None
+            if self._legs is None:
+                self._legs = ThreadPoolExecutor(max_workers=LEG_WORKERS, thread_name_prefix="incidentlib-search-leg")
+            return self._legs
+
+    def _start_lexical_leg(self, query: str, allowed: set[str] | None, depth: int) -> Future[list[tuple[str, float, int]]] | None:
+        """The BM25 leg submitted to the worker, or None when it is to run in the calling thread (concurrent legs
+        off, a remote backend, the engine closed, or the worker busy with another query)."""
+        pool = self._leg_pool()
+        if pool is None or not self._legs_free.acquire(blocking=False):
+            return None
+        # lazily built groupings both legs read: built here, once, not by two threads at the same time
+        _ = self._incident_chunks, self._chunk_incident
+
+        def leg() -> list[tuple[str, float, int]]:
+            try:
+                return self.rank_lexical(query, allowed, depth)
+            finally:
+                self._legs_free.release()
+
+        try:
+            return pool.submit(leg)
+        except RuntimeError:  # shut down by close() since _leg_pool returned it
+            self._legs_free.release()
+            return None
 
     def fuse_rankings(self, lexical: list[tuple[str, float, int]], dense: list[tuple[str, float, int]], k: int,
                       fusion: FusionMethod | None = None) -> list[Hit]:
