@@ -61,11 +61,15 @@ FLOOR_BM25_K = 50
 #: Depth of the floor's vector search: enough chunks for ~50 incidents on the real library.
 FLOOR_ANN_K = 100
 FLOOR_IVF = f"floor: FAISS IVF-Flat top-{FLOOR_ANN_K} (incidentlib's lists and nprobe)"
+FLOOR_IVF_CODES = f"floor: FAISS IVF-SQ8 top-{FLOOR_ANN_K} (incidentlib's own index, no re-ranking)"
 PEER_EMBEDDING = "peer: txtai hybrid (incl. query embedding)"
 PEER_GIVEN = "peer: txtai hybrid, query vector given"
 #: Functions shown per profile: enough to see where a query's time goes below the entry points.
 PROFILE_LINES = 25
 SIMILAR = "incidentlib similar by incident (its own queries, after the others)"
+HYBRID = "incidentlib hybrid (incl. query embedding)"
+#: The same hybrid queries with ``SearchConfig.concurrent_legs`` off: BM25 leg, then embedding and dense leg.
+HYBRID_SEQUENTIAL = "incidentlib hybrid, legs one after the other (incl. query embedding)"
 
 
 def rss_mb() -> float:
@@ -276,7 +280,7 @@ def txtai_version() -> str | None:
 
 
 def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool = True, hnsw_threshold: int | None = None,
-             peer: bool = True, similar_count: int = 0, profile_count: int = 0) -> dict:
+             peer: bool = True, similar_count: int = 0, profile_count: int = 0, ivf_floor: str = "flat") -> dict:
     import bm25s
 
     engine, tokens, hnsw_index, timings, incident_count, engine_rss = synthetic_engine(
@@ -315,7 +319,7 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         rss[f"peer: txtai {txtai_version()} (BM25 + ANN)"] = rss_mb() - before
     ivf_floor = None
     own_index = engine.dense.index
-    if own_index.kind == "ivf":  # the floor for an inverted file: FAISS's own, float32 lists, same lists and nprobe
+    if own_index.kind == "ivf" and ivf_floor == "flat":  # the floor for an inverted file: FAISS's own, float32 lists, same lists and nprobe
         import faiss
 
         gc.collect()
@@ -343,10 +347,26 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         depth = engine.config.candidate_depth
         engine.fuse_rankings(engine.rank_lexical(text, None, depth), engine.rank_dense_vector(query_vectors[i], None, depth), 10)
 
+    concurrent_config = engine.config
+    sequential_config = concurrent_config.model_copy(update={"concurrent_legs": False})
+
+    def hybrid_sequential(i: int, text: str) -> list:
+        engine.config = sequential_config
+        try:
+            return engine.search(text, k=10, mode=SearchMode.hybrid)
+        finally:
+            engine.config = concurrent_config
+
+    # the two paths must rank alike before their times mean anything
+    differ = [t for i, t in enumerate(texts) if engine.search(t, k=10, mode=SearchMode.hybrid) != hybrid_sequential(i, t)]
+    if differ:
+        raise RuntimeError(f"concurrent and sequential hybrid legs rank {len(differ)} queries differently, e.g. {differ[0]!r}")
+
     operations = {
         "incidentlib lexical": lambda i, t: engine.search(t, k=10, mode=SearchMode.lexical),
         "incidentlib dense (incl. query embedding)": lambda i, t: engine.search(t, k=10, mode=SearchMode.dense),
-        "incidentlib hybrid (incl. query embedding)": lambda i, t: engine.search(t, k=10, mode=SearchMode.hybrid),
+        HYBRID: lambda i, t: engine.search(t, k=10, mode=SearchMode.hybrid),
+        HYBRID_SEQUENTIAL: hybrid_sequential,
         "incidentlib hybrid, query vector given": hybrid_given_vector,
         "floor: query embedding (use-m3)": lambda i, t: engine.embedder.encode_queries([t]),
         f"numpy brute force top-{FLOOR_ANN_K}": lambda i, t: np.argpartition(-(vectors @ query_vectors[i]), FLOOR_ANN_K)[:FLOOR_ANN_K],
@@ -357,6 +377,9 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         operations[f"floor: FAISS HNSW top-{FLOOR_ANN_K}"] = lambda i, t: hnsw_index.search(query_vectors[i], FLOOR_ANN_K)
     if ivf_floor is not None:
         operations[FLOOR_IVF] = lambda i, t: ivf_floor.search(query_vectors[i:i + 1], FLOOR_ANN_K)
+    elif own_index.kind == "ivf":  # FAISS alone on the engine's own lists and codes: no memory added
+        own_faiss = own_index._index  # type: ignore[attr-defined]
+        operations[FLOOR_IVF_CODES] = lambda i, t: own_faiss.search(query_vectors[i:i + 1], FLOOR_ANN_K)
     if txtai_peer is not None:
         operations[PEER_EMBEDDING] = lambda i, t: txtai_peer.search(t)
         operations[PEER_GIVEN] = lambda i, t: txtai_peer.search(t, query_vectors[i])
@@ -394,7 +417,8 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
     # the same incidentlib queries again with the peer and the floor gone: what the engine does in a process of its own
     alone = {f"{name}, after the peer and floor are freed": operation for name, operation in (
         ("incidentlib dense (incl. query embedding)", lambda i, t: engine.search(t, k=10, mode=SearchMode.dense)),
-        ("incidentlib hybrid (incl. query embedding)", lambda i, t: engine.search(t, k=10, mode=SearchMode.hybrid)),
+        (HYBRID, lambda i, t: engine.search(t, k=10, mode=SearchMode.hybrid)),
+        (HYBRID_SEQUENTIAL, hybrid_sequential),
         ("incidentlib hybrid, query vector given", hybrid_given_vector))}
     samples: dict[str, list[float]] = {name: [] for name in alone}
     for i, text in enumerate(texts):
@@ -409,7 +433,9 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
             similar_latency(engine, copies, similar_count)
     profiles = {}
     if profile_count:
-        profiles["incidentlib hybrid (incl. query embedding)"] = profile_text(
+        # cProfile sees the calling thread only: the sequential path shows both legs, the concurrent one the wait
+        profiles[HYBRID_SEQUENTIAL] = profile_text(lambda: [hybrid_sequential(0, t) for t in texts[:profile_count]])
+        profiles[f"{HYBRID}, legs concurrent (the calling thread)"] = profile_text(
             lambda: [engine.search(t, k=10, mode=SearchMode.hybrid) for t in texts[:profile_count]])
         if similar_count:
             from incidentlib.search.similarity import SimilarityIndex
@@ -491,7 +517,7 @@ def floor_p50(size: dict, embedding: bool = True) -> float | None:
     """Query embedding (unless not ``embedding``) + bm25s top-k + FAISS HNSW (else IVF-Flat), p50 ms; None when one was not run."""
     latency = size["latency_ms"]
     parts = [latency.get(f"floor: bm25s top-{FLOOR_BM25_K}"),
-             latency.get(f"floor: FAISS HNSW top-{FLOOR_ANN_K}") or latency.get(FLOOR_IVF)]
+             latency.get(f"floor: FAISS HNSW top-{FLOOR_ANN_K}") or latency.get(FLOOR_IVF) or latency.get(FLOOR_IVF_CODES)]
     if embedding:
         parts.append(latency.get("floor: query embedding (use-m3)"))
     return sum(p["p50"] for p in parts) if all(parts) else None  # type: ignore[index]
@@ -513,8 +539,10 @@ def render(report: dict, command: str) -> str:
     for op in dict.fromkeys(op for s in sizes for op in s["latency_ms"]):
         lines.append(f"| {op} | " + " | ".join(_cell(s, op) for s in sizes) + " |")
     floors = [floor_p50(s) for s in sizes]
-    lines.append("| floor total p50 (embedding + bm25s + ANN: HNSW, else IVF-Flat) | " + " | ".join(f"{f:.1f}" if f else "–" for f in floors) + " |")
-    hybrid = "incidentlib hybrid (incl. query embedding)"
+    lines.append("| floor total p50 (embedding + bm25s + ANN: HNSW, else IVF-Flat or IVF on incidentlib's codes) | " + " | ".join(f"{f:.1f}" if f else "–" for f in floors) + " |")
+    hybrid = HYBRID
+    lines.append(f"| **{HYBRID} p50 ÷ {HYBRID_SEQUENTIAL} p50** | " + " | ".join(
+        _ratio(s, HYBRID, HYBRID_SEQUENTIAL) for s in sizes) + " |")
     lines.append("| **incidentlib hybrid p50 ÷ floor** | " + " | ".join(
         f"**{s['latency_ms'][hybrid]['p50'] / f:.2f}×**" if f else "–" for s, f in zip(sizes, floors, strict=True)) + " |")
     bare = [floor_p50(s, embedding=False) for s in sizes]
@@ -572,6 +600,9 @@ def main() -> None:
     parser.add_argument("--no-peer", action="store_true", help="skip the txtai peer")
     parser.add_argument("--profile", type=int, default=0, help="cProfile this many hybrid and similar queries (0: none)")
     parser.add_argument("--similar", type=int, default=30, help="incidents used as 'similar by incident' queries (0: skip)")
+    parser.add_argument("--ivf-floor", choices=["flat", "codes"], default="flat",
+                        help="ANN floor when incidentlib's index is an inverted file: a FAISS IVF-Flat with the same lists "
+                        "(adds the float32 vectors to memory, ~3.3 GB at 100k) or FAISS searching incidentlib's own codes")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
@@ -582,7 +613,8 @@ def main() -> None:
         copies = max(1, round(args.one_size / real))
         result = run_size(copies, args.queries, hnsw=args.one_size <= args.hnsw_up_to,
                           floor_bm25_index=args.one_size <= args.bm25s_up_to, hnsw_threshold=args.hnsw_threshold,
-                          peer=not args.no_peer, similar_count=args.similar, profile_count=args.profile)
+                          peer=not args.no_peer, similar_count=args.similar, profile_count=args.profile,
+                          ivf_floor=args.ivf_floor)
         sys.stdout.write(json.dumps(result) + "\n")
         return
 
@@ -595,6 +627,7 @@ def main() -> None:
                                "--hnsw-up-to", str(args.hnsw_up_to), "--bm25s-up-to", str(args.bm25s_up_to),
                                *(["--hnsw-threshold", str(args.hnsw_threshold)] if args.hnsw_threshold else []),
                                *(["--no-peer"] if args.no_peer else []), "--similar", str(args.similar),
+                               "--ivf-floor", args.ivf_floor,
                                "--profile", str(args.profile)], stdout=subprocess.PIPE, text=True, check=True)
         report["sizes"].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     command = "python bench/bench_search.py " + " ".join(sys.argv[1:])

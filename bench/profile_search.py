@@ -1,6 +1,6 @@
 """Profile the search hot path on a synthetic library (cProfile), for docs/benchmarks.md.
 
-    python bench/profile_search.py --size 10000 --queries 50 --top 25
+    python bench/profile_search.py --size 10000 --queries 50 --top 25 [--legs concurrent]
 
 Builds the same synthetic library as ``bench_search.py`` (copies of the real incidents with
 perturbed real vectors), times the BM25 and dense index builds, then profiles ``queries``
@@ -34,11 +34,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--mode", choices=[m.value for m in SearchMode], default="hybrid")
+    parser.add_argument("--legs", choices=["sequential", "concurrent"], default="sequential",
+                        help="hybrid legs one after the other (default: cProfile sees only the calling thread, so a "
+                        "concurrent BM25 leg would be missing from the profile) or concurrently")
     args = parser.parse_args()
 
     copies = max(1, round(args.size / len(Library.open())))
     started = time.perf_counter()
     engine, _tokens, _hnsw, timings, incidents, _rss = synthetic_engine(copies, noise=0.05, hnsw=False)
+    del _tokens  # the floor's token lists: not part of a served engine
+    engine.config = engine.config.model_copy(update={"concurrent_legs": args.legs == "concurrent"})
     print(f"{incidents:,} incidents, {len(engine.chunks):,} chunks; setup {time.perf_counter() - started:.1f} s; builds {timings}")
     texts = queries(args.queries)
     mode = SearchMode(args.mode)
