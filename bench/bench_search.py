@@ -131,7 +131,6 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
     baseline_rss = rss_mb()
 
     chunks: list[Chunk] = []
-    vectors = np.empty((total, real_vectors.shape[1]), dtype=np.float32)
     incidents: dict[str, None] = {}
     for copy in range(copies):
         suffix = "" if copy == 0 else f" #{copy}"
@@ -140,13 +139,17 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
             incidents[incident_id] = None
             chunks.append(Chunk(id=f"{incident_id}/{chunk.id.split('/', 1)[1]}", incident_id=incident_id,
                                 kind=chunk.kind, lang=chunk.lang, text=chunk.text + suffix))
-        block = real_vectors if copy == 0 else real_vectors + rng.normal(scale=noise, size=real_vectors.shape).astype(np.float32)
-        vectors[copy * len(real_chunks):(copy + 1) * len(real_chunks)] = block / np.linalg.norm(block, axis=1, keepdims=True)
 
     timings = {}
     started = time.perf_counter()
     lexical = LexicalIndex(postings=postings_from_tokens(iter(tokens), len(tokens)))
     timings["bm25_build_s"] = time.perf_counter() - started
+    gc.collect()
+    # the vectors come after the BM25 build, so that its sort buffers and the vectors are not in memory together
+    vectors = np.empty((total, real_vectors.shape[1]), dtype=np.float32)
+    for copy in range(copies):
+        block = real_vectors if copy == 0 else real_vectors + rng.normal(scale=noise, size=real_vectors.shape).astype(np.float32)
+        vectors[copy * len(real_chunks):(copy + 1) * len(real_chunks)] = block / np.linalg.norm(block, axis=1, keepdims=True)
     threshold = hnsw_threshold or dense.DEFAULT_HNSW_THRESHOLD
     hnsw_index = None
     if dense.kind_for(total, threshold) == "hnsw":

@@ -1,0 +1,187 @@
+"""A hybrid query's BM25 leg on the engine's worker thread: same rankings as the legs one after the other,
+one worker per engine, gone after close (real BM25 postings, real FAISS, an instant fake embedder)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from fakes import HashEmbedder
+
+from incidentlib.loader import load_library
+from incidentlib.search import dense
+from incidentlib.search.chunks import Chunk
+from incidentlib.search.engine import Hit, SearchConfig, SearchEngine, SearchMode
+from incidentlib.search.lexical import LexicalIndex, postings_from_tokens
+from incidentlib.search.store import FORMAT_VERSION, IndexMeta, LoadedIndex
+from incidentlib.search.tokenize import tokenize
+
+REPO = Path(__file__).resolve().parent.parent
+WORKER = "incidentlib-search-leg"
+
+
+def eval_queries(limit: int | None = None) -> list[str]:
+    lines = (REPO / "eval" / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["query"] for line in lines[:limit]]
+
+
+def leg_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(WORKER)]
+
+
+def sequential(engine: SearchEngine) -> SearchConfig:
+    return engine.config.model_copy(update={"concurrent_legs": False})
+
+
+def rank_both(engine: SearchEngine, queries: list[str], **kwargs: object) -> tuple[list[list[Hit]], list[list[Hit]]]:
+    """Each query searched with the legs concurrently and then one after the other (the engine's config swapped)."""
+    concurrent_config = engine.config
+    assert concurrent_config.concurrent_legs
+    together = [engine.search(q, **kwargs) for q in queries]  # type: ignore[arg-type]
+    engine.config = sequential(engine)
+    try:
+        apart = [engine.search(q, **kwargs) for q in queries]  # type: ignore[arg-type]
+    finally:
+        engine.config = concurrent_config
+    return together, apart
+
+
+@pytest.fixture(scope="module")
+def bundled(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> SearchEngine:
+    engine = SearchEngine(load_library(data_dir), SearchConfig(cache_dir=tmp_path_factory.mktemp("cache")), HashEmbedder())
+    engine.build()
+    _ = engine.lexical
+    return engine
+
+
+def test_concurrent_legs_rank_exactly_as_sequential_ones_on_the_bundled_library(bundled: SearchEngine) -> None:
+    queries = eval_queries()
+    together, apart = rank_both(bundled, queries, k=10)
+    assert together == apart  # incidents, scores (bit for bit), chunks and both ranks
+    assert sum(len(hits) for hits in together) >= 9 * len(queries)
+    assert any(h.lexical_rank and h.dense_rank for hits in together for h in hits)  # both legs contributed
+
+
+def test_filters_depth_and_fusion_rank_alike_both_ways(bundled: SearchEngine) -> None:
+    from incidentlib.search.fusion import FusionMethod
+
+    ids = list(bundled.data.incidents)
+    allowed = set(ids[::3])
+    queries = eval_queries(40)
+    for kwargs in ({"k": 50, "allowed": allowed}, {"k": 3, "fusion": FusionMethod.rrf}, {"k": 100}):
+        together, apart = rank_both(bundled, queries, **kwargs)
+        assert together == apart
+        if "allowed" in kwargs:
+            assert all(h.incident_id in allowed for hits in together for h in hits)
+
+
+def test_the_bm25_leg_runs_on_the_engine_worker(bundled: SearchEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    where: dict[str, str] = {}
+    original_lexical, original_dense = bundled.local_rank_lexical, bundled.local_rank_dense_vector
+
+    def lexical(*args, **kwargs):  # type: ignore[no-untyped-def]
+        where["lexical"] = threading.current_thread().name
+        return original_lexical(*args, **kwargs)
+
+    def dense_leg(*args, **kwargs):  # type: ignore[no-untyped-def]
+        where["dense"] = threading.current_thread().name
+        return original_dense(*args, **kwargs)
+
+    monkeypatch.setattr(bundled, "local_rank_lexical", lexical)
+    monkeypatch.setattr(bundled, "local_rank_dense_vector", dense_leg)
+    bundled.search("NCCL timeout during all-reduce", k=10)
+    assert where["lexical"].startswith(WORKER) and where["dense"] == threading.current_thread().name
+    bundled.config = sequential(bundled)
+    try:
+        bundled.search("NCCL timeout during all-reduce", k=10)
+    finally:
+        bundled.config = bundled.config.model_copy(update={"concurrent_legs": True})
+    assert where["lexical"] == where["dense"] == threading.current_thread().name
+    # lexical-only and dense-only searches never involve the worker
+    where.clear()
+    bundled.search("NCCL timeout", k=10, mode=SearchMode.lexical)
+    assert where == {"lexical": threading.current_thread().name}
+
+
+def test_many_callers_at_once_get_the_sequential_rankings(bundled: SearchEngine) -> None:
+    """Callers that find the worker busy run both legs themselves; every answer is still the sequential one."""
+    queries = eval_queries(48)
+    _, expected = rank_both(bundled, queries, k=10)
+    with ThreadPoolExecutor(max_workers=6) as callers:
+        got = list(callers.map(lambda q: bundled.search(q, k=10), queries))
+    assert got == expected
+    assert len([t for t in leg_threads() if t.is_alive()]) <= 1  # one worker for the engine, not one per caller
+
+
+def test_close_stops_the_worker_and_the_engine_still_answers(data_dir: Path, tmp_path: Path) -> None:
+    before = set(leg_threads())
+    engine = SearchEngine(load_library(data_dir), SearchConfig(cache_dir=tmp_path / "cache"), HashEmbedder())
+    engine.build()
+    queries = eval_queries(5)
+    first = [engine.search(q, k=10) for q in queries]
+    started = [t for t in leg_threads() if t not in before]
+    assert len(started) == 1 and started[0].is_alive()
+    engine.close()
+    assert not started[0].is_alive()
+    assert [engine.search(q, k=10) for q in queries] == first  # the legs in turn now, same answers
+    assert set(leg_threads()) <= before  # closed stays closed: no worker started again
+    engine.close()  # twice is harmless
+
+
+def test_an_engine_dropped_without_close_leaves_no_thread(data_dir: Path, tmp_path: Path) -> None:
+    before = set(leg_threads())
+    engine = SearchEngine(load_library(data_dir), SearchConfig(cache_dir=tmp_path / "cache"), HashEmbedder())
+    engine.search("GPU Xid 79 fell off the bus", k=5)
+    started = [t for t in leg_threads() if t not in before]
+    assert len(started) == 1
+    del engine
+    gc.collect()  # the pool's worker exits once the pool is collected with its engine
+    started[0].join(timeout=5)
+    assert not started[0].is_alive()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
+def test_concurrent_legs_rank_exactly_as_sequential_ones_on_a_larger_synthetic_index(data_dir: Path, kind: str) -> None:
+    """Twelve copies of the bundled chunks (texts carry the copy number, vectors are perturbed copies) under
+    each dense index kind: every evaluation query ranks the same both ways, filtered and not."""
+    real = SearchEngine(load_library(data_dir), SearchConfig(), HashEmbedder())
+    real_chunks = real.chunks
+    real_vectors = HashEmbedder().encode_documents([c.text for c in real_chunks])
+    real_tokens = [tokenize(c.text) for c in real_chunks]
+    rng = np.random.default_rng(7)
+    chunks, tokens, blocks, incidents = [], [], [], {}
+    for copy in range(12):
+        for chunk, chunk_tokens in zip(real_chunks, real_tokens, strict=True):
+            incident_id = chunk.incident_id if copy == 0 else f"{chunk.incident_id}-{copy}"
+            incidents[incident_id] = None
+            chunks.append(Chunk(id=f"{incident_id}/{chunk.id.split('/', 1)[1]}", incident_id=incident_id, kind=chunk.kind,
+                                lang=chunk.lang, text=chunk.text + (f" #{copy}" if copy else "")))
+            tokens.append([*chunk_tokens, str(copy)] if copy else chunk_tokens)
+        block = real_vectors + (rng.normal(scale=0.05, size=real_vectors.shape).astype(np.float32) if copy else 0)
+        blocks.append(block / np.linalg.norm(block, axis=1, keepdims=True))
+    vectors = np.vstack(blocks).astype(np.float32)
+    thresholds = {"flat": (10**9, 10**9), "hnsw": (1000, 10**9), "ivf": (1000, 2000)}[kind]
+    index = dense.create(vectors, *thresholds)
+    assert index.kind == kind
+    engine = SearchEngine(SimpleNamespace(incidents=incidents, root=REPO, content_hash="synthetic"),  # type: ignore[arg-type]
+                          SearchConfig(hnsw_threshold=thresholds[0], ivf_threshold=thresholds[1]), HashEmbedder())
+    engine.__dict__.update(chunks=chunks, lexical=LexicalIndex(postings=postings_from_tokens(iter(tokens), len(tokens))))
+    meta = IndexMeta(format_version=FORMAT_VERSION, embedder="fake-hash", dim=vectors.shape[1], content_hash="synthetic",
+                     chunks=len(chunks), index_kind=kind, build="synthetic", built_at=0.0)
+    engine.use_index(LoadedIndex(index, [c.id for c in chunks], meta))
+    queries = eval_queries()
+    allowed = set(list(incidents)[::5])
+    try:
+        for kwargs in ({"k": 10}, {"k": 50, "allowed": allowed}):
+            together, apart = rank_both(engine, queries, **kwargs)
+            assert together == apart
+            assert sum(len(hits) for hits in together) >= 9 * len(queries)
+    finally:
+        engine.close()
