@@ -9,9 +9,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
+from conftest import small_library
 from fakes import HashEmbedder
 
 from incidentlib.loader import load_library
@@ -24,6 +26,9 @@ from incidentlib.search.tokenize import tokenize
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER = "incidentlib-search-leg"
+#: Copies of the bundled chunks in the larger synthetic index (about 35k chunks).
+COPIES = 8
+IDS = ["IL-0025", "IL-0126", "IL-0133", "IL-0134", "IL-0021", "IL-0001", "IL-0002"]
 
 
 def eval_queries(limit: int | None = None) -> list[str]:
@@ -52,44 +57,61 @@ def rank_both(engine: SearchEngine, queries: list[str], **kwargs: object) -> tup
     return together, apart
 
 
-@pytest.fixture(scope="module")
-def bundled(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> SearchEngine:
-    engine = SearchEngine(load_library(data_dir), SearchConfig(cache_dir=tmp_path_factory.mktemp("cache")), HashEmbedder())
+def new_engine(root: Path, cache: Path) -> SearchEngine:
+    engine = SearchEngine(load_library(root), SearchConfig(cache_dir=cache), HashEmbedder())
     engine.build()
     _ = engine.lexical
     return engine
 
 
-def test_concurrent_legs_rank_exactly_as_sequential_ones_on_the_bundled_library(bundled: SearchEngine) -> None:
-    queries = eval_queries()
-    together, apart = rank_both(bundled, queries, k=10)
-    assert together == apart  # incidents, scores (bit for bit), chunks and both ranks
-    assert sum(len(hits) for hits in together) >= 9 * len(queries)
-    assert any(h.lexical_rank and h.dense_rank for hits in together for h in hits)  # both legs contributed
+@pytest.fixture(scope="module")
+def small(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return small_library(tmp_path_factory.mktemp("small") / "library", data_dir, IDS)
 
 
-def test_filters_depth_and_fusion_rank_alike_both_ways(bundled: SearchEngine) -> None:
+@pytest.fixture(scope="module")
+def bundled(small: Path, tmp_path_factory: pytest.TempPathFactory) -> SearchEngine:
+    """The small library's engine, shared by the fast tests (the bundled library's takes seconds to build)."""
+    return new_engine(small, tmp_path_factory.mktemp("cache"))
+
+
+def assert_same_both_ways(engine: SearchEngine, queries: list[str]) -> None:
     from incidentlib.search.fusion import FusionMethod
 
-    ids = list(bundled.data.incidents)
-    allowed = set(ids[::3])
-    queries = eval_queries(40)
+    allowed = set(list(engine.data.incidents)[::3])
+    together, apart = rank_both(engine, queries, k=10)
+    assert together == apart  # incidents, scores (bit for bit), chunks and both ranks
+    assert sum(len(hits) for hits in together) >= min(9, len(engine.data.incidents)) * len(queries) // 2
+    assert any(h.lexical_rank and h.dense_rank for hits in together for h in hits)  # both legs contributed
     for kwargs in ({"k": 50, "allowed": allowed}, {"k": 3, "fusion": FusionMethod.rrf}, {"k": 100}):
-        together, apart = rank_both(bundled, queries, **kwargs)
+        together, apart = rank_both(engine, queries, **kwargs)
         assert together == apart
         if "allowed" in kwargs:
             assert all(h.incident_id in allowed for hits in together for h in hits)
+
+
+def test_concurrent_legs_rank_exactly_as_sequential_ones(bundled: SearchEngine) -> None:
+    assert_same_both_ways(bundled, eval_queries(60))
+
+
+@pytest.mark.slow
+def test_concurrent_legs_rank_exactly_as_sequential_ones_on_the_bundled_library(data_dir: Path, tmp_path: Path) -> None:
+    engine = new_engine(data_dir, tmp_path / "cache")
+    try:
+        assert_same_both_ways(engine, eval_queries())
+    finally:
+        engine.close()
 
 
 def test_the_bm25_leg_runs_on_the_engine_worker(bundled: SearchEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     where: dict[str, str] = {}
     original_lexical, original_dense = bundled.local_rank_lexical, bundled.local_rank_dense_vector
 
-    def lexical(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def lexical(*args: Any, **kwargs: Any) -> Any:
         where["lexical"] = threading.current_thread().name
         return original_lexical(*args, **kwargs)
 
-    def dense_leg(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def dense_leg(*args: Any, **kwargs: Any) -> Any:
         where["dense"] = threading.current_thread().name
         return original_dense(*args, **kwargs)
 
@@ -119,10 +141,9 @@ def test_many_callers_at_once_get_the_sequential_rankings(bundled: SearchEngine)
     assert len([t for t in leg_threads() if t.is_alive()]) <= 1  # one worker for the engine, not one per caller
 
 
-def test_close_stops_the_worker_and_the_engine_still_answers(data_dir: Path, tmp_path: Path) -> None:
+def test_close_stops_the_worker_and_the_engine_still_answers(small: Path, tmp_path: Path) -> None:
     before = set(leg_threads())
-    engine = SearchEngine(load_library(data_dir), SearchConfig(cache_dir=tmp_path / "cache"), HashEmbedder())
-    engine.build()
+    engine = new_engine(small, tmp_path / "cache")
     queries = eval_queries(5)
     first = [engine.search(q, k=10) for q in queries]
     started = [t for t in leg_threads() if t not in before]
@@ -134,9 +155,9 @@ def test_close_stops_the_worker_and_the_engine_still_answers(data_dir: Path, tmp
     engine.close()  # twice is harmless
 
 
-def test_an_engine_dropped_without_close_leaves_no_thread(data_dir: Path, tmp_path: Path) -> None:
+def test_an_engine_dropped_without_close_leaves_no_thread(small: Path, tmp_path: Path) -> None:
     before = set(leg_threads())
-    engine = SearchEngine(load_library(data_dir), SearchConfig(cache_dir=tmp_path / "cache"), HashEmbedder())
+    engine = new_engine(small, tmp_path / "cache")
     engine.search("GPU Xid 79 fell off the bus", k=5)
     started = [t for t in leg_threads() if t not in before]
     assert len(started) == 1
@@ -149,7 +170,7 @@ def test_an_engine_dropped_without_close_leaves_no_thread(data_dir: Path, tmp_pa
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
 def test_concurrent_legs_rank_exactly_as_sequential_ones_on_a_larger_synthetic_index(data_dir: Path, kind: str) -> None:
-    """Twelve copies of the bundled chunks (texts carry the copy number, vectors are perturbed copies) under
+    """Copies of the bundled chunks (texts carry the copy number, vectors are perturbed copies) under
     each dense index kind: every evaluation query ranks the same both ways, filtered and not."""
     real = SearchEngine(load_library(data_dir), SearchConfig(), HashEmbedder())
     real_chunks = real.chunks
@@ -157,7 +178,7 @@ def test_concurrent_legs_rank_exactly_as_sequential_ones_on_a_larger_synthetic_i
     real_tokens = [tokenize(c.text) for c in real_chunks]
     rng = np.random.default_rng(7)
     chunks, tokens, blocks, incidents = [], [], [], {}
-    for copy in range(12):
+    for copy in range(COPIES):
         for chunk, chunk_tokens in zip(real_chunks, real_tokens, strict=True):
             incident_id = chunk.incident_id if copy == 0 else f"{chunk.incident_id}-{copy}"
             incidents[incident_id] = None
@@ -165,7 +186,8 @@ def test_concurrent_legs_rank_exactly_as_sequential_ones_on_a_larger_synthetic_i
                                 lang=chunk.lang, text=chunk.text + (f" #{copy}" if copy else "")))
             tokens.append([*chunk_tokens, str(copy)] if copy else chunk_tokens)
         block = real_vectors + (rng.normal(scale=0.05, size=real_vectors.shape).astype(np.float32) if copy else 0)
-        blocks.append(block / np.linalg.norm(block, axis=1, keepdims=True))
+        norms = np.linalg.norm(block, axis=1, keepdims=True)
+        blocks.append(block / np.where(norms > 0, norms, 1.0))  # a chunk without words embeds to zeros
     vectors = np.vstack(blocks).astype(np.float32)
     thresholds = {"flat": (10**9, 10**9), "hnsw": (1000, 10**9), "ivf": (1000, 2000)}[kind]
     index = dense.create(vectors, *thresholds)
@@ -176,7 +198,7 @@ def test_concurrent_legs_rank_exactly_as_sequential_ones_on_a_larger_synthetic_i
     meta = IndexMeta(format_version=FORMAT_VERSION, embedder="fake-hash", dim=vectors.shape[1], content_hash="synthetic",
                      chunks=len(chunks), index_kind=kind, build="synthetic", built_at=0.0)
     engine.use_index(LoadedIndex(index, [c.id for c in chunks], meta))
-    queries = eval_queries()
+    queries = eval_queries(60)
     allowed = set(list(incidents)[::5])
     try:
         for kwargs in ({"k": 10}, {"k": 50, "allowed": allowed}):
