@@ -80,6 +80,12 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def stage(name: str) -> None:
+    """Progress on stderr with the resident memory at this point (the large sizes run close to the memory budget)."""
+    sys.stderr.write(f"{time.strftime('%H:%M:%S')} {name}: RSS {rss_mb():,.0f} MB\n")
+    sys.stderr.flush()
+
+
 def percentile_ms(samples: list[float], q: float) -> float:
     return float(np.percentile(np.array(samples) * 1000, q))
 
@@ -143,6 +149,7 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
     real_tokens = [tokenize(c.text) for c in real_chunks]
     rng = np.random.default_rng(seed)
     total = copies * len(real_chunks)
+    stage("real library loaded")
     tokens = CopyTokens(real_tokens, copies)  # made chunk by chunk when read: ~1 GB less at 100k than a list
     gc.collect()
     baseline_rss = rss_mb()
@@ -157,16 +164,15 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
             chunks.append(Chunk(id=f"{incident_id}/{chunk.id.split('/', 1)[1]}", incident_id=incident_id,
                                 kind=chunk.kind, lang=chunk.lang, text=chunk.text + suffix))
 
+    stage(f"{len(chunks):,} chunks made")
     timings = {}
-    started = time.perf_counter()
-    lexical = LexicalIndex(postings=postings_from_tokens(iter(tokens), len(tokens)))
-    timings["bm25_build_s"] = time.perf_counter() - started
-    gc.collect()
-    # the vectors come after the BM25 build, so that its sort buffers and the vectors are not in memory together
+    # the dense index first and the BM25 postings after it, so that the float32 vectors (read from disk once an
+    # inverted file is saved) and the BM25 build's sort buffers are never in memory together
     vectors = np.empty((total, real_vectors.shape[1]), dtype=np.float32)
     for copy in range(copies):
         block = real_vectors if copy == 0 else real_vectors + rng.normal(scale=noise, size=real_vectors.shape).astype(np.float32)
         vectors[copy * len(real_chunks):(copy + 1) * len(real_chunks)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    stage("vectors made")
     threshold = hnsw_threshold or dense.DEFAULT_HNSW_THRESHOLD
     hnsw_index = None
     if dense.kind_for(total, threshold) == "hnsw":
@@ -190,6 +196,12 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
         index = dense.create(vectors, threshold)
         del vectors  # the exact index is this matrix
 
+    stage(f"dense index ready ({index.kind})")
+    started = time.perf_counter()
+    lexical = LexicalIndex(postings=postings_from_tokens(iter(tokens), len(tokens)))
+    timings["bm25_build_s"] = time.perf_counter() - started
+    gc.collect()
+    stage("BM25 built")
     engine = SearchEngine(SimpleNamespace(incidents=incidents, root=REPO, content_hash="synthetic"),
                           SearchConfig(hnsw_threshold=threshold))
     meta = IndexMeta(format_version=FORMAT_VERSION, embedder="use-m3", dim=index.vectors.shape[1], content_hash="synthetic",
@@ -199,6 +211,7 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
     for text in queries(3):  # the lazily built row maps and groupings belong to the served engine
         engine.search(text, k=10)
     gc.collect()
+    stage("engine ready")
     engine_rss = rss_mb() - baseline_rss
     if hnsw and hnsw_index is None:
         started = time.perf_counter()
@@ -316,6 +329,7 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         rss["floor: bm25s"] = rss_mb() - before
     del tokens
     gc.collect()
+    stage("bm25s floor built")
     texts = queries(query_count)
     query_vectors = engine.embedder.encode_queries(texts)
     vectors = engine.dense.vectors
@@ -355,6 +369,7 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         timings["floor_ivf_build_s"] = time.perf_counter() - started
         gc.collect()
         rss["floor: FAISS IVF-Flat"] = rss_mb() - before
+    stage("timing queries")
     serving_rss = rss_mb()  # engine + floor indexes (+ peer), before the timed queries
     known = floor_bm25.vocab_dict if floor_bm25_index else {}
     query_tokens = [[t for t in tokenize(q) if t in known] for q in texts]
