@@ -207,3 +207,61 @@ def test_concurrent_legs_rank_exactly_as_sequential_ones_on_a_larger_synthetic_i
             assert sum(len(hits) for hits in together) >= 9 * len(queries)
     finally:
         engine.close()
+
+
+def naive_top(chunk_incident: list[int], scores: np.ndarray, incidents: int, depth: int | None, positive: bool,
+              allowed: set[int] | None) -> list[tuple[int, float, int]]:
+    """Reference: an incident's score is its best chunk's, its chunk the earliest with that score; ties to the
+    earlier incident; positive scores only when ``positive``; every chunk looked at in Python."""
+    best: dict[int, tuple[float, int]] = {}
+    for chunk, incident in enumerate(chunk_incident):
+        if allowed is not None and incident not in allowed:
+            continue
+        score = float(scores[chunk])
+        if incident not in best or score > best[incident][0]:
+            best[incident] = (score, chunk)
+    rows = [(i, s, c) for i, (s, c) in best.items() if (s > 0 if positive else np.isfinite(s))]
+    rows.sort(key=lambda row: (-row[1], row[0]))
+    return rows[:depth] if depth is not None else rows
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_incident_ranking_and_best_chunks_match_a_per_chunk_reference(grouped: bool) -> None:
+    rng = np.random.default_rng(3)
+    incidents = 300
+    chunk_incident = np.sort(rng.integers(0, incidents, 4000)) if grouped else rng.integers(0, incidents, 4000)
+    ids = [f"I{i}" for i in range(incidents)]
+    engine = SearchEngine(SimpleNamespace(incidents=dict.fromkeys(ids)), SearchConfig(), HashEmbedder())  # type: ignore[arg-type]
+    engine.__dict__.update(_chunk_incident=chunk_incident.astype(np.int64), _incident_ids=ids)
+    assert engine._incident_chunks[2] is grouped
+    for trial in range(20):
+        # few distinct values: many ties between chunks of an incident and between incidents
+        scores = rng.integers(-3, 6, len(chunk_incident)).astype(np.float32)
+        depth = [None, 1, 10, 50, 1000][trial % 5]
+        allowed = None if trial % 3 else set(range(0, incidents, 4))
+        for positive in (True, False):
+            got = engine._top_incidents(scores, depth, None if allowed is None else {ids[i] for i in allowed}, positive)
+            want = naive_top(chunk_incident.tolist(), scores, incidents, depth, positive, allowed)
+            assert got == [(ids[i], s, c) for i, s, c in want]
+            assert got and all(type(s) is float and type(c) is int for _, s, c in got)
+
+
+def test_approximate_hits_aggregate_to_the_best_chunk_per_incident_cut_to_depth() -> None:
+    rng = np.random.default_rng(5)
+    incidents = 60
+    chunk_incident = np.sort(rng.integers(0, incidents, 900)).astype(np.int64)
+    ids = [f"I{i}" for i in range(incidents)]
+    engine = SearchEngine(SimpleNamespace(incidents=dict.fromkeys(ids)), SearchConfig(), HashEmbedder())  # type: ignore[arg-type]
+    engine.__dict__.update(_chunk_incident=chunk_incident, _incident_ids=ids)
+    for depth in (1, 5, 50, 100):
+        found = rng.choice(len(chunk_incident), 300, replace=False)
+        scores = rng.integers(0, 40, 300).astype(np.float32)
+        got = engine._aggregate(found, scores, depth)
+        best: dict[int, tuple[float, int, int]] = {}  # incident -> (score, position in the hits, chunk)
+        for position, (chunk, score) in enumerate(zip(found.tolist(), scores.tolist(), strict=True)):
+            incident = int(chunk_incident[chunk])
+            if incident not in best or score > best[incident][0]:
+                best[incident] = (score, position, chunk)
+        want = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))[:depth]  # ties: the earlier incident
+        assert [(i, s) for i, s, _ in got] == [(ids[i], s) for i, (s, _, _) in want]
+        assert [c for _, _, c in got] == [c for _, (_, _, c) in want]

@@ -386,15 +386,34 @@ class SearchEngine:
         ranked = candidates[np.lexsort((candidates, -best[candidates]))]
         if depth is not None:
             ranked = ranked[:depth]
-        results = []
-        for incident in ranked:
-            chunks = order[offsets[incident] : offsets[incident + 1]]
-            chunk = int(chunks[int(np.argmax(scores[chunks]))])
-            results.append((self._incident_ids[incident], float(best[incident]), chunk))
-        return results
+        ids = self._incident_ids
+        chunks = self._best_chunks(ranked, scores).tolist()
+        return [(ids[i], s, c) for i, s, c in zip(ranked.tolist(), best[ranked].tolist(), chunks, strict=True)]
 
-    def _aggregate(self, chunk_ids: np.ndarray, scores: np.ndarray) -> list[tuple[str, float, int]]:
-        """Best chunk per incident, incidents ordered by that chunk's score (for the few chunks HNSW returns)."""
+    def _best_chunks(self, incidents: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """For each of ``incidents`` (each with at least one chunk), its earliest chunk with its top score: what
+        ``argmax`` over each incident's chunks gives, for all of them in a few array operations instead of a
+        Python loop with one ``argmax`` per incident."""
+        order, offsets, _ = self._incident_chunks
+        if not len(incidents):
+            return np.zeros(0, dtype=np.int64)
+        starts = offsets[incidents]
+        lengths = offsets[incidents + 1] - starts
+        # positions into ``order`` of the incidents' chunks, one incident's run after another
+        run_starts = np.cumsum(lengths) - lengths
+        positions = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - run_starts, lengths)
+        chunks = order[positions]
+        values = scores[chunks]
+        flagged = np.flatnonzero(values == np.repeat(np.maximum.reduceat(values, run_starts), lengths))
+        run_of = np.repeat(np.arange(len(incidents)), lengths)[flagged]
+        first = np.ones(len(flagged), dtype=bool)
+        first[1:] = run_of[1:] != run_of[:-1]  # the first flagged chunk of each run (runs ascend, chunks within too)
+        result: np.ndarray = chunks[flagged[first]]
+        return result
+
+    def _aggregate(self, chunk_ids: np.ndarray, scores: np.ndarray, depth: int) -> list[tuple[str, float, int]]:
+        """Best chunk per incident, the first ``depth`` incidents ordered by that chunk's score (for the chunks an
+        approximate index returns; the cut comes before any Python object is made for a result)."""
         if len(chunk_ids) == 0:
             return []
         incidents = self._chunk_incident[chunk_ids]
@@ -402,8 +421,10 @@ class SearchEngine:
         first = np.ones(len(order), dtype=bool)
         first[1:] = incidents[order][1:] != incidents[order][:-1]
         best = order[first]
-        ranked = best[np.argsort(-scores[best], kind="stable")]
-        return [(self._incident_ids[incidents[i]], float(scores[i]), int(chunk_ids[i])) for i in ranked]
+        ranked = best[np.argsort(-scores[best], kind="stable")][:depth]
+        ids = self._incident_ids
+        return [(ids[i], s, c) for i, s, c in
+                zip(incidents[ranked].tolist(), scores[ranked].tolist(), chunk_ids[ranked].tolist(), strict=True)]
 
     def rank_lexical(self, query: str, allowed: set[str] | None = None, depth: int | None = None) -> list[tuple[str, float, int]]:
         """Incidents by their best chunk's BM25 score (positive only), ranked by the configured backend."""
@@ -433,9 +454,9 @@ class SearchEngine:
             found, ids = index.search(vector, fetch, allowed=rows)
             chunk_of = row_to_chunk[ids.astype(np.int64)]
             live = chunk_of >= 0  # a carried index's dead rows rank nowhere
-            ranked = self._aggregate(chunk_of[live], found.astype(np.float32)[live])
+            ranked = self._aggregate(chunk_of[live], found.astype(np.float32)[live], depth)
             if len(ranked) >= depth or fetch >= available:
-                return ranked[:depth]
+                return ranked
             fetch = min(available, fetch * DENSE_FETCH_GROWTH)
 
     def rank_dense(self, query: str, allowed: set[str] | None = None, depth: int = CANDIDATE_DEPTH) -> list[tuple[str, float, int]]:
