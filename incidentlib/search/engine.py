@@ -203,6 +203,14 @@ class SearchEngine:
         return order, offsets, grouped
 
     @cached_property
+    def _reduce_at(self) -> tuple[np.ndarray, np.ndarray]:
+        """The incidents that have chunks and where each one's run starts in the grouped chunks: the same for every
+        query, so computed once (``np.maximum.reduceat`` over these starts gives each such incident's best score)."""
+        _, offsets, _ = self._incident_chunks
+        present = np.flatnonzero(np.diff(offsets))
+        return present, offsets[present]
+
+    @cached_property
     def lexical(self) -> LexicalIndex:
         """The BM25 index, loaded from the cache when this exact text was indexed before (see :mod:`.lexical_store`)."""
         index, self.lexical_source = cached_lexical_index([c.text for c in self.chunks], self.cache_dir,
@@ -368,13 +376,12 @@ class SearchEngine:
         ``positive`` (BM25: no shared term is no match).  Ties rank the earlier incident first, and
         an incident's best chunk is its earliest chunk with the top score.
         """
-        order, offsets, grouped = self._incident_chunks
+        order, _, grouped = self._incident_chunks
+        present, starts = self._reduce_at
         best = np.full(len(self._incident_ids), -np.inf, dtype=np.float32)
-        counts = np.diff(offsets)
-        present = np.flatnonzero(counts)
         if len(present):
             grouped_scores = scores if grouped else scores[order]
-            best[present] = np.maximum.reduceat(grouped_scores, offsets[present])
+            best[present] = np.maximum.reduceat(grouped_scores, starts)
         mask = self._allowed_incidents(allowed)
         if mask is not None:
             best[~mask] = -np.inf
@@ -497,7 +504,7 @@ class SearchEngine:
         if pool is None or not self._legs_free.acquire(blocking=False):
             return None
         # lazily built groupings both legs read: built here, once, not by two threads at the same time
-        _ = self._incident_chunks, self._chunk_incident
+        _ = self._incident_chunks, self._chunk_incident, self._reduce_at
 
         def leg() -> list[tuple[str, float, int]]:
             try:
