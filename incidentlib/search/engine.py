@@ -503,8 +503,8 @@ class SearchEngine:
         pool = self._leg_pool()
         if pool is None or not self._legs_free.acquire(blocking=False):
             return None
-        # lazily built groupings both legs read: built here, once, not by two threads at the same time
-        _ = self._incident_chunks, self._chunk_incident, self._reduce_at
+        # lazily built parts both legs read: built here, once, not by two threads at the same time
+        _ = self.backend, self._incident_chunks, self._chunk_incident, self._reduce_at
 
         def leg() -> list[tuple[str, float, int]]:
             try:
