@@ -52,7 +52,7 @@ from incidentlib.search import dense  # noqa: E402
 from incidentlib.search.chunks import Chunk  # noqa: E402
 from incidentlib.search.engine import SearchConfig, SearchEngine, SearchMode  # noqa: E402
 from incidentlib.search.hnsw import HnswIndex  # noqa: E402
-from incidentlib.search.lexical import LexicalIndex, postings_from_tokens  # noqa: E402
+from incidentlib.search.lexical import LexicalIndex, Postings, postings_from_tokens  # noqa: E402
 from incidentlib.search.store import FORMAT_VERSION, IndexMeta, LoadedIndex  # noqa: E402
 from incidentlib.search.tokenize import tokenize  # noqa: E402
 
@@ -108,6 +108,42 @@ def throughput(sample: int) -> dict[str, float]:
     return results
 
 
+#: Chunks from which the synthetic BM25 postings are built in a child process before this one grows: the build's
+#: sort buffers (several GB at 1.35M chunks) and the engine's other parts then never add up in one process.
+BM25_APART_CHUNKS = 1_000_000
+POSTINGS_ARRAYS = ("indptr", "indices", "data", "tf", "lengths")
+
+
+def postings_apart(copies: int, folder: Path) -> tuple[Path, float]:
+    """Build the synthetic library's postings in a child process (``--postings-only``); (folder, build seconds)."""
+    proc = subprocess.run([sys.executable, __file__, "--postings-only", str(copies), str(folder)],
+                          stdout=subprocess.PIPE, text=True, check=True)
+    return folder, float(proc.stdout.strip().splitlines()[-1])
+
+
+def save_postings(postings: Postings, folder: Path) -> None:
+    for name in POSTINGS_ARRAYS:
+        np.save(folder / f"{name}.npy", getattr(postings, name))
+    (folder / "vocabulary.json").write_text(json.dumps({"size": postings.size, "terms": postings.vocabulary}), encoding="utf-8")
+
+
+def load_postings(folder: Path) -> Postings:
+    meta = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
+    arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r" if name == "tf" else None) for name in POSTINGS_ARRAYS}
+    return Postings(vocabulary=meta["terms"], size=meta["size"], **arrays)
+
+
+def postings_only(copies: int, folder: Path) -> None:
+    """The child side of :func:`postings_apart`: the same tokens as :func:`synthetic_engine`, postings saved to ``folder``."""
+    real_tokens = [tokenize(c.text) for c in Library.open()._search_engine.chunks]
+    tokens = CopyTokens(real_tokens, copies)
+    started = time.perf_counter()
+    postings = postings_from_tokens(iter(tokens), len(tokens))
+    elapsed = time.perf_counter() - started
+    save_postings(postings, folder)
+    sys.stdout.write(f"{elapsed}\n")
+
+
 class CopyTokens:
     """The tokens of every synthetic chunk, made when read: copy ``c`` of a real chunk has the real chunk's tokens
     plus ``str(c)`` (none added for copy 0); a sequence of ``copies × len(real)`` token lists."""
@@ -150,6 +186,11 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
     rng = np.random.default_rng(seed)
     total = copies * len(real_chunks)
     stage("real library loaded")
+    prebuilt = None
+    if copies * len(real_chunks) >= BM25_APART_CHUNKS:
+        prebuilt = postings_apart(copies, scratch_root := Path(tempfile.mkdtemp(prefix="bench-bm25-")))
+        atexit.register(shutil.rmtree, scratch_root, True)
+        stage("BM25 postings built in a child process")
     tokens = CopyTokens(real_tokens, copies)  # made chunk by chunk when read: ~1 GB less at 100k than a list
     gc.collect()
     baseline_rss = rss_mb()
@@ -205,9 +246,13 @@ def synthetic_engine(copies: int, noise: float, hnsw: bool, seed: int = 0, hnsw_
         del vectors  # the exact index is this matrix
 
     stage(f"dense index ready ({index.kind})")
-    started = time.perf_counter()
-    lexical = LexicalIndex(postings=postings_from_tokens(iter(tokens), len(tokens)))
-    timings["bm25_build_s"] = time.perf_counter() - started
+    if prebuilt is not None:
+        lexical = LexicalIndex(postings=load_postings(prebuilt[0]))
+        timings["bm25_build_s"] = prebuilt[1]
+    else:
+        started = time.perf_counter()
+        lexical = LexicalIndex(postings=postings_from_tokens(iter(tokens), len(tokens)))
+        timings["bm25_build_s"] = time.perf_counter() - started
     gc.collect()
     stage("BM25 built")
     engine = SearchEngine(SimpleNamespace(incidents=incidents, root=REPO, content_hash="synthetic"),
@@ -647,9 +692,13 @@ def main() -> None:
                         help="ANN floor when incidentlib's index is an inverted file: a FAISS IVF-Flat with the same lists "
                         "(adds the float32 vectors to memory, ~3.3 GB at 100k) or FAISS searching incidentlib's own codes")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--postings-only", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.queries, args.throughput_sample = 20, 32
+    if args.postings_only:
+        postings_only(int(args.postings_only[0]), Path(args.postings_only[1]))
+        return
 
     real = len(Library.open())
     if args.one_size:
