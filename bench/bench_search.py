@@ -386,6 +386,7 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
     texts = queries(query_count)
     query_vectors = engine.embedder.encode_queries(texts)
     vectors = engine.dense.vectors
+    stage("queries embedded")
     txtai_peer = None
     skipped = None
     if peer and txtai_version() is None:
@@ -404,9 +405,9 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         txtai_peer.search(texts[0], query_vectors[0])
         gc.collect()
         rss[f"peer: txtai {txtai_version()} (BM25 + ANN)"] = rss_mb() - before
-    ivf_floor = None
+    floor_kind, ivf_floor = ivf_floor, None
     own_index = engine.dense.index
-    if own_index.kind == "ivf" and ivf_floor == "flat":  # the floor for an inverted file: FAISS's own, float32 lists, same lists and nprobe
+    if own_index.kind == "ivf" and floor_kind == "flat":  # the floor for an inverted file: FAISS's own, float32 lists, same lists and nprobe
         import faiss
 
         gc.collect()
