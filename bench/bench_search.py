@@ -384,7 +384,8 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
     gc.collect()
     stage("bm25s floor built")
     texts = queries(query_count)
-    query_vectors = engine.embedder.encode_queries(texts)
+    # in query-sized batches (one BLAS thread, as a served query): one batch of 100 took over 9 GB at 100k incidents
+    query_vectors = np.vstack([engine.embedder.encode_queries(texts[i:i + 16]) for i in range(0, len(texts), 16)])
     vectors = engine.dense.vectors
     stage("queries embedded")
     txtai_peer = None
