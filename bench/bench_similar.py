@@ -2,7 +2,7 @@
 exact path next to the candidate path (``--paths``).
 
     python bench/bench_similar.py --size 10000 --queries 30 --before /path/to/old/incidentlib/search/similarity.py
-    python bench/bench_similar.py --size 10000 --queries 30 --paths
+    python bench/bench_similar.py --size 10000 --queries 30 --paths [--before OLD/similarity.py] [--profile 30] [--ivf]
     python bench/bench_similar.py --quality [--data LIB --labels LABELS.jsonl]
 
 With ``--paths`` one :class:`~incidentlib.search.similarity.SimilarityIndex` scores every incident
@@ -10,6 +10,13 @@ With ``--paths`` one :class:`~incidentlib.search.similarity.SimilarityIndex` sco
 (``candidate_threshold=0``, default pools), on the same engine and query incidents; their top-10 lists are
 compared (share of the exact top 10 found, and of the exact best), and the memory each path's first
 request added is reported (the candidate path first, so the exact path's copy of the vectors is its own).
+With ``--before`` the other version's candidate path runs beside them on the same queries (p50/p99 side by
+side, its own top-10 agreement with the exact path).  The first request is timed three ways: the other
+version's (builds everything in memory), this tree's with no saved similarity artefact (builds and saves it),
+and this tree's after a restart (a new index over the same engine and cache folder: loads the artefact).
+``--profile N`` runs cProfile over N candidate-path queries after the timings; ``--ivf`` gives the synthetic
+engine the inverted file at any size (it gets one from 1M vectors), to try the 100k library's index on a
+smaller one.
 
 With ``--quality`` every incident of a real library (default: the bundled one) is a query of both paths, the
 candidate path forced (``candidate_threshold=0``, no exhaustive shortcut) with the default pools and with pools
@@ -29,14 +36,17 @@ import importlib.util
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_search import percentile_ms, similar_latency, synthetic_engine
+from bench_search import REPO, percentile_ms, similar_latency, synthetic_engine
 
 from incidentlib import Library
+from incidentlib.search import dense
+from incidentlib.search.engine import SearchEngine
 from incidentlib.search.similarity import Pools, SimilarityIndex
 
 
@@ -60,12 +70,14 @@ def main() -> None:
     parser.add_argument("--quality", action="store_true", help="top-10 agreement of the forced candidate path on a real library")
     parser.add_argument("--data", type=Path, help="--quality: the library (default: the bundled one)")
     parser.add_argument("--labels", help="--quality: labels for `eval similar` (P@5 per setting)")
+    parser.add_argument("--profile", type=int, default=0, help="--paths: cProfile this many candidate-path queries")
+    parser.add_argument("--ivf", action="store_true", help="--paths: the inverted file as the dense index at any size")
     args = parser.parse_args()
     if args.quality:
         compare_quality(args.data, args.labels)
         return
     if args.paths:
-        compare_paths(args.size, args.queries)
+        compare_paths(args.size, args.queries, args.before, args.profile, args.ivf)
         return
     if args.before is None:
         parser.error("give --before or --paths")
@@ -101,37 +113,78 @@ def main() -> None:
 SHARED = ("boilerplate", "_lexical", "_concepts", "_layout")  # built once, the same on both paths
 
 
-def compare_paths(size: int, count: int) -> None:
+def copy_records(engine: SearchEngine, copies: int) -> None:
+    """Give the synthetic engine its incident records: copies of the real ones under the synthetic ids (what
+    ``bench_search.similar_latency`` does, without its first request)."""
+    real = Library.open().data
+    copied = {}
+    for copy in range(copies):
+        for incident in real.incidents.values():
+            incident_id = incident.id if copy == 0 else f"{incident.id}-{copy}"
+            copied[incident_id] = incident if copy == 0 else incident.model_copy(update={"id": incident_id})
+    engine.data = SimpleNamespace(incidents={i: copied[i] for i in engine._incident_ids}, vocab=real.vocab,
+                                  root=REPO, content_hash="synthetic")
+
+
+def force_ivf() -> None:
+    """Every dense index the synthetic engine builds is an inverted file (``kind_for``'s IVF threshold 0)."""
+    hnsw_threshold, _ = dense.kind_for.__defaults__ or (dense.DEFAULT_HNSW_THRESHOLD, 0)
+    dense.kind_for.__defaults__ = (hnsw_threshold, 0)
+    dense.create.__defaults__ = (hnsw_threshold, 0)
+
+
+def compare_paths(size: int, count: int, before: Path | None = None, profile: int = 0, ivf: bool = False) -> None:
     """Exact vs candidate path on one synthetic library (see the module docstring)."""
+    import cProfile
     import gc
     import os
+    import pstats
+    import shutil
+    import tempfile
 
     from bench_search import rss_mb
 
+    if ivf:
+        force_ivf()
     copies = max(1, round(size / len(Library.open())))
     engine, tokens, _, _, incidents, _ = synthetic_engine(copies, noise=0.05, hnsw=False)
     del tokens
-    similar_latency(engine, copies, 1)  # gives the engine the copied incident records
+    copy_records(engine, copies)
+    cache = Path(tempfile.mkdtemp(prefix="bench-similar-"))
+    engine.config = engine.config.model_copy(update={"cache_dir": cache})  # the artefact goes here, not the user's cache
     ids = engine._incident_ids
     picked = [ids[round(i * (len(ids) - 1) / max(count - 1, 1))] for i in range(count)]
+    first_query = engine.data.incidents[picked[0]]
     indexes: dict[str, SimilarityIndex] = {}
     first: dict[str, float] = {}
     added: dict[str, float] = {}
-    for name, threshold in (("candidates", 0), ("exact", 1 << 62)):
+
+    def first_request(name: str, index: SimilarityIndex) -> None:
         gc.collect()
-        before = rss_mb()
-        index = SimilarityIndex(engine, candidate_threshold=threshold)
-        if indexes:
-            index.__dict__.update({key: indexes["candidates"].__dict__[key] for key in SHARED})
+        rss = rss_mb()
         started = time.perf_counter()
-        index.rank(index.incident_query(engine.data.incidents[picked[0]]), 10)
+        index.rank(index.incident_query(first_query), 10)
         first[name] = time.perf_counter() - started
         gc.collect()
-        added[name] = rss_mb() - before
-        indexes[name] = index
-    assert indexes["candidates"].uses_candidates and not indexes["exact"].uses_candidates
+        added[name] = rss_mb() - rss
+
+    if before is not None:
+        old = load_version(before)(engine, candidate_threshold=0)
+        first_request("candidates (before)", old)
+        indexes["candidates (before)"] = old
+    first_request("candidates: build and save", SimilarityIndex(engine, candidate_threshold=0))
+    gc.collect()
+    restarted = SimilarityIndex(engine, candidate_threshold=0)  # a new process over the same cache folder
+    first_request("candidates", restarted)
+    indexes["candidates"] = restarted
+    exact = SimilarityIndex(engine, candidate_threshold=1 << 62)
+    exact.__dict__.update({key: restarted.__dict__[key] for key in SHARED if key in restarted.__dict__})
+    first_request("exact", exact)
+    indexes["exact"] = exact
+    assert restarted.uses_candidates and not exact.uses_candidates
     samples: dict[str, list[float]] = {name: [] for name in indexes}
-    overlap, best = [], []
+    overlap: dict[str, list[float]] = {name: [] for name in indexes if name != "exact"}
+    best: dict[str, list[float]] = {name: [] for name in overlap}
     for incident_id in picked:
         lists = {}
         for name, index in indexes.items():
@@ -139,19 +192,33 @@ def compare_paths(size: int, count: int) -> None:
             ranked = index.rank(index.incident_query(engine.data.incidents[incident_id]), 10)
             samples[name].append(time.perf_counter() - started)
             lists[name] = [e.incident_id for e in ranked]
-        overlap.append(len(set(lists["exact"]) & set(lists["candidates"])) / max(len(lists["exact"]), 1))
-        best.append(float(lists["exact"][:1] == lists["candidates"][:1]))
-    kept = len(indexes["exact"]._layout[0])
+        for name in overlap:
+            overlap[name].append(len(set(lists["exact"]) & set(lists[name])) / max(len(lists["exact"]), 1))
+            best[name].append(float(lists["exact"][:1] == lists[name][:1]))
+    kept = len(exact._layout[0])
     sys.stdout.write(
         f"{incidents:,} incidents ({len(engine.chunks):,} chunks, {kept:,} kept passages), dense index "
-        f"{engine.dense.index.kind}, {len(picked)} query incidents, load average {os.getloadavg()[0]:.1f} at the end\n\n"
-        "| path | p50 (ms) | p99 (ms) | first request (s) | memory its first request added (MB) |\n|---|---|---|---|---|\n")
+        f"{engine.dense.index.describe()}, {len(picked)} query incidents, load average {os.getloadavg()[0]:.1f} at the end\n\n"
+        "| path | p50 (ms) | p99 (ms) | top-10 agreement with exact | same best |\n|---|---|---|---|---|\n")
     for name, values in samples.items():
-        sys.stdout.write(f"| {name} | {percentile_ms(values, 50):.1f} | {percentile_ms(values, 99):.1f} | {first[name]:.1f} "
-                         f"| {added[name]:.0f} |\n")
-    sys.stdout.write(f"\nratio of p50s, candidates ÷ exact: {np.median(samples['candidates']) / np.median(samples['exact']):.2f}; "
-                     f"top-10 agreement (share of the exact top 10 found): {np.mean(overlap):.3f}; "
-                     f"same best result: {np.mean(best):.3f}\n")
+        agreement = f"{np.mean(overlap[name]):.3f} | {np.mean(best[name]):.3f}" if name in overlap else "— | —"
+        sys.stdout.write(f"| {name} | {percentile_ms(values, 50):.1f} | {percentile_ms(values, 99):.1f} | {agreement} |\n")
+    sys.stdout.write("\n| first request | seconds | memory it added (MB) |\n|---|---|---|\n")
+    for name, seconds in first.items():
+        sys.stdout.write(f"| {name} | {seconds:.1f} | {added[name]:.0f} |\n")
+    sys.stdout.write(f"\nratio of p50s, candidates ÷ exact: {np.median(samples['candidates']) / np.median(samples['exact']):.2f}\n")
+    if "candidates (before)" in samples:
+        sys.stdout.write(f"ratio of p50s, candidates ÷ candidates (before): "
+                         f"{np.median(samples['candidates']) / np.median(samples['candidates (before)']):.2f}\n")
+    if profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for incident_id in picked[:profile]:
+            restarted.rank(restarted.incident_query(engine.data.incidents[incident_id]), 10)
+        profiler.disable()
+        sys.stdout.write(f"\ncProfile, candidate path, {min(profile, len(picked))} queries:\n")
+        pstats.Stats(profiler, stream=sys.stdout).strip_dirs().sort_stats("tottime").print_stats(25)
+    shutil.rmtree(cache, ignore_errors=True)
 
 
 def quality_settings(size: int) -> dict[str, Pools]:

@@ -40,6 +40,13 @@ class Boilerplate:
         threshold = max(MIN_RECORDS, math.ceil(MIN_SHARE * len(texts)))
         self.keys = frozenset(k for k, n in counts.items() if n >= threshold)
 
+    @classmethod
+    def from_keys(cls, keys: frozenset[str]) -> Boilerplate:
+        """The model whose boilerplate sentence keys are ``keys`` (one saved earlier), without counting any text."""
+        model = cls([])
+        model.keys = keys
+        return model
+
     def is_boilerplate(self, sentence: str) -> bool:
         return sentence_key(sentence) in self.keys
 

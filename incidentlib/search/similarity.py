@@ -111,11 +111,15 @@ from ..tagging.tagger import incident_text
 from .boilerplate import Boilerplate
 from .chunks import _PARAGRAPH, _split_long
 from .engine import SearchEngine
+from .similarity_store import SimilarityArtefact, cached_artefact, similarity_key
 from .tokenize import tokenize
 
 BM25_K1 = 1.2  # the textbook BM25 values, as in the chunk index
 BM25_B = 0.75
 DENSE_KINDS = ("title", "body", "detail", "signal")  # "concepts" chunks are graph evidence, not text
+#: What the persisted artefact's values depend on besides the records, the chunks and the tokenizer's and boilerplate
+#: model's code (:func:`.similarity_store.similarity_key`).
+ARTEFACT_CONSTANTS = f"bm25 k1={BM25_K1!r} b={BM25_B!r}; passages {','.join(DENSE_KINDS)}"
 EXPLAIN_TERMS = 8  # shared terms shown in ``why``, by weight
 STD_FLOOR = 1e-9  # a constant evidence column carries no ranking information
 WEIGHTINGS = ("equal", "reliability")
@@ -222,6 +226,7 @@ class SimilarityIndex:
         self.data = engine.data
         self.ids: list[str] = list(self.data.incidents)
         self.position = {incident_id: i for i, incident_id in enumerate(self.ids)}
+        self.artefact_source = ""  # "loaded" or "built" once the artefact was needed (similarity_store.cached_artefact)
 
     @cached_property
     def _id_array(self) -> np.ndarray:
@@ -229,15 +234,22 @@ class SimilarityIndex:
         return np.array(self.ids, dtype=str)
 
     # ---- collection-aware text --------------------------------------------------
+    # ---- what is built over the whole library (persisted: similarity_store) -------
     @cached_property
-    def boilerplate(self) -> Boilerplate:
-        return Boilerplate([incident_text(i) for i in self.data.incidents.values()])
+    def _artefact(self) -> SimilarityArtefact:
+        """The boilerplate model, the BM25 matrix and the kept-passage layout: loaded from the engine's cache
+        folder when saved for the same records, chunks and code (:mod:`.similarity_store`), else built and saved."""
+        texts = [(incident_id, incident_text(incident)) for incident_id, incident in self.data.incidents.items()]
+        chunks = self.engine.chunks
+        key = similarity_key(texts, [(c.incident_id, c.kind, c.text) for c in chunks], ARTEFACT_CONSTANTS)
+        artefact, self.artefact_source = cached_artefact(self.engine.cache_dir, key, len(texts), len(chunks),
+                                                         lambda: self._build_artefact([text for _, text in texts]))
+        return artefact
 
-    # ---- lexical ----------------------------------------------------------------
-    @cached_property
-    def _lexical(self) -> tuple[dict[str, int], np.ndarray, sparse.csr_matrix]:
-        """Vocabulary, idf and the (incidents × terms) BM25 weight matrix."""
-        docs = [tokenize(self.boilerplate.strip(incident_text(i))) for i in self.data.incidents.values()]
+    def _build_artefact(self, texts: list[str]) -> SimilarityArtefact:
+        """Boilerplate model, (incidents × terms) BM25 matrix (module docstring) with its term counts, and the layout."""
+        boilerplate = Boilerplate(texts)
+        docs = [tokenize(boilerplate.strip(text)) for text in texts]
         vocabulary: dict[str, int] = {}
         rows, cols, tfs = [], [], []
         for row, tokens in enumerate(docs):
@@ -250,16 +262,55 @@ class SimilarityIndex:
                 cols.append(col)
                 tfs.append(count)
         n = max(len(docs), 1)
-        df = np.bincount(np.asarray(cols, dtype=np.int64), minlength=len(vocabulary)).astype(np.float64)
+        col_index = np.asarray(cols, dtype=np.int64)
+        df = np.bincount(col_index, minlength=len(vocabulary)).astype(np.float64)
         idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
         lengths = np.array([len(d) for d in docs], dtype=np.float64)
         average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
         tf = np.asarray(tfs, dtype=np.float64)
         row_index = np.asarray(rows, dtype=np.int64)
         saturation = BM25_K1 * (1 - BM25_B + BM25_B * lengths[row_index] / average)
-        weights = idf[np.asarray(cols, dtype=np.int64)] * tf * (BM25_K1 + 1) / (tf + saturation)
-        matrix = sparse.csr_matrix((weights, (rows, cols)), shape=(len(docs), len(vocabulary)))
-        return vocabulary, idf, matrix
+        weights = idf[col_index] * tf * (BM25_K1 + 1) / (tf + saturation)
+        # canonical CSR (terms ascending within a row, what a COO-built matrix holds) with the counts in the same order
+        order = np.lexsort((col_index, row_index))
+        indptr = np.zeros(len(docs) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row_index, minlength=len(docs)), out=indptr[1:])
+        matrix = sparse.csr_matrix((weights[order], col_index[order].astype(np.int32), indptr), shape=(len(docs), len(vocabulary)))
+        kept, starts = self._build_layout(boilerplate)
+        return SimilarityArtefact(
+            boilerplate_keys=boilerplate.keys, vocabulary=list(vocabulary), idf=idf, matrix=matrix,
+            counts=np.asarray(tfs, dtype=np.int32)[order], columns=sparse.csc_matrix(matrix), kept=kept, starts=starts,
+            chunks=len(self.engine.chunks))
+
+    def _build_layout(self, boilerplate: Boilerplate) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk positions of the kept passages, incident by incident, and the first of each incident."""
+        chunks = self.engine.chunks
+        keep: list[int] = []
+        by_incident: dict[str, list[int]] = {}
+        for position, chunk in enumerate(chunks):
+            if chunk.kind in DENSE_KINDS:
+                by_incident.setdefault(chunk.incident_id, []).append(position)
+        starts = []
+        for incident_id in self.ids:
+            positions = by_incident.get(incident_id, [])
+            kept = [p for p in positions if not boilerplate.is_all_boilerplate(chunks[p].text)]
+            if not kept:  # an incident made only of template text still has its title
+                kept = positions[:1]
+            starts.append(len(keep))
+            keep.extend(kept)
+        return np.asarray(keep, dtype=np.int64), np.asarray(starts, dtype=np.int64)
+
+    # ---- collection-aware text --------------------------------------------------
+    @cached_property
+    def boilerplate(self) -> Boilerplate:
+        return Boilerplate.from_keys(self._artefact.boilerplate_keys)
+
+    # ---- lexical ----------------------------------------------------------------
+    @cached_property
+    def _lexical(self) -> tuple[dict[str, int], np.ndarray, sparse.csr_matrix]:
+        """Vocabulary, idf and the (incidents × terms) BM25 weight matrix."""
+        artefact = self._artefact
+        return {term: i for i, term in enumerate(artefact.vocabulary)}, artefact.idf, artefact.matrix
 
     def lexical_query(self, text: str) -> dict[int, float]:
         vocabulary, idf, _ = self._lexical
@@ -283,7 +334,7 @@ class SimilarityIndex:
     @cached_property
     def _lexical_columns(self) -> sparse.csc_matrix:
         """The BM25 matrix stored by column (candidate path): a query reads only its own terms' columns."""
-        return sparse.csc_matrix(self._lexical[2])
+        return self._artefact.columns
 
     def _lexical_column(self, terms: dict[int, float]) -> np.ndarray:
         """``L(q, c)`` for every incident from the query terms' columns: ``Σ_t w_q(t) · B[:, t]``."""
@@ -322,21 +373,7 @@ class SimilarityIndex:
     @cached_property
     def _layout(self) -> tuple[np.ndarray, np.ndarray]:
         """The chunk positions of the kept passages, incident by incident, and the first of each incident."""
-        chunks = self.engine.chunks
-        keep: list[int] = []
-        by_incident: dict[str, list[int]] = {}
-        for position, chunk in enumerate(chunks):
-            if chunk.kind in DENSE_KINDS:
-                by_incident.setdefault(chunk.incident_id, []).append(position)
-        starts = []
-        for incident_id in self.ids:
-            positions = by_incident.get(incident_id, [])
-            kept = [p for p in positions if not self.boilerplate.is_all_boilerplate(chunks[p].text)]
-            if not kept:  # an incident made only of template text still has its title
-                kept = positions[:1]
-            starts.append(len(keep))
-            keep.extend(kept)
-        return np.asarray(keep, dtype=np.int64), np.asarray(starts, dtype=np.int64)
+        return self._artefact.kept, self._artefact.starts
 
     @cached_property
     def _passages(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

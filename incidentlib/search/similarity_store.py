@@ -1,0 +1,243 @@
+"""What the first ``similar`` request builds over the whole library, persisted beside the other indexes.
+
+Before a ``similar`` request can be answered, :class:`~.similarity.SimilarityIndex` needs, over every
+record: the collection's boilerplate model (:mod:`.boilerplate`), the incident-level BM25 matrix of the
+records' text with the boilerplate removed, and which dense passages are kept (those that are not all
+boilerplate).  At 100k incidents that is minutes of tokenizing and sentence splitting
+(docs/benchmarks.md, "Similar by incident"); this module saves it once and loads it on later starts.
+
+Layout::
+
+    <cache>/similarity/<key>/
+        meta.json          format version, key, counts, checksum (XXH3-128) of every other file
+        boilerplate.json   the boilerplate sentence keys, sorted
+        vocabulary.json    the terms, in term-id order
+        idf.npy            float64 (terms)
+        indptr.npy         int64 (incidents + 1)   the BM25 matrix by incident (CSR)
+        indices.npy        int32 term ids, ascending within an incident
+        data.npy           float64 BM25 weights
+        counts.npy         int32 term counts beside the weights: a library incident's own query vector
+        col_indptr.npy     int64 (terms + 1)       the same matrix by term (CSC), for the candidate path
+        col_indices.npy    int32 incident positions, ascending within a term
+        col_data.npy       float64
+        kept.npy           int64 chunk positions of the kept dense passages, incident by incident
+        starts.npy         int64 (incidents) the first kept passage of each incident
+
+``key = XXH3-128(format version, the source of the tokenizer, the boilerplate model and the BM25
+constants, every incident's id and text, every chunk's incident, kind and text)``: a change to any
+record, chunk or to that code makes a new key, so a stale artefact is never read (it is evicted
+later).  Everything is verified on load (checksums, types, shapes, ranges); an artefact that fails
+is rebuilt with a logged warning, and one that cannot be written only costs the next start.
+Files are written into a temporary folder that is renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import xxhash
+from pydantic import BaseModel
+from scipy import sparse  # type: ignore[import-untyped]
+
+from .. import checksum
+from ..errors import DataError
+from ..storage import atomic_write_text
+from . import boilerplate as boilerplate_module
+from . import tokenize as tokenize_module
+
+#: Version of the artefact's layout *and* of how :class:`~.similarity.SimilarityIndex` computes it (it is part of the
+#: key): raise it when either changes, so that artefacts written by the old code are not read.
+SIMILARITY_FORMAT = 1
+SIMILARITY_DIR = "similarity"
+#: Artefacts kept (the most recently used): the same bound as the lexical cache (lexical_store.KEEP_LEXICAL).
+KEEP_SIMILARITY = 8
+ARRAYS: dict[str, str] = {  # file stem -> dtype
+    "idf": "float64", "indptr": "int64", "indices": "int32", "data": "float64", "counts": "int32",
+    "col_indptr": "int64", "col_indices": "int32", "col_data": "float64", "kept": "int64", "starts": "int64",
+}
+FILES = ("boilerplate.json", "vocabulary.json", *(f"{name}.npy" for name in ARRAYS))
+
+log = logging.getLogger(__name__)
+
+
+class SimilarityMeta(BaseModel):
+    format_version: int
+    key: str
+    incidents: int
+    chunks: int
+    terms: int
+    entries: int
+    kept: int
+    checksums: dict[str, str]
+
+
+class SimilarityArtefactDamaged(DataError):
+    """A persisted similarity artefact failed verification; the message names the file and the check."""
+
+
+@dataclass(frozen=True)
+class SimilarityArtefact:
+    """The boilerplate model, the (incidents × terms) BM25 matrix by row and by column with its term counts,
+    and the kept-passage layout (see the module docstring)."""
+
+    boilerplate_keys: frozenset[str]
+    vocabulary: list[str]
+    idf: np.ndarray
+    matrix: sparse.csr_matrix
+    counts: np.ndarray  # aligned with ``matrix.data``
+    columns: sparse.csc_matrix
+    kept: np.ndarray
+    starts: np.ndarray
+    chunks: int  # chunks of the engine the layout was made for
+
+
+def _code_digest() -> bytes:
+    # the tokens depend on the tokenizer's code and the stripped text on the boilerplate model's; the weights on the
+    # BM25 constants, which the caller puts in the key (similarity.py itself changes too often to be part of it)
+    digest = xxhash.xxh3_128()
+    for module in (tokenize_module, boilerplate_module):
+        digest.update(Path(module.__file__ or "").read_bytes())
+    return digest.digest()
+
+
+def similarity_key(incidents: Sequence[tuple[str, str]], chunks: Sequence[tuple[str, str, str]], constants: str) -> str:
+    """The artefact key (module docstring), 32 hex digits: ``incidents`` are (id, text), ``chunks`` (incident id,
+    kind, text), ``constants`` what else the artefact's values depend on (the BM25 constants, the passage kinds)."""
+    digest = xxhash.xxh3_128()
+    digest.update(f"{SIMILARITY_FORMAT}\0{constants}\0{len(incidents)}\0{len(chunks)}\0".encode())
+    digest.update(_code_digest())
+    for incident_id, text in incidents:
+        digest.update(f"{incident_id}\0{text}\0".encode())
+    for incident_id, kind, text in chunks:
+        digest.update(f"{incident_id}\0{kind}\0{text}\0".encode())
+    return digest.hexdigest()
+
+
+def save_artefact(folder: Path, key: str, artefact: SimilarityArtefact) -> None:
+    """Write ``artefact`` to ``folder`` atomically (a temporary folder renamed into place)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".similarity-", dir=folder.parent))
+    try:
+        (staging / "boilerplate.json").write_text(json.dumps(sorted(artefact.boilerplate_keys), ensure_ascii=False), encoding="utf-8")
+        (staging / "vocabulary.json").write_text(json.dumps(artefact.vocabulary, ensure_ascii=False), encoding="utf-8")
+        arrays = _arrays_of(artefact)
+        for name, dtype in ARRAYS.items():
+            np.save(staging / f"{name}.npy", np.ascontiguousarray(arrays[name], dtype=dtype))
+        meta = SimilarityMeta(format_version=SIMILARITY_FORMAT, key=key, incidents=artefact.matrix.shape[0], chunks=artefact.chunks,
+                              terms=len(artefact.vocabulary), entries=int(artefact.matrix.nnz), kept=len(artefact.kept),
+                              checksums={name: checksum.checksum_file(staging / name) for name in FILES})
+        atomic_write_text(staging / "meta.json", meta.model_dump_json(indent=2))
+        if folder.exists():
+            shutil.rmtree(staging, ignore_errors=True)  # another process saved the same artefact first
+        else:
+            staging.rename(folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _arrays_of(artefact: SimilarityArtefact) -> dict[str, np.ndarray]:
+    return {"idf": artefact.idf, "indptr": artefact.matrix.indptr, "indices": artefact.matrix.indices,
+            "data": artefact.matrix.data, "counts": artefact.counts, "col_indptr": artefact.columns.indptr,
+            "col_indices": artefact.columns.indices, "col_data": artefact.columns.data, "kept": artefact.kept,
+            "starts": artefact.starts}
+
+
+def load_artefact(folder: Path, key: str, incidents: int, chunks: int) -> SimilarityArtefact:
+    """Read and verify the artefact in ``folder`` for ``incidents`` incidents and ``chunks`` chunks;
+    :class:`SimilarityArtefactDamaged` names the failed check."""
+    try:
+        meta = SimilarityMeta.model_validate_json((folder / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SimilarityArtefactDamaged(f"{folder / 'meta.json'}: unreadable ({type(exc).__name__})") from None
+    if (meta.format_version, meta.key, meta.incidents, meta.chunks) != (SIMILARITY_FORMAT, key, incidents, chunks):
+        raise SimilarityArtefactDamaged(
+            f"{folder / 'meta.json'}: format {meta.format_version}, key {meta.key}, {meta.incidents} incidents, {meta.chunks} chunks; "
+            f"expected format {SIMILARITY_FORMAT}, key {key}, {incidents} incidents, {chunks} chunks")
+    for name in FILES:
+        try:
+            if checksum.checksum_file(folder / name) != meta.checksums.get(name):
+                raise SimilarityArtefactDamaged(f"{folder / name}: does not match its checksum")
+        except OSError:
+            raise SimilarityArtefactDamaged(f"{folder / name}: missing or unreadable") from None
+    try:
+        keys = json.loads((folder / "boilerplate.json").read_text(encoding="utf-8"))
+        vocabulary = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
+        arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in ARRAYS}
+    except (OSError, ValueError) as exc:
+        raise SimilarityArtefactDamaged(f"{folder}: cannot be read ({type(exc).__name__})") from None
+    for name, values in (("boilerplate.json", keys), ("vocabulary.json", vocabulary)):
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise SimilarityArtefactDamaged(f"{folder / name}: not a list of strings")
+    terms, entries = meta.terms, meta.entries
+    shapes = {"idf": (terms,), "indptr": (incidents + 1,), "indices": (entries,), "data": (entries,), "counts": (entries,),
+              "col_indptr": (terms + 1,), "col_indices": (entries,), "col_data": (entries,), "kept": (meta.kept,),
+              "starts": (incidents,)}
+    for name, dtype in ARRAYS.items():
+        if arrays[name].dtype != np.dtype(dtype) or arrays[name].shape != shapes[name]:
+            raise SimilarityArtefactDamaged(f"{folder / name}.npy: {arrays[name].dtype} {arrays[name].shape}, "
+                                            f"expected {dtype} {shapes[name]}")
+    if len(vocabulary) != terms:
+        raise SimilarityArtefactDamaged(f"{folder / 'vocabulary.json'}: {len(vocabulary)} terms, expected {terms}")
+    for pointer, index, bound in (("indptr", "indices", terms), ("col_indptr", "col_indices", incidents)):
+        offsets, positions = arrays[pointer], arrays[index]
+        if int(offsets[0]) != 0 or int(offsets[-1]) != entries or (np.diff(offsets) < 0).any():
+            raise SimilarityArtefactDamaged(f"{folder / pointer}.npy: not a non-decreasing offset array over {entries} entries")
+        if entries and (int(positions.min()) < 0 or int(positions.max()) >= bound):
+            raise SimilarityArtefactDamaged(f"{folder / index}.npy: values outside 0..{bound - 1}")
+    for name in ("idf", "data", "col_data"):
+        if not np.isfinite(arrays[name]).all():
+            raise SimilarityArtefactDamaged(f"{folder / name}.npy: NaN or infinite values")
+    if entries and int(arrays["counts"].min()) < 1:
+        raise SimilarityArtefactDamaged(f"{folder / 'counts.npy'}: counts below 1")
+    kept, starts = arrays["kept"], arrays["starts"]
+    if (len(kept) and (int(kept.min()) < 0 or int(kept.max()) >= chunks)) or (len(starts) and (
+            int(starts[0]) != 0 or (np.diff(starts) < 0).any() or int(starts[-1]) > len(kept))):
+        raise SimilarityArtefactDamaged(f"{folder}: kept.npy / starts.npy do not describe passages of {chunks} chunks")
+    matrix = sparse.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=(incidents, terms))
+    columns = sparse.csc_matrix((arrays["col_data"], arrays["col_indices"], arrays["col_indptr"]), shape=(incidents, terms))
+    return SimilarityArtefact(frozenset(keys), vocabulary, arrays["idf"], matrix, arrays["counts"], columns, kept, starts, chunks)
+
+
+def cached_artefact(cache_dir: Path, key: str, incidents: int, chunks: int,
+                    build: Callable[[], SimilarityArtefact]) -> tuple[SimilarityArtefact, str]:
+    """The artefact under ``key``, loaded from ``cache_dir`` when present and sound, else built by ``build`` and
+    saved; also says which: ``"loaded"`` or ``"built"``."""
+    folder = cache_dir / SIMILARITY_DIR / key
+    if (folder / "meta.json").exists():
+        try:
+            artefact = load_artefact(folder, key, incidents, chunks)
+        except SimilarityArtefactDamaged as exc:
+            log.warning("similarity artefact %s was damaged (%s); rebuilt it", folder, exc)
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):  # a read-only cache still serves
+                os.utime(folder / "meta.json")
+            return artefact, "loaded"
+    artefact = build()
+    try:
+        save_artefact(folder, key, artefact)
+        _evict(folder.parent)
+    except OSError as exc:
+        log.warning("could not save the similarity artefact to %s (%s); it is rebuilt next time", folder, exc)
+    return artefact, "built"
+
+
+def _evict(parent: Path, keep: int = KEEP_SIMILARITY) -> None:
+    folders = []
+    for sibling in parent.iterdir():
+        try:
+            folders.append(((sibling / "meta.json").stat().st_mtime, sibling))
+        except OSError:
+            continue
+    for _, stale in sorted(folders, reverse=True)[keep:]:
+        shutil.rmtree(stale, ignore_errors=True)
