@@ -1,0 +1,125 @@
+"""The persisted similarity artefact (boilerplate model, incident-level BM25 matrix, kept passages): a saved one
+gives the same rankings as a freshly built one; a damaged, stale or mismatched one is rebuilt, never trusted."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import small_library
+from fakes import HashEmbedder
+
+from incidentlib import Library
+from incidentlib.library import SearchConfig
+from incidentlib.loader import load_library
+from incidentlib.search.engine import SearchEngine
+from incidentlib.search.similarity import SimilarityIndex
+from incidentlib.search.similarity_store import SIMILARITY_DIR, SimilarityArtefactDamaged, load_artefact
+
+SIZE = 24  # incidents: enough for boilerplate, several terms per incident and a candidate pool smaller than the library
+TEXT = "The GPU fell off the bus and NCCL collectives timed out during training."
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> SearchEngine:
+    folder = tmp_path_factory.mktemp("similarity-store")
+    ids = sorted(p.stem for p in (data_dir / "incidents").glob("*.yaml"))[:SIZE]
+    library = Library(load_library(small_library(folder / "lib", data_dir, ids)), SearchConfig(cache_dir=folder / "cache"),
+                      embedder=HashEmbedder())
+    library.build_index()
+    return library._search_service.engine
+
+
+@pytest.fixture
+def cache(engine: SearchEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh cache folder for this test's artefacts."""
+    monkeypatch.setattr(engine, "config", engine.config.model_copy(update={"cache_dir": tmp_path}))
+    return tmp_path / SIMILARITY_DIR
+
+
+def rankings(index: SimilarityIndex) -> list[list[tuple[object, ...]]]:
+    """Every third incident as a query, then a pasted text: ids, scores, evidence, chunk and explanation of the top 5."""
+    queries = [index.incident_query(index.data.incidents[i]) for i in index.ids[::3]]
+    queries.append(index.text_query(TEXT, {}, set()))
+    return [[(e.incident_id, e.score, e.lexical, e.dense, e.graph, e.chunk, tuple(e.terms), tuple(sorted(e.ranks.items())))
+             for e in index.rank(query, 5)] for query in queries]
+
+
+def only_folder(cache: Path) -> Path:
+    [folder] = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    return folder
+
+
+@pytest.mark.parametrize("threshold", [1 << 40, 0], ids=["exact path", "candidate path"])
+def test_a_saved_artefact_gives_the_rankings_of_a_fresh_build(engine: SearchEngine, cache: Path, threshold: int) -> None:
+    built = SimilarityIndex(engine, candidate_threshold=threshold)
+    first = rankings(built)
+    assert built.artefact_source == "built"
+    folder = only_folder(cache)
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["incidents"] == SIZE and meta["chunks"] == len(engine.chunks) and meta["key"] == folder.name
+    assert all(value.startswith("xxh3_128:") for value in meta["checksums"].values())
+    loaded = SimilarityIndex(engine, candidate_threshold=threshold)
+    assert rankings(loaded) == first
+    assert loaded.artefact_source == "loaded"
+    assert loaded.boilerplate.keys == built.boilerplate.keys
+    assert np.array_equal(loaded._layout[0], built._layout[0]) and np.array_equal(loaded._layout[1], built._layout[1])
+    assert (loaded._lexical[2] != built._lexical[2]).nnz == 0
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "missing file", "meta edited", "other key"])
+def test_a_damaged_or_mismatched_artefact_is_rebuilt(engine: SearchEngine, cache: Path, damage: str,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    expected = rankings(SimilarityIndex(engine))
+    folder = only_folder(cache)
+    target = folder / "data.npy"
+    if damage == "flipped byte":
+        raw = bytearray(target.read_bytes())
+        raw[-3] ^= 0xFF
+        target.write_bytes(bytes(raw))
+    elif damage == "truncated":
+        target.write_bytes(target.read_bytes()[:-8])
+    elif damage == "missing file":
+        (folder / "kept.npy").unlink()
+    elif damage == "meta edited":
+        meta = json.loads((folder / "meta.json").read_text())
+        meta["entries"] += 1
+        (folder / "meta.json").write_text(json.dumps(meta))
+    else:  # an artefact of other records left under this key's folder name
+        meta = json.loads((folder / "meta.json").read_text())
+        meta["key"] = "0" * 32
+        (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(SimilarityArtefactDamaged, match=str(folder)):
+        load_artefact(folder, folder.name, SIZE, len(engine.chunks))
+    with caplog.at_level(logging.WARNING, logger="incidentlib.search.similarity_store"):
+        rebuilt = SimilarityIndex(engine)
+        assert rankings(rebuilt) == expected
+    assert rebuilt.artefact_source == "built"
+    assert "damaged" in caplog.text and str(folder) in caplog.text
+    load_artefact(folder, folder.name, SIZE, len(engine.chunks))  # the rebuilt artefact is sound again
+    assert SimilarityIndex(engine)._artefact is not None
+
+
+def test_changed_records_get_a_new_artefact(engine: SearchEngine, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = SimilarityIndex(engine)
+    _ = before._lexical
+    first = only_folder(cache)
+    incidents = dict(engine.data.incidents)
+    changed = before.ids[0]
+    original = incidents[changed]
+    incidents[changed] = original.model_copy(update={"summary": original.summary.model_copy(update={"en": "zyxwvut quorum lost"})})
+    monkeypatch.setattr(engine, "data", dataclasses.replace(engine.data, incidents=incidents))
+    after = SimilarityIndex(engine)
+    vocabulary, _, _ = after._lexical
+    assert after.artefact_source == "built"
+    assert "zyxwvut" in vocabulary and "zyxwvut" not in before._lexical[0]
+    assert {p.name for p in cache.iterdir()} == {first.name, only_folder_other(cache, first)}
+
+
+def only_folder_other(cache: Path, first: Path) -> str:
+    [other] = [p.name for p in cache.iterdir() if p.name != first.name]
+    return other
