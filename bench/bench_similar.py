@@ -72,12 +72,15 @@ def main() -> None:
     parser.add_argument("--labels", help="--quality: labels for `eval similar` (P@5 per setting)")
     parser.add_argument("--profile", type=int, default=0, help="--paths: cProfile this many candidate-path queries")
     parser.add_argument("--ivf", action="store_true", help="--paths: the inverted file as the dense index at any size")
+    parser.add_argument("--probe-shares", default="", help="--paths: also the candidate path at these shares of the inverted "
+                        "file's nprobe, comma-separated (Pools.probe_share)")
     args = parser.parse_args()
     if args.quality:
         compare_quality(args.data, args.labels)
         return
     if args.paths:
-        compare_paths(args.size, args.queries, args.before, args.profile, args.ivf)
+        shares = [float(x) for x in args.probe_shares.split(",") if x.strip()]
+        compare_paths(args.size, args.queries, args.before, args.profile, args.ivf, shares)
         return
     if args.before is None:
         parser.error("give --before or --paths")
@@ -133,7 +136,8 @@ def force_ivf() -> None:
     dense.create.__defaults__ = (hnsw_threshold, 0)
 
 
-def compare_paths(size: int, count: int, before: Path | None = None, profile: int = 0, ivf: bool = False) -> None:
+def compare_paths(size: int, count: int, before: Path | None = None, profile: int = 0, ivf: bool = False,
+                  shares: list[float] | None = None) -> None:
     """Exact vs candidate path on one synthetic library (see the module docstring)."""
     import cProfile
     import gc
@@ -177,6 +181,11 @@ def compare_paths(size: int, count: int, before: Path | None = None, profile: in
     restarted = SimilarityIndex(engine, candidate_threshold=0)  # a new process over the same cache folder
     first_request("candidates", restarted)
     indexes["candidates"] = restarted
+    for share in shares or []:
+        other = SimilarityIndex(engine, candidate_threshold=0, pools=Pools(probe_share=share))
+        other.__dict__.update({key: restarted.__dict__[key] for key in ("_artefact", *SHARED) if key in restarted.__dict__})
+        first_request(f"candidates, probe share {share}", other)
+        indexes[f"candidates, probe share {share}"] = other
     exact = SimilarityIndex(engine, candidate_threshold=1 << 62)
     exact.__dict__.update({key: restarted.__dict__[key] for key in SHARED if key in restarted.__dict__})
     first_request("exact", exact)

@@ -203,6 +203,18 @@ class IvfIndex:
         queries = np.asarray(queries, dtype=np.float32).reshape(-1, int(self._index.d))
         return pad_batch([self.search(query, k) for query in queries], min(k, len(self)))
 
+    def search_codes_batch(self, queries: np.ndarray, k: int, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` of each query by the 8-bit codes alone, in one FAISS call, scanning ``nprobe`` lists (default:
+        the calibrated number): no row is read from disk.  For callers that score what they find again exactly
+        (the candidate path of ``similar``).  (scores, row ids), each (queries × k), best first; −1 / −inf pads."""
+        queries = np.ascontiguousarray(np.asarray(queries, dtype=np.float32).reshape(-1, int(self._index.d)))
+        k = min(k, len(self))
+        if not len(queries) or k <= 0:
+            return np.zeros((len(queries), 0), dtype=np.float32), np.zeros((len(queries), 0), dtype=np.int64)
+        params = faiss.SearchParametersIVF(nprobe=max(1, min(nprobe or self.nprobe, self.lists)))  # type: ignore[call-arg]
+        scores, ids = self._index.search(queries, k, params=params)
+        return np.where(ids >= 0, scores, -np.inf).astype(np.float32), ids.astype(np.int64)
+
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Rows read in ascending order (the file is read forwards), returned in the order asked."""
         ids = np.asarray(ids, dtype=np.int64)

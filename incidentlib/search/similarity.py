@@ -101,10 +101,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
+from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
 from ..models import Incident
 from ..tagging.tagger import incident_text
@@ -154,6 +156,12 @@ GRAPH_POOL = 100  # incidents kept by shared concepts: concepts are coarse (many
 DENSE_SAMPLE = 500
 EXHAUSTIVE_POOL = 500  # allowed incidents (a filter's) at or below which all are scored exactly: no more than the pools would hold
 SAMPLE_SEED = 0  # a fixed sample: the same query gets the same scores on every call
+#: Share of an inverted file's calibrated ``nprobe`` that the candidate search scans, by the 8-bit codes alone (no row
+#: read back to re-rank).  The calibrated number is set for the top 10 *passages* of one query at 0.98 recall; the pool
+#: needs neither: it keeps 200 incidents from 64 hits of each of the query's ~11 passages (plus the lexical and concept
+#: pools) and every member is scored again exactly, so a passage missed or misordered by a few 1e-3 only matters if its
+#: incident then falls out of all three pools.  bench/bench_similar.py --paths --probe-shares (docs/benchmarks.md).
+CANDIDATE_PROBE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -166,11 +174,37 @@ class Pools:
     graph: int = GRAPH_POOL
     sample: int = DENSE_SAMPLE
     exhaustive: int = EXHAUSTIVE_POOL
+    probe_share: float = CANDIDATE_PROBE_SHARE
 
     def __post_init__(self) -> None:
         for name in ("dense_hits", "dense", "lexical", "graph", "sample", "exhaustive"):
             if getattr(self, name) < 0:
                 raise ValueError(f"pools.{name}: {getattr(self, name)} is negative")
+        if not 0 < self.probe_share <= 1:
+            raise ValueError(f"pools.probe_share: {self.probe_share} is not in (0, 1]")
+
+
+@runtime_checkable
+class CodeSearch(Protocol):
+    """A dense index that can search by its compressed codes alone with a given scan width (the inverted file)."""
+
+    @property
+    def nprobe(self) -> int: ...
+
+    def search_codes_batch(self, queries: np.ndarray, k: int, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@cache
+def _blas_controller() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> Any:
+    """A context in which BLAS runs on one thread.  The candidate path's products are small (tens of query passages
+    against a few thousand rows, vectors of one column): a second thread saves less than it costs to wake, and on a
+    busy machine waiting for it took 12 ms for a 100k-element dot product that takes 0.1 ms on one thread
+    (docs/benchmarks.md).  Same results: the products are split by output rows, not summed across threads."""
+    return _blas_controller().limit(limits=1, user_api="blas")
 
 
 @dataclass
@@ -337,12 +371,30 @@ class SimilarityIndex:
         return self._artefact.columns
 
     def _lexical_column(self, terms: dict[int, float]) -> np.ndarray:
-        """``L(q, c)`` for every incident from the query terms' columns: ``Σ_t w_q(t) · B[:, t]``."""
+        """``L(q, c)`` for every incident from the query terms' columns: ``Σ_t w_q(t) · B[:, t]``, added term by term
+        in the order of ``terms`` (the order of a sparse column product, without building the sliced matrix)."""
         if not terms:
             return np.zeros(len(self.ids))
+        matrix = self._lexical_columns
         columns = np.fromiter(terms.keys(), dtype=np.int64, count=len(terms))
         weights = np.fromiter(terms.values(), dtype=np.float64, count=len(terms))
-        return np.asarray(self._lexical_columns[:, columns] @ weights).ravel()
+        starts, ends = matrix.indptr[columns], matrix.indptr[columns + 1]
+        lengths = (ends - starts).astype(np.int64)
+        offsets = np.zeros(len(columns), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        flat = np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
+        values = matrix.data[flat] * np.repeat(weights, lengths)
+        return np.bincount(matrix.indices[flat], weights=values, minlength=len(self.ids)).astype(np.float64)
+
+    def _stored_terms(self, position: int) -> dict[int, float]:
+        """``w_q`` of the library's incident at ``position`` (as :meth:`lexical_query` of its text finds it) from its saved
+        row of term counts, without tokenizing its text again; terms in ascending id order."""
+        artefact = self._artefact
+        start, end = int(artefact.matrix.indptr[position]), int(artefact.matrix.indptr[position + 1])
+        columns = artefact.matrix.indices[start:end]
+        weights = (1 + np.log(artefact.counts[start:end].astype(np.float64))) * artefact.idf[columns]
+        norm = math.sqrt(float(np.sum(weights * weights))) or 1.0
+        return dict(zip(columns.tolist(), (weights / norm).tolist(), strict=True))
 
     @cached_property
     def _term_names(self) -> dict[int, str]:
@@ -438,7 +490,11 @@ class SimilarityIndex:
         size, hits = self.pools.dense, self.pools.dense_hits
         if size == 0 or hits == 0 or not len(passages):
             return np.zeros(0, dtype=np.int64)
-        found, rows = self.engine.dense.index.search_batch(passages, hits)
+        index = self.engine.dense.index
+        if isinstance(index, CodeSearch):  # by the codes, fewer lists: every pool member is scored again exactly
+            found, rows = index.search_codes_batch(passages, hits, nprobe=max(1, math.ceil(index.nprobe * self.pools.probe_share)))
+        else:
+            found, rows = index.search_batch(passages, hits)
         _, incident_of = self._rows
         queries = len(passages)
         query_of = np.repeat(np.arange(queries), rows.shape[1])
@@ -538,8 +594,12 @@ class SimilarityIndex:
 
     # ---- queries ----------------------------------------------------------------
     def incident_query(self, incident: Incident) -> Query:
+        """The query of a record; on the candidate path, a record of the library takes its lexical vector from
+        the saved term counts (the same terms and counts as tokenizing its text)."""
+        position = self.position.get(incident.id)
+        stored = self.uses_candidates and position is not None and self.data.incidents.get(incident.id) is incident
         return Query(
-            terms=self.lexical_query(incident_text(incident)),
+            terms=self._stored_terms(position) if stored and position is not None else self.lexical_query(incident_text(incident)),
             passages=self.incident_passages(incident.id),
             concepts=incident.weighted_concepts(),
             inferred=frozenset(link.concept for link in incident.proposed()),
@@ -660,7 +720,8 @@ class SimilarityIndex:
         if query.exclude is not None and query.exclude in self.position:
             mask[self.position[query.exclude]] = False
         if self.uses_candidates:
-            return self._rank_candidates(query, k, mask, restricted=allowed is not None)
+            with one_blas_thread():
+                return self._rank_candidates(query, k, mask, restricted=allowed is not None)
         candidates = np.flatnonzero(mask)
         if not len(candidates):
             return []
@@ -746,16 +807,20 @@ class SimilarityIndex:
         if keep.sum() < 2:
             return _mean_std(pool_values)
         vectors, local = self._sample_vectors
-        scores, _ = _segment_dense(passages, vectors, local)
-        return _mean_std(scores[keep])
+        return _mean_std(_segment_scores(passages @ vectors.T, local)[keep])
 
 
 def _segment_dense(passages: np.ndarray, vectors: np.ndarray, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``D(q, c)`` per segment of ``vectors`` (segment ``c`` starts at ``local[c]``), and the position of each
     segment's passage that best answers some query passage."""
     similarity = passages @ vectors.T
-    scores = np.maximum.reduceat(similarity, local, axis=1).mean(axis=0)
-    return scores, first_argmax(similarity.max(axis=0), local)
+    return _segment_scores(similarity, local), first_argmax(similarity.max(axis=0), local)
+
+
+def _segment_scores(similarity: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """``mean_i max_{j ∈ segment c} similarity[i, j]`` per segment ``c`` (starting at ``local[c]``)."""
+    scores: np.ndarray = np.maximum.reduceat(similarity, local, axis=1).mean(axis=0)
+    return scores
 
 
 def _mean_std(values: np.ndarray) -> tuple[float, float]:
