@@ -194,9 +194,11 @@ def compare_paths(size: int, count: int, before: Path | None = None, profile: in
     samples: dict[str, list[float]] = {name: [] for name in indexes}
     overlap: dict[str, list[float]] = {name: [] for name in indexes if name != "exact"}
     best: dict[str, list[float]] = {name: [] for name in overlap}
-    for incident_id in picked:
+    names = list(indexes)
+    for turn, incident_id in enumerate(picked):
         lists = {}
-        for name, index in indexes.items():
+        for name in names[turn % len(names):] + names[:turn % len(names)]:  # each goes first in turn: no order effect
+            index = indexes[name]
             started = time.perf_counter()
             ranked = index.rank(index.incident_query(engine.data.incidents[incident_id]), 10)
             samples[name].append(time.perf_counter() - started)
@@ -209,7 +211,8 @@ def compare_paths(size: int, count: int, before: Path | None = None, profile: in
         f"{incidents:,} incidents ({len(engine.chunks):,} chunks, {kept:,} kept passages), dense index "
         f"{engine.dense.index.describe()}, {len(picked)} query incidents, load average {os.getloadavg()[0]:.1f} at the end\n\n"
         "| path | p50 (ms) | p99 (ms) | top-10 agreement with exact | same best |\n|---|---|---|---|---|\n")
-    for name, values in samples.items():
+    for name in names:
+        values = samples[name]
         agreement = f"{np.mean(overlap[name]):.3f} | {np.mean(best[name]):.3f}" if name in overlap else "— | —"
         sys.stdout.write(f"| {name} | {percentile_ms(values, 50):.1f} | {percentile_ms(values, 99):.1f} | {agreement} |\n")
     sys.stdout.write("\n| first request | seconds | memory it added (MB) |\n|---|---|---|\n")
