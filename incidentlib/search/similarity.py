@@ -69,7 +69,8 @@ vectors, so ``rank`` works on a bounded pool instead:
 
 1. *pool* ``P`` = the union of
    - **dense**: the :data:`DENSE_HITS` nearest passages of each query passage ``q_i`` from the
-     engine's own dense index (one batch call), mapped to incidents and ordered by
+     engine's own dense index (one batch call; an inverted file searches by its codes alone over
+     :data:`CANDIDATE_PROBE_SHARE` of its calibrated lists), mapped to incidents and ordered by
      ``D̃(q, c) = mean_i max_{j ∈ hits_i ∩ c} cos(q_i, c_j)`` (0 where a query passage found
      none of ``c``'s passages); the best :data:`DENSE_POOL`;
    - **lexical**: the :data:`LEXICAL_POOL` incidents with the largest ``L(q, c) > 0``; ``L`` is
@@ -94,6 +95,12 @@ A filter that leaves at most :data:`EXHAUSTIVE_POOL` incidents skips step 1: the
 
 With pools that hold every incident the result equals the exact path's.  The neighbourhood step
 needs every incident's fused scores, so it keeps the exact path.
+
+**Built once, saved.**  The boilerplate model, the BM25 matrix ``B`` (by incident and by term, with the
+term counts) and the kept-passage layout are computed over every record on first use and saved in the
+engine's cache folder, keyed by the records' and chunks' text (:mod:`.similarity_store`); later
+starts load them.  On the candidate path a record of the library used as the query takes ``w_q`` from
+its saved term counts instead of tokenizing its text again (the same terms and counts).
 """
 
 from __future__ import annotations
