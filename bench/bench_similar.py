@@ -32,6 +32,7 @@ incidents, query by query in turn, and their top-10 lists are compared (they mus
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import sys
 import time
@@ -72,6 +73,8 @@ def main() -> None:
     parser.add_argument("--labels", help="--quality: labels for `eval similar` (P@5 per setting)")
     parser.add_argument("--profile", type=int, default=0, help="--paths: cProfile this many candidate-path queries")
     parser.add_argument("--ivf", action="store_true", help="--paths: the inverted file as the dense index at any size")
+    parser.add_argument("--share-before", action="store_true", help="--paths --before: the other version takes the "
+                        "parts this one loaded instead of building its own (less memory; its first request is not timed)")
     parser.add_argument("--probe-shares", default="", help="--paths: also the candidate path at these shares of the inverted "
                         "file's nprobe, comma-separated (Pools.probe_share)")
     args = parser.parse_args()
@@ -80,7 +83,7 @@ def main() -> None:
         return
     if args.paths:
         shares = [float(x) for x in args.probe_shares.split(",") if x.strip()]
-        compare_paths(args.size, args.queries, args.before, args.profile, args.ivf, shares)
+        compare_paths(args.size, args.queries, args.before, args.profile, args.ivf, shares, args.share_before)
         return
     if args.before is None:
         parser.error("give --before or --paths")
@@ -136,11 +139,20 @@ def force_ivf() -> None:
     dense.create.__defaults__ = (hnsw_threshold, 0)
 
 
+def settle() -> None:
+    """Collect garbage and hand freed heap pages back to the system, so resident memory counts what is held."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def compare_paths(size: int, count: int, before: Path | None = None, profile: int = 0, ivf: bool = False,
-                  shares: list[float] | None = None) -> None:
+                  shares: list[float] | None = None, share_before: bool = False) -> None:
     """Exact vs candidate path on one synthetic library (see the module docstring)."""
     import cProfile
-    import gc
     import os
     import pstats
     import shutil
@@ -164,23 +176,27 @@ def compare_paths(size: int, count: int, before: Path | None = None, profile: in
     added: dict[str, float] = {}
 
     def first_request(name: str, index: SimilarityIndex) -> None:
-        gc.collect()
+        settle()
         rss = rss_mb()
         started = time.perf_counter()
         index.rank(index.incident_query(first_query), 10)
         first[name] = time.perf_counter() - started
-        gc.collect()
+        settle()
         added[name] = rss_mb() - rss
 
-    if before is not None:
+    if before is not None and not share_before:
         old = load_version(before)(engine, candidate_threshold=0)
         first_request("candidates (before)", old)
         indexes["candidates (before)"] = old
     first_request("candidates: build and save", SimilarityIndex(engine, candidate_threshold=0))
-    gc.collect()
     restarted = SimilarityIndex(engine, candidate_threshold=0)  # a new process over the same cache folder
     first_request("candidates", restarted)
     indexes["candidates"] = restarted
+    if before is not None and share_before:  # the other version ranks with the parts this one loaded (same values)
+        old = load_version(before)(engine, candidate_threshold=0)
+        old.__dict__.update({key: restarted.__dict__[key] for key in (*SHARED, "_lexical_columns") if key in restarted.__dict__})
+        first_request("candidates (before), parts shared", old)
+        indexes = {"candidates (before)": old, **indexes}
     for share in shares or []:
         other = SimilarityIndex(engine, candidate_threshold=0, pools=Pools(probe_share=share))
         other.__dict__.update({key: restarted.__dict__[key] for key in ("_artefact", *SHARED) if key in restarted.__dict__})

@@ -409,9 +409,13 @@ class SimilarityIndex:
         start, end = matrix.indptr[candidate], matrix.indptr[candidate + 1]
         columns, weights = matrix.indices[start:end], matrix.data[start:end]
         asked = np.fromiter(terms.keys(), dtype=np.int64, count=len(terms))
-        shared = np.isin(columns, asked)
+        query_weights = np.fromiter(terms.values(), dtype=np.float64, count=len(terms))
+        order = np.argsort(asked)
+        asked, query_weights = asked[order], query_weights[order]
+        found = np.minimum(np.searchsorted(asked, columns), len(asked) - 1)  # each row term's place among the asked
+        shared = asked[found] == columns
         columns, weights = columns[shared], weights[shared]
-        contributions = np.array([terms[int(t)] for t in columns], dtype=np.float64) * weights
+        contributions = query_weights[found[shared]] * weights
         names = self._term_names
         shown: list[str] = []
         for t in columns[np.lexsort((-columns, -contributions))].tolist():
