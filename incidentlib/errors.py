@@ -253,6 +253,11 @@ class SparqlBusy(IncidentlibError):
         self.retry_after = retry_after
 
 
+class GraphNotReady(SparqlBusy):
+    """The graph a query needs is still being built after the server started listening (``serve`` builds it in
+    the background); the query waited its time limit and should be retried after ``retry_after`` seconds."""
+
+
 __all__ = [
     "AlertError",
     "AuthError",
@@ -260,6 +265,7 @@ __all__ = [
     "EmbedderUnavailable",
     "FilterError",
     "Forbidden",
+    "GraphNotReady",
     "GraphStoreError",
     "ImportFailed",
     "IncidentNotFound",

@@ -146,6 +146,7 @@ class Library:
         # each incident's chunks, reused by the next engine for the incidents a change left alone
         self._chunk_memo: ChunkMemo = {}
         self._compaction: threading.Thread | None = None
+        self._graph_ready = threading.Event()  # set by prepare_graph (see graph_ready)
         if self._store.exists:
             self.refresh()
 
@@ -317,11 +318,43 @@ class Library:
         return read_graph(self._graph_store)
 
     def warm(self) -> None:
-        """Build now what the first requests would build: the graph store (loaded; the SPARQL hosts inherit
-        it when they fork), the NetworkX projection, the concept recognizer and the BM25 index.
-        The concept tagger is left to :meth:`prepare_tagger` (in the background: its first fit on a new
-        library takes a while, and start-up should not wait for it)."""
-        _ = self._graph_store, self._knowledge.nx, self._search_service.recognizer, self._search_engine.lexical
+        """Build now what the first requests would build: :meth:`warm_search`, :meth:`prepare_graph` and
+        :meth:`prepare_sparql`.  The concept tagger is left to :meth:`prepare_tagger` (in the background: its
+        first fit on a new library takes a while, and start-up should not wait for it)."""
+        self.warm_search()
+        self.prepare_graph()
+        self.prepare_sparql()
+
+    def warm_search(self) -> None:
+        """Build now what a search needs: the concept recognizer and the BM25 index (the dense index is loaded
+        by :meth:`build_index`).  A persistent graph store is opened here too (a hash check when current): the
+        SPARQL hosts ``serve`` forks must inherit the open embedded store, which one process opens at a time.
+        This is what ``serve`` waits for before it listens; the graph follows (:meth:`prepare_graph`)."""
+        if self.graph_config.kind is not StoreKind.memory:
+            _ = self._graph_store
+        _ = self._search_service.recognizer, self._search_engine.lexical
+
+    def prepare_graph(self) -> None:
+        """Build the NetworkX projection (from the records, or read from a persistent store) and mark the graph
+        ready (:attr:`graph_ready`).  ``serve`` runs it in a background thread once it listens; a request that
+        needs the projection meanwhile waits for this build (``KnowledgeGraph.nx``), never sees half of it.
+        Errors are logged, not raised: the request that needs the graph meets the error itself."""
+        try:
+            _ = self._knowledge.nx
+        except Exception:  # a background warm-up must not take the process down
+            logger.exception("prepare_graph: the graph projection could not be built")
+        finally:
+            self._graph_ready.set()
+
+    def prepare_sparql(self) -> None:
+        """Build (in memory) or open the graph store SPARQL runs on: in ``serve`` this runs in the process
+        that forks the SPARQL hosts (``api.sparql_runner``), not in the one that answers searches."""
+        _ = self._graph_store
+
+    @property
+    def graph_ready(self) -> bool:
+        """True once :meth:`prepare_graph` has run in this process (graph requests no longer wait for it)."""
+        return self._graph_ready.is_set()
 
     def graph_endpoint(self) -> tuple[str, int] | None:
         """Host and port of a remote graph store (the one address a confined SPARQL worker may reach), else None."""

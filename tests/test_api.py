@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import networkx as nx
 import pytest
@@ -23,7 +24,16 @@ def client(search_library):
 
 def test_health(client, search_library) -> None:
     body = client.get("/health").json()
+    assert body.pop("graph_ready") in (True, False)  # the graph is built after start, in the background
     assert body == {"status": "ok", "incidents": len(search_library), "embedder": "use-m3"}
+    # a graph request waits for that build; afterwards the service says the graph is ready
+    assert client.post("/sparql", content='ASK { ?i dcterms:identifier "IL-0025" }',
+                       headers={"content-type": "application/sparql-query"}).json()["boolean"] is True
+    assert client.get("/incidents/IL-0025/related").status_code == 200
+    deadline = time.monotonic() + 60  # the flag is set just after the build the request waited for
+    while not client.get("/health").json()["graph_ready"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.get("/health").json()["graph_ready"] is True
 
 
 def test_list_incidents_filters_and_paging(client, search_library) -> None:

@@ -79,7 +79,9 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        sparql_runner.start(library)  # forks the SPARQL hosts now, before any request thread exists
+        sparql_runner.start(library)  # forks the SPARQL graph process now, before any request thread exists
+        # the server answers searches from here on; graph requests wait for this build (Library.prepare_graph)
+        threading.Thread(target=library.prepare_graph, name="incidentlib-graph", daemon=True).start()
         stop_following = threading.Event()
         threading.Thread(target=library.prepare_tagger, name="incidentlib-tagger", daemon=True).start()
         if settings.follow_changes:
@@ -133,6 +135,6 @@ def app_from_env() -> FastAPI:
     cache = config.pop("cache")
     library = Library.open(config.pop("data"), embedder=config.pop("embedder"), cache_dir=Path(cache) if cache else None,
                            graph_store=config.pop("graph_store", None), search_backend=config.pop("search_backend", None))
-    library.warm()
+    library.warm_search()  # the graph is built once the worker listens (see create_app's lifespan)
     guards = GuardSettings.model_validate(config.pop("guards", {}))
     return create_app(library, ServiceSettings(**config, guards=guards))

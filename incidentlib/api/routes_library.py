@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 
 from ..requests import MAX_ID_CHARS, MAX_LIMIT, MAX_REF_CHARS, ConceptKindName, TopicKind
 from ..views import IncidentDetail, IncidentPage, OrganizationList, TopicList, TopicPage, VocabResponse
@@ -17,8 +17,11 @@ IncidentId = Annotated[str, Path(description="Incident id such as IL-0025.", max
 
 
 @router.get("/health", response_model=Health, tags=["service"])
-def health(library: LibraryDep) -> Health:
-    return Health(incidents=len(library), embedder=library.embedder)
+def health(library: LibraryDep, request: Request) -> Health:
+    """``graph_ready`` is false while the graph is built after start (searches are answered; graph requests wait)."""
+    runner = getattr(request.app.state, "sparql_runner", None)
+    ready = library.graph_ready and (runner is None or runner.ready)
+    return Health(incidents=len(library), embedder=library.embedder, graph_ready=ready)
 
 
 @router.get("/incidents", response_model=IncidentPage, tags=["incidents"])

@@ -20,6 +20,8 @@ class Health(BaseModel):
     status: str = "ok"
     incidents: int
     embedder: str
+    #: False while the graph (NetworkX projection, SPARQL graph) is still built after start: graph requests wait.
+    graph_ready: bool = True
 
 
 class RelatedPage(BaseModel):

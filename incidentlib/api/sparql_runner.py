@@ -6,10 +6,17 @@ query runs in a child process that is killed when its time is up.
 Forking the server itself per query is not safe: ``fork()`` in a process whose
 other threads are inside NumPy/BLAS (a search running at the same moment) can
 deadlock in the libraries' at-fork handlers, hanging the whole server.  So at
-start-up, before any request thread exists, the server forks ``max_concurrent``
-single-threaded *hosts* that hold the already-built graph (copy-on-write).  A
-query goes to an idle host, which forks one *worker* for it (safe: the host has
-no other threads).  The worker:
+start-up, before any request thread exists, the server forks one single-threaded
+*graph process*.  It builds the graph there (:meth:`Library.prepare_sparql`: the
+in-memory RDF graph is tens of seconds of a large library's start, which the
+server no longer waits for before it listens), then forks ``max_concurrent``
+single-threaded *hosts* that hold that graph (copy-on-write), and says it is
+ready.  The pipes between the server and the hosts are made before the first
+fork, so the server talks to its grandchildren directly.  A query goes to an
+idle host, which forks one *worker* for it (safe: the host has no other
+threads).  A query that comes before the hosts are ready waits for them up to its
+time limit, then is refused with :class:`GraphNotReady` (HTTP 503 with
+``Retry-After``): never answered from a half-built graph.  The worker:
 
 * restores the default SIGTERM/SIGINT handlers (it would otherwise inherit the
   server's, which swallow ``terminate()``),
@@ -49,7 +56,16 @@ from urllib.parse import urlsplit
 
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import ReadOnlyError, RemoteAccessError, SparqlBusy, SparqlError, SparqlMemoryError, SparqlTimeout
+from ..errors import (
+    GraphNotReady,
+    GraphStoreError,
+    ReadOnlyError,
+    RemoteAccessError,
+    SparqlBusy,
+    SparqlError,
+    SparqlMemoryError,
+    SparqlTimeout,
+)
 from ..library import Library, SparqlResult
 from .limits import DEFAULT_MAX_CONCURRENT as DEFAULT_MAX_CONCURRENT
 
@@ -69,6 +85,9 @@ CPU_SLACK_SECONDS = 2
 RETRY_AFTER_SECONDS = 5
 # Extra seconds the server waits for a host beyond the query's limit and the kill grace period.
 HOST_SLACK_SECONDS = 5.0
+# Seconds a client refused while the graph is built is told to wait: the query already waited its own limit,
+# and the in-memory RDF graph of a large library takes tens of seconds (docs/benchmarks.md); chosen, not tuned.
+NOT_READY_RETRY_AFTER_SECONDS = 10
 
 
 def _address_space_bytes() -> int | None:
@@ -194,11 +213,10 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def _host_main(library: Library, conn: Connection, server_end: Connection, parent: int) -> None:
+def _host_main(library: Library, conn: Connection, parent: int) -> None:
     """A host's loop: one query at a time, each in its own worker, until the server stops it or dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the server closes the pipe instead
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    server_end.close()  # this process's copy of the server's end: the server's own close must give EOF
     _die_with_parent(parent)
     while True:
         try:
@@ -218,18 +236,62 @@ def _host_main(library: Library, conn: Connection, server_end: Connection, paren
             os._exit(0)
 
 
+def _graph_main(library: Library, host_ends: list[Connection], server_ends: list[Connection], ready: Connection,
+                parent: int) -> None:
+    """The graph process: build the graph, fork one host per pipe, say so on ``ready``, then reap the hosts.
+
+    Every pipe end is held by exactly one process once this has run: the server closed the host ends
+    after forking this process, this process closes the server ends now and the host ends once every
+    host holds its own, and each host closes the others' ends.  So a host's death is an EOF at the
+    server, and the server's close is an EOF at the host."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for end in server_ends:
+        end.close()
+    _die_with_parent(parent)
+    try:
+        library.prepare_sparql()
+    except Exception as exc:  # noqa: BLE001 - reported to the server, which answers queries with it
+        with contextlib.suppress(OSError):
+            ready.send(("failed", f"the graph for SPARQL could not be built: {exc}"))
+        os._exit(1)
+    me = os.getpid()
+    pids = []
+    for index, end in enumerate(host_ends):
+        pid = os.fork()
+        if pid == 0:  # a host
+            code = 0
+            try:
+                for other, other_end in enumerate(host_ends):
+                    if other != index:
+                        other_end.close()
+                ready.close()
+                _host_main(library, end, me)
+            except BaseException:  # noqa: BLE001 - the server sees the host's pipe close
+                code = 1
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    for end in host_ends:
+        end.close()
+    with contextlib.suppress(OSError):
+        ready.send(("ready", len(pids)))
+    ready.close()
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    os._exit(0)
+
+
 class _HostFailed(Exception):
     """A host died or stopped answering; it is replaced by none and not reused."""
 
 
 class _Host:
-    def __init__(self, library: Library) -> None:
-        context = multiprocessing.get_context("fork")
-        self.conn, child = context.Pipe(duplex=True)
-        self.process = context.Process(target=_host_main, args=(library, child, self.conn, os.getpid()),
-                                       name="incidentlib-sparql-host")
-        self.process.start()
-        child.close()
+    """The server's end of the pipe to one host (a grandchild: see :func:`_graph_main`)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
 
     def ask(self, query: str, timeout: float) -> tuple[str, Any]:
         self.conn.send((query, timeout))
@@ -238,15 +300,10 @@ class _Host:
         return self.conn.recv()  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        # An explicit stop: EOF alone can take the kill grace, because hosts forked later hold copies
-        # of this pipe's server end and keep it open.
+        # an explicit stop: the host exits at once instead of at the EOF that follows
         with contextlib.suppress(OSError):
             self.conn.send(None)
         self.conn.close()
-        self.process.join(KILL_GRACE_SECONDS)
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join()
 
 
 def _raise_for(status: str, payload: Any) -> SparqlResult:
@@ -264,8 +321,9 @@ def _raise_for(status: str, payload: Any) -> SparqlResult:
 class SparqlRunner:
     """Admits at most ``max_concurrent`` queries at once, each run by an idle host (see the module docstring).
 
-    :meth:`start` forks the hosts and must run before the server starts request threads
-    (the app's lifespan does it); :meth:`stop` ends them.
+    :meth:`start` forks the graph process and must run before the server starts request threads
+    (the app's lifespan does it); it returns at once, and the hosts are ready when that process has
+    built the graph (:attr:`ready`).  :meth:`stop` ends them.
     """
 
     def __init__(self, max_concurrent: int = DEFAULT_MAX_CONCURRENT) -> None:
@@ -274,24 +332,80 @@ class SparqlRunner:
         self._idle: list[_Host] = []
         self._hosts: list[_Host] = []
         self._threads = threading.BoundedSemaphore(max_concurrent)  # fallback without fork
+        self._graph: multiprocessing.process.BaseProcess | None = None
+        self._ready_conn: Connection | None = None
+        self._ready_lock = threading.Lock()  # one reader of the graph process's message at a time
+        self._state = "stopped"  # stopped, starting, ready or failed
+        self._failure = ""
 
     @property
     def forking(self) -> bool:
         return "fork" in multiprocessing.get_all_start_methods()
 
     def start(self, library: Library) -> None:
-        if not self.forking or self._hosts:
+        if not self.forking or self._graph is not None:
             return
-        library.warm()  # build the graph once, so every host and worker inherits it
+        context = multiprocessing.get_context("fork")
+        pairs = [context.Pipe(duplex=True) for _ in range(self.max_concurrent)]
+        ready_read, ready_write = context.Pipe(duplex=False)
+        server_ends, host_ends = [a for a, _ in pairs], [b for _, b in pairs]
         with library.forking():
-            self._hosts = [_Host(library) for _ in range(self.max_concurrent)]
+            self._graph = context.Process(target=_graph_main, name="incidentlib-sparql-graph",
+                                          args=(library, host_ends, server_ends, ready_write, os.getpid()))
+            self._graph.start()
+        for end in (*host_ends, ready_write):
+            end.close()
+        self._ready_conn = ready_read
+        self._state = "starting"
+        self._hosts = [_Host(end) for end in server_ends]
         self._idle = list(self._hosts)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """True once the hosts hold the built graph; False when that takes longer than ``timeout`` seconds.
+        A graph process that failed raises :class:`GraphStoreError` with its reason."""
+        if self._state == "starting" and self._ready_lock.acquire(timeout=max(timeout, 0.0)):
+            try:
+                conn = self._ready_conn
+                if self._state == "starting" and conn is not None and conn.poll(max(timeout, 0.0)):
+                    try:
+                        self._state, detail = conn.recv()
+                    except (EOFError, OSError, pickle.PickleError):
+                        self._state, detail = "failed", "the SPARQL graph process ended before it was ready"
+                    self._failure = str(detail)
+                    conn.close()
+                    self._ready_conn = None
+            finally:
+                self._ready_lock.release()
+        if self._state == "failed":
+            raise GraphStoreError(self._failure)
+        return self._state != "starting"
+
+    @property
+    def ready(self) -> bool:
+        """True when a query is answered without waiting for the graph (also without forked hosts, and after a
+        failure, which queries report)."""
+        try:
+            return self.wait_ready(0.0)
+        except GraphStoreError:
+            return True
 
     def stop(self) -> None:
         with self._lock:
             hosts, self._hosts, self._idle = self._hosts, [], []
         for host in hosts:
             host.close()
+        graph, self._graph = self._graph, None
+        with self._ready_lock:
+            if self._ready_conn is not None:
+                self._ready_conn.close()
+                self._ready_conn = None
+            self._state = "stopped"
+        if graph is not None:
+            # it exits once its hosts have (they read the stop just sent), or at once while it still builds
+            graph.join(KILL_GRACE_SECONDS)
+            if graph.is_alive():
+                graph.kill()  # the hosts follow it (PR_SET_PDEATHSIG)
+            graph.join()
 
     def _take(self) -> _Host | None:
         with self._lock:
@@ -309,6 +423,12 @@ class SparqlRunner:
         host.close()
 
     async def run(self, library: Library, query: str, timeout: float) -> SparqlResult:
+        """Answer ``query`` within ``timeout`` seconds.  Before the hosts are ready it waits for them, at most
+        ``timeout`` seconds too (a graph built meanwhile is the one the query sees), then refuses with
+        :class:`GraphNotReady`; the query's own limit starts when a host takes it."""
+        if not await run_in_threadpool(self.wait_ready, timeout):
+            raise GraphNotReady(f"the graph for SPARQL is still being built (waited {timeout:g} s, the query's time "
+                                "limit); retry later", NOT_READY_RETRY_AFTER_SECONDS)
         if not self._hosts:
             return await self._run_in_thread(library, query, timeout)
         host = self._take()

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -37,12 +38,24 @@ class KnowledgeGraph:
         """``store``: the graph store the projection is read from (without one it is built from ``data``)."""
         self.data = data
         self.store = store
+        self._nx: nx.Graph | None = None
+        # a server builds the projection in a background thread while it already answers: a request that needs
+        # it meanwhile waits for that build here, instead of seeing a half-built graph or building a second one
+        self._nx_lock = threading.Lock()
 
-    @cached_property
+    @property
     def nx(self) -> nx.Graph:
-        from .projection import build_projection, projection_from_store
+        """The NetworkX projection, built once (from the records, or read from ``store``)."""
+        graph = self._nx
+        if graph is None:
+            with self._nx_lock:
+                graph = self._nx
+                if graph is None:
+                    from .projection import build_projection, projection_from_store
 
-        return build_projection(self.data) if self.store is None else projection_from_store(self.store, self.data)
+                    graph = build_projection(self.data) if self.store is None else projection_from_store(self.store, self.data)
+                    self._nx = graph
+        return graph
 
     # ---- node references and views ---------------------------------------------
     def resolve_node(self, reference: str) -> str:
