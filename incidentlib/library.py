@@ -147,6 +147,10 @@ class Library:
         self._chunk_memo: ChunkMemo = {}
         self._compaction: threading.Thread | None = None
         self._graph_ready = threading.Event()  # set by prepare_graph (see graph_ready)
+        self._snapshot_saved: str | None = None
+        if data.chunks is not None:  # from the start snapshot: the engine takes them instead of cutting the records
+            self._chunk_memo = {i: (incident, data.vocab, data.chunks[i]) for i, incident in data.incidents.items()
+                                if i in data.chunks}
         if self._store.exists:
             self.refresh()
 
@@ -333,6 +337,27 @@ class Library:
         if self.graph_config.kind is not StoreKind.memory:
             _ = self._graph_store
         _ = self._search_service.recognizer, self._search_engine.lexical
+        self.save_start_snapshot()
+
+    def save_start_snapshot(self) -> bool:
+        """Keep this library's validated records and chunks for the next start (:mod:`incidentlib.start_snapshot`)
+        when they came from the YAML files themselves (no live write applied), were not read from a snapshot, and
+        every record has been chunked; True when a snapshot was written."""
+        data = self.data
+        if data.snapshot_key is None or data.chunks is not None or data is not self._base_data:
+            return False
+        if self._snapshot_saved == data.snapshot_key:
+            return False
+        chunks = {i: entry[2] for i, entry in self._chunk_memo.items()
+                  if entry[0] is data.incidents.get(i) and entry[1] is data.vocab}
+        if len(chunks) != len(data.incidents):
+            return False
+        from . import start_snapshot
+
+        cache = self.search_config.cache_dir or default_cache_dir()
+        written = start_snapshot.save(cache, data.snapshot_key, list(data.vocab), data.incidents, chunks)
+        self._snapshot_saved = data.snapshot_key
+        return written
 
     def prepare_graph(self) -> None:
         """Build the NetworkX projection (from the records, or read from a persistent store) and mark the graph
@@ -578,8 +603,11 @@ class Library:
 
     def build_index(self, progress: ProgressFn | None = None) -> BuildReport:
         """Build, extend or reuse the persisted dense index for the configured embedder, then make the search
-        backend hold it (a Milvus backend fills its collection for this content when it has none)."""
-        return self._search_engine.build(progress)
+        backend hold it (a Milvus backend fills its collection for this content when it has none).  The records
+        and their chunks are then kept for the next start (:meth:`save_start_snapshot`)."""
+        report = self._search_engine.build(progress)
+        self.save_start_snapshot()
+        return report
 
     def index_stats(self) -> IndexStats:
         """Sizes of the search indexes and the dense index kind: exact (numpy) below ``hnsw_threshold`` vectors, HNSW

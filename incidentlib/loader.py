@@ -10,16 +10,23 @@ import difflib
 import hashlib
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from . import start_snapshot
 from .errors import LibraryError
 from .journal import recover
 from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
 from .parsed_cache import YAML_LOADER, DataFiles
+from .start_snapshot import snapshot_key
 from .vocab import Vocabulary
+
+if TYPE_CHECKING:
+    from .search.chunks import Chunk
 
 VOCAB_DIR = "vocab"
 INCIDENTS_DIR = "incidents"
@@ -42,12 +49,18 @@ class Problem(BaseModel):
 
 @dataclass(frozen=True)
 class LibraryData:
-    """A validated library: its vocabulary, its incidents and where they came from."""
+    """A validated library: its vocabulary, its incidents and where they came from.
+
+    ``snapshot_key`` is the key of the start snapshot of these exact files (set when they were loaded with a
+    cache directory and had no problem; :mod:`incidentlib.start_snapshot`); ``chunks`` each incident's chunks
+    when they came from that snapshot (cut from these very incident and vocabulary objects)."""
 
     root: Path
     vocab: Vocabulary
     incidents: dict[str, Incident]
     content_hash: str
+    snapshot_key: str | None = dataclass_field(default=None, compare=False, repr=False)
+    chunks: dict[str, list[Chunk]] | None = dataclass_field(default=None, compare=False, repr=False)
 
 
 NOT_A_FILE = "not a regular file (a directory, or a symbolic link to nothing); remove or rename it"
@@ -84,6 +97,13 @@ def check_library(root: Path | str, cache_dir: Path | None = None) -> tuple[Libr
         return None, problems
 
     files = DataFiles.read(root, _data_files(root), cache_dir)
+    key = snapshot_key(files.key) if cache_dir is not None and files.key is not None else None
+    if key is not None:
+        assert cache_dir is not None
+        snapshot = start_snapshot.load(cache_dir, key)
+        if snapshot is not None:  # the same bytes through the same code: the same records, and no problem
+            return LibraryData(root=root, vocab=Vocabulary(snapshot.concepts), incidents=snapshot.incidents,
+                               content_hash=files.content_hash(), snapshot_key=key, chunks=snapshot.chunks), []
     concepts = _load_vocab(root, problems, files)
     vocab = Vocabulary(concepts)
     _check_vocab_links(root, vocab, problems)
@@ -91,7 +111,8 @@ def check_library(root: Path | str, cache_dir: Path | None = None) -> tuple[Libr
     _check_incident_links(root, incidents, vocab, problems)
     digest = files.content_hash()  # the bytes just parsed, not a second read that could see a newer file
     files.save()
-    return LibraryData(root=root, vocab=vocab, incidents=incidents, content_hash=digest), problems
+    return LibraryData(root=root, vocab=vocab, incidents=incidents, content_hash=digest,
+                       snapshot_key=None if problems else key), problems
 
 
 def content_hash(root: Path) -> str:

@@ -92,6 +92,7 @@ class DataFiles:
     _parsed: dict[str, object] = field(default_factory=dict)
     _misses: int = 0
     _names: dict[Path, str] = field(default_factory=dict)
+    _cache_read: bool = False
 
     @classmethod
     def read(cls, root: Path, paths: Iterable[Path], cache_dir: Path | None = None) -> DataFiles:
@@ -104,19 +105,27 @@ class DataFiles:
                 files[path] = path.read_bytes()
             except OSError as exc:
                 files[path] = exc
-        snapshot = cls(root, files, cache_dir)
-        if cache_dir is not None and snapshot.key is not None:
-            snapshot._cached = _load(snapshot.cache_file)
-            if snapshot._cached is not None:
+        return cls(root, files, cache_dir)
+
+    def _load_cache(self) -> None:
+        """Read the cache file on the first document asked for (a start answered by the start snapshot,
+        :mod:`incidentlib.start_snapshot`, never asks)."""
+        self._cache_read = True
+        if self.cache_dir is not None and self.key is not None:
+            self._cached = _load(self.cache_file)
+            if self._cached is not None:
                 with contextlib.suppress(OSError):  # last use: what _prune keeps; a read-only cache still serves
-                    os.utime(snapshot.cache_file)
-        return snapshot
+                    os.utime(self.cache_file)
 
     def _rel(self, path: Path) -> str:
-        # asked several times per file; PurePath.relative_to costs tens of microseconds a call, a lookup nothing
+        # asked several times per file; PurePath.relative_to costs tens of microseconds a call (half a second
+        # at 10k files), a string prefix and a lookup nothing
         name = self._names.get(path)
         if name is None:
-            name = self._names[path] = path.relative_to(self.root).as_posix()
+            text, prefix = str(path), str(self.root) + os.sep
+            name = text[len(prefix):].replace(os.sep, "/") if text.startswith(prefix) else \
+                path.relative_to(self.root).as_posix()
+            self._names[path] = name
         return name
 
     @cached_property
@@ -143,6 +152,8 @@ class DataFiles:
         if isinstance(data, OSError):
             raise data
         rel = self._rel(path)
+        if not self._cache_read:
+            self._load_cache()
         if self._cached is not None and rel in self._cached:
             doc = self._cached[rel]
         else:

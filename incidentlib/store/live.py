@@ -97,7 +97,9 @@ def patched(data: LibraryData, records: dict[str, OverlayRecord | None], base: L
             incidents.pop(incident_id, None)
         else:
             incidents[incident_id] = Incident.model_validate(record.doc)
-    return replace(data, incidents=dict(sorted(incidents.items())), content_hash=overlay_hash(base, store_id, seq))
+    # not the YAML files' content any more: no start snapshot (incidentlib.start_snapshot) is made or used for it
+    return replace(data, incidents=dict(sorted(incidents.items())), content_hash=overlay_hash(base, store_id, seq),
+                   snapshot_key=None, chunks=None)
 
 
 def merged(base: LibraryData, records: list[OverlayRecord], seq: int, store_id: str) -> LibraryData:
@@ -108,7 +110,8 @@ def merged(base: LibraryData, records: list[OverlayRecord], seq: int, store_id: 
             incidents.pop(record.id, None)
         else:
             incidents[record.id] = Incident.model_validate(record.doc)
-    return replace(base, incidents=dict(sorted(incidents.items())), content_hash=overlay_hash(base, store_id, seq))
+    return replace(base, incidents=dict(sorted(incidents.items())), content_hash=overlay_hash(base, store_id, seq),
+                   snapshot_key=None, chunks=None)
 
 
 class Writer:

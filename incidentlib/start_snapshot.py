@@ -1,0 +1,202 @@
+"""The start snapshot: a library's validated records and chunks, kept so a start does not recompute them.
+
+A start used to validate every record (pydantic), check every reference and cut every record into
+chunks: per-record Python work, seconds at 10k records.  When the data files' bytes are the same as
+at the last start, the answer is the same, so it is kept in one file,
+``<cache dir>/start/<key>.snap``::
+
+    b"incidentlib-start\\n"
+    header: one JSON line {"format": START_FORMAT_VERSION, "key": key, "checksum": "xxh3_128:...",
+                           "sizes": [bytes of each part], "concepts": n, "incidents": n, "chunks": n}
+    payload: three JSON documents back to back: the concepts, the incidents, the chunks {column: [...]}
+
+where
+
+    key = sha256(START_FORMAT_VERSION, the parsed-YAML cache key (every data file's path and XXH3-128 of its
+                 bytes, PyYAML's version), pydantic's version, and the XXH3-128 of the source of every module
+                 whose code decides the records or chunks: models, vocab, loader, search/chunks)
+
+so any change of a data file, of the model classes, of the loader's checks or of the chunker gives another
+key, and a snapshot is only ever used for exactly the inputs it was made from.  The checksum covers the
+payload (:mod:`incidentlib.checksum`); the file is written to a temporary name and renamed.
+
+Why JSON and not a pickle of the validated objects: measured at 10k records (docs/benchmarks.md), a pickle
+of the pydantic models loads no faster than validating the records again (each model is rebuilt through
+``__setstate__``), is twice the size, and would run code named by the file; pydantic's own JSON validation
+of one array (Rust, no Python per field) is 1.5-2x faster than validating the parsed YAML, and keeps the
+records validated by today's model classes.  The chunks are stored as columns and rebuilt without any check
+(a chunk is a plain slotted dataclass), their digests included, which the dense index compares with its rows
+when it loads (``search.store.ensure_index``: every chunk id and digest must be a row), so chunks that did not
+match the persisted index would be re-embedded, never silently searched.
+
+A missing, stale, damaged or unreadable snapshot means loading as without it (and writing a new one);
+a snapshot that cannot be written costs only the next start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import checksum
+from .storage import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from .models import Concept, Incident
+    from .search.chunks import Chunk
+
+log = logging.getLogger(__name__)
+
+#: Bump when the file layout or what is stored changes: older files are then ignored.
+START_FORMAT_VERSION = 1
+#: Folder of the snapshots inside the cache directory.
+START_DIR = "start"
+#: Snapshots kept (most recently used first). Each is about as large as the library's text twice over
+#: (records and chunks: 0.16 GB at 10k records), so only the current content and one before it are kept
+#: (an edit and its undo, two checkouts). Chosen, not tuned.
+MAX_SNAPSHOTS = 2
+_MAGIC = b"incidentlib-start\n"
+#: The modules whose code decides what a record or a chunk is: a change to any of them changes the key.
+_CODE = ("models.py", "vocab.py", "loader.py", "strict.py", "search/chunks.py")
+#: Chunk fields stored as columns, in this order.
+_COLUMNS = ("id", "incident", "kind", "lang", "text", "digest")
+
+
+@cache
+def _code_fingerprint() -> str:
+    import pydantic
+
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256(f"pydantic {pydantic.VERSION}\0".encode())
+    for name in _CODE:
+        path = root / name
+        digest.update(f"{name}\0{checksum.checksum_bytes(path.read_bytes()) if path.is_file() else '-'}\0".encode())
+    return digest.hexdigest()
+
+
+def snapshot_key(files_key: str) -> str:
+    """The key of the snapshot for data files whose parsed-YAML cache key is ``files_key`` (module docstring)."""
+    return hashlib.sha256(f"{START_FORMAT_VERSION}\0{files_key}\0{_code_fingerprint()}".encode()).hexdigest()
+
+
+def snapshot_path(cache_dir: Path, key: str) -> Path:
+    return cache_dir / START_DIR / f"{key}.snap"
+
+
+class Snapshot:
+    """What a snapshot holds: the concepts, the incidents (id order) and each incident's chunks."""
+
+    def __init__(self, concepts: list[Concept], incidents: dict[str, Incident], chunks: dict[str, list[Chunk]]) -> None:
+        self.concepts = concepts
+        self.incidents = incidents
+        self.chunks = chunks
+
+
+def save(cache_dir: Path, key: str, concepts: Sequence[Concept], incidents: Mapping[str, Incident],
+         chunks: Mapping[str, Sequence[Chunk]]) -> bool:
+    """Write the snapshot for ``key`` (temporary file, then rename); True when written.  ``chunks`` must hold
+    every incident's chunks (else nothing is written: a partial snapshot would be a wrong one)."""
+    import orjson
+
+    if set(chunks) != set(incidents):
+        return False
+    flat = [chunk for incident_id in incidents for chunk in chunks[incident_id]]
+    columns = {"id": [c.id for c in flat], "incident": [c.incident_id for c in flat], "kind": [c.kind for c in flat],
+               "lang": [c.lang for c in flat], "text": [c.text for c in flat], "digest": [c.digest for c in flat],
+               "count": [len(chunks[incident_id]) for incident_id in incidents]}
+    # defaults left out: less to validate on load, and the same records (a round trip test checks it)
+    parts = [orjson.dumps([c.model_dump(mode="json", exclude_defaults=True) for c in concepts]),
+             orjson.dumps([i.model_dump(mode="json", exclude_defaults=True) for i in incidents.values()]),
+             orjson.dumps(columns)]
+    payload = b"".join(parts)
+    header = orjson.dumps({"format": START_FORMAT_VERSION, "key": key, "checksum": checksum.checksum_bytes(payload),
+                           "sizes": [len(part) for part in parts], "concepts": len(concepts),
+                           "incidents": len(incidents), "chunks": len(flat)})
+    target = snapshot_path(cache_dir, key)
+    try:
+        atomic_write_bytes(target, _MAGIC + header + b"\n" + payload)
+        _prune(target.parent)
+    except OSError as exc:
+        log.warning("could not write the start snapshot %s (%s)", target, exc)
+        return False
+    return True
+
+
+def load(cache_dir: Path, key: str) -> Snapshot | None:
+    """The snapshot for ``key``, or None when it is absent or fails any check (logged: it is then rebuilt)."""
+    path = snapshot_path(cache_dir, key)
+    try:
+        blob = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("start snapshot %s is unreadable (%s); loading the records", path, exc)
+        return None
+    try:
+        snapshot = _decode(blob, key)
+    except (ValueError, TypeError, KeyError) as exc:
+        log.warning("start snapshot %s is not used (%s); loading the records", path, exc)
+        return None
+    with contextlib.suppress(OSError):  # last use: what _prune keeps
+        os.utime(path)
+    return snapshot
+
+
+def _decode(blob: bytes, key: str) -> Snapshot:
+    import orjson
+    from pydantic import TypeAdapter
+
+    from .models import Concept, Incident
+    from .search.chunks import Chunk
+
+    if not blob.startswith(_MAGIC):
+        raise ValueError("not a start snapshot")
+    end = blob.index(b"\n", len(_MAGIC))
+    header: dict[str, Any] = orjson.loads(blob[len(_MAGIC):end])
+    if header.get("format") != START_FORMAT_VERSION or header.get("key") != key:
+        raise ValueError(f"format {header.get('format')!r} or key differs")
+    payload = memoryview(blob)[end + 1:]
+    if checksum.checksum_bytes(payload) != header.get("checksum"):
+        raise ValueError("checksum mismatch (damaged)")
+    sizes = header["sizes"]
+    if len(sizes) != 3 or sum(sizes) != len(payload):
+        raise ValueError("segment sizes differ from the payload")
+    first, second = sizes[0], sizes[0] + sizes[1]
+    # validated again (pydantic's JSON validation of whole arrays: see the module docstring)
+    concepts = TypeAdapter(list[Concept]).validate_json(bytes(payload[:first]))
+    incidents = TypeAdapter(list[Incident]).validate_json(bytes(payload[first:second]))
+    columns = orjson.loads(payload[second:])
+    counts = columns["count"]
+    if [len(columns[name]) for name in _COLUMNS] != [header["chunks"]] * len(_COLUMNS) or sum(counts) != header["chunks"] \
+            or len(incidents) != header["incidents"] or len(counts) != len(incidents) or len(concepts) != header["concepts"]:
+        raise ValueError("counts differ from the header")
+    flat = list(map(Chunk, *(columns[name] for name in _COLUMNS[:-1])))  # a C-level loop over the columns
+    set_field = object.__setattr__
+    for chunk, digest in zip(flat, columns["digest"], strict=True):
+        set_field(chunk, "_digest", digest)  # the cached digest, as Chunk.digest itself stores it
+    chunks: dict[str, list[Chunk]] = {}
+    start = 0
+    for incident, count in zip(incidents, counts, strict=True):
+        chunks[incident.id] = own = flat[start:start + count]
+        start += count
+        if own and (own[0].incident_id != incident.id or own[-1].incident_id != incident.id):
+            raise ValueError(f"the chunks of {incident.id} are not where the counts put them")
+    return Snapshot(concepts, {incident.id: incident for incident in incidents}, chunks)
+
+
+def _prune(folder: Path) -> None:
+    """Keep the :data:`MAX_SNAPSHOTS` most recently used snapshots of ``folder``."""
+    entries = []
+    for entry in folder.glob("*.snap"):
+        try:
+            entries.append((entry.stat().st_mtime_ns, entry))
+        except OSError:
+            continue  # removed meanwhile by another process
+    for _, entry in sorted(entries, reverse=True)[MAX_SNAPSHOTS:]:
+        entry.unlink(missing_ok=True)

@@ -1,0 +1,120 @@
+"""The start snapshot (incidentlib.start_snapshot): validated records and chunks kept for the next start,
+the same as a fresh load, and rebuilt, never trusted, when damaged or stale."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import small_library
+
+from incidentlib import start_snapshot
+from incidentlib.library import Library
+from incidentlib.loader import LibraryData, load_library
+from incidentlib.search.chunks import incident_chunks
+from incidentlib.search.engine import SearchConfig
+
+IDS = ["IL-0021", "IL-0025", "IL-0126", "IL-0133"]
+
+
+def _open(root: Path, cache: Path) -> Library:
+    return Library.open(root, SearchConfig(cache_dir=cache))
+
+
+def _started(root: Path, cache: Path) -> Library:
+    """A first start: records loaded from the YAML, chunked by the engine, snapshot written."""
+    library = _open(root, cache)
+    assert library.data.chunks is None and library.data.snapshot_key is not None
+    _ = library._search_engine.chunks
+    assert library.save_start_snapshot()
+    return library
+
+
+def _same_as_fresh(data: LibraryData, root: Path) -> None:
+    fresh = load_library(root)
+    assert data.incidents == fresh.incidents and list(data.incidents) == list(fresh.incidents)
+    assert list(data.vocab) == list(fresh.vocab)
+    assert data.content_hash == fresh.content_hash
+    assert data.chunks is not None
+    assert data.chunks == {i.id: incident_chunks(i, fresh.vocab) for i in fresh.incidents.values()}
+    assert all(c.digest == incident_chunks(data.incidents[i], data.vocab)[n].digest
+               for i, chunks in data.chunks.items() for n, c in enumerate(chunks))
+
+
+def test_a_start_from_the_snapshot_equals_a_fresh_load(tmp_path: Path, data_dir: Path) -> None:
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    first = _started(root, cache)
+    again = _open(root, cache)
+    _same_as_fresh(again.data, root)
+    # the engine takes the snapshot's chunks (the very objects) instead of cutting the records again
+    assert again._search_engine.chunks == first._search_engine.chunks
+    assert again.data.chunks is not None
+    assert again._search_engine.chunks[0] is again.data.chunks[IDS[0]][0]
+    assert not again.save_start_snapshot()  # read from a snapshot: nothing to write
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "header", "garbage"])
+def test_a_damaged_snapshot_is_rebuilt_not_trusted(tmp_path: Path, data_dir: Path, damage: str,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    key = _started(root, cache).data.snapshot_key
+    assert key is not None
+    path = start_snapshot.snapshot_path(cache, key)
+    blob = bytearray(path.read_bytes())
+    if damage == "flip":
+        blob[-100] ^= 0x20  # one bit in the chunk texts
+    elif damage == "truncate":
+        del blob[len(blob) // 2:]
+    elif damage == "header":
+        blob = blob.replace(b'"format":1', b'"format":0', 1)
+    else:
+        blob = bytearray(b"not a snapshot at all")
+    path.write_bytes(bytes(blob))
+    with caplog.at_level(logging.WARNING, logger="incidentlib.start_snapshot"):
+        reloaded = _open(root, cache)
+    assert reloaded.data.chunks is None  # loaded from the YAML
+    assert "is not used" in caplog.text
+    fresh = load_library(root)
+    assert reloaded.data.incidents == fresh.incidents
+    _ = reloaded._search_engine.chunks
+    assert reloaded.save_start_snapshot()  # and the snapshot is written again, whole
+    _same_as_fresh(_open(root, cache).data, root)
+
+
+def test_a_changed_record_makes_the_snapshot_stale(tmp_path: Path, data_dir: Path) -> None:
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    before = _started(root, cache).data
+    path = root / "incidents" / f"{IDS[1]}.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc["title"]["en"] += " (edited)"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    after = _open(root, cache)
+    assert after.data.chunks is None and after.data.snapshot_key != before.snapshot_key
+    assert after.data.incidents[IDS[1]].title.en == before.incidents[IDS[1]].title.en + " (edited)"
+    assert any(c.text.startswith(after.data.incidents[IDS[1]].title.en) for c in after._search_engine.chunks)
+
+
+def test_the_key_covers_the_code_that_makes_records_and_chunks() -> None:
+    """The same files read by another chunker or model module give another key."""
+    key = start_snapshot.snapshot_key("files")
+    assert key != start_snapshot.snapshot_key("other files")
+    start_snapshot._code_fingerprint.cache_clear()
+    try:
+        original = start_snapshot._CODE
+        start_snapshot._CODE = (*original[:-1],)  # type: ignore[misc]  # as if search/chunks.py were another file
+        assert start_snapshot.snapshot_key("files") != key
+    finally:
+        start_snapshot._CODE = original  # type: ignore[misc]
+        start_snapshot._code_fingerprint.cache_clear()
+    assert start_snapshot.snapshot_key("files") == key
+
+
+def test_a_library_with_problems_or_live_writes_gets_no_snapshot(tmp_path: Path, data_dir: Path) -> None:
+    from incidentlib.loader import check_library
+
+    root = small_library(tmp_path / "lib", data_dir, IDS)
+    (root / "incidents" / "IL-0999.yaml").write_text("id: IL-0999\n", encoding="utf-8")
+    data, problems = check_library(root, tmp_path / "cache")
+    assert problems and (data is None or data.snapshot_key is None)
