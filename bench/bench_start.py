@@ -22,10 +22,12 @@ What it does, each step in its own process (so memory and imports are per step):
 3. **Start.** ``incidentlib serve --data DIR --cache CACHE`` (a real uvicorn process) is launched and
    ``GET /search?q=…`` polled every ``POLL_SECONDS`` until it answers 200; reported: seconds from
    launch to that answer and the server's peak RSS.  ``--runs`` starts, median reported.
+   Then ``GET /health`` is polled until ``graph_ready`` (the graph is built after the server listens).
 4. **Parts.** In a fresh process, the steps of that start timed one by one, in the order serve
-   takes them: imports, YAML load (cold parse vs the parsed cache), chunking, the dense store
-   (checksums, then the whole verified load), the BM25 index (loaded from its cache), the graph
-   store, the NetworkX projection, the concept recognizer, the query embedder, the first search.
+   takes them: imports, YAML load (cold parse vs the parsed cache), the library's records and chunks
+   (from the start snapshot when one is current), the dense store (checksums, then the whole verified
+   load), the BM25 index (loaded from its cache), the concept recognizer, the query embedder, the
+   first search; then what is built after listening: the graph store and the NetworkX projection.
 
 Page cache: the runs are **warm** (every file read just before).  With ``--cold`` the library's and
 the cache's files are evicted from the page cache first (``posix_fadvise(DONTNEED)`` per file: no
@@ -200,6 +202,32 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def vm_hwm_mb(pid: int) -> float:
+    """Peak RSS of process ``pid`` in MB (``VmHWM``), NaN when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return math.nan
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
 def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = ()) -> dict[str, float]:
     """Step 3: launch ``incidentlib serve`` and poll until the first search answer; kill it; the seconds and peak RSS."""
     port = free_port()
@@ -228,10 +256,21 @@ def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = ()) -> dic
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(POLL_SECONDS)
-        with open(f"/proc/{process.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    peak = int(line.split()[1]) / 1024
+        # the graph is built after the server listens: when does /health say it is ready (a server without the
+        # field built it before it listened)
+        health = f"http://127.0.0.1:{port}/health"
+        while not math.isnan(answered) and time.perf_counter() - started < START_TIMEOUT_SECONDS:
+            with urllib.request.urlopen(health, timeout=60) as response:
+                ready = json.loads(response.read()).get("graph_ready", True)
+            if ready:
+                seen["graph ready (s)"] = time.perf_counter() - started
+                break
+            time.sleep(POLL_SECONDS)
+        peak = vm_hwm_mb(process.pid)
+        # the SPARQL graph process (a fork of the server) and its hosts hold the in-memory RDF graph
+        forks = [vm_hwm_mb(pid) for pid in children(process.pid)]
+        if forks:
+            seen["graph process peak RSS (MB)"] = max(forks)
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -259,14 +298,20 @@ def parts(library_dir: Path, cache: Path, graph_store: str | None = None) -> dic
     t = timed("imports", t)
     data = load_library(library_dir, None)
     t = timed("YAML load, parsed (no parsed cache)", t)
+    from incidentlib import start_snapshot
+
+    keep, start_snapshot.load = start_snapshot.load, lambda *_: None  # type: ignore[assignment]  # as without one
     data = load_library(library_dir, cache)
-    t = timed("YAML load, from the parsed cache", t)
+    start_snapshot.load = keep  # type: ignore[assignment]
+    t = timed("YAML load, from the parsed cache (start snapshot not used)", t)
     library = Library.open(library_dir, cache_dir=cache, graph_store=graph_store)
-    t = timed("Library.open (load with the parsed cache)", t)
+    from_snapshot = library.data.chunks is not None
+    t = timed("Library.open: records and chunks from the start snapshot" if from_snapshot else
+              "Library.open (load with the parsed cache; no start snapshot)", t)
     del data
     engine = library._search_engine
     _ = engine.chunks
-    t = timed("chunking", t)
+    t = timed("chunks taken from the snapshot" if from_snapshot else "chunking", t)
     folder = dense_store.store_dir(cache, library.data.content_hash, engine.embedder)
     t = timed("content key", t)
     meta = dense_store._read_meta(folder)
@@ -280,17 +325,18 @@ def parts(library_dir: Path, cache: Path, graph_store: str | None = None) -> dic
     t = timed("dense store verified load (Library.build_index: reuse)", t)
     _ = engine.lexical
     t = timed("BM25 index load (from its cache)", t)
-    _ = library._graph_store
-    t = timed("graph store (Oxigraph on disk, checked current)" if graph_store else
-              "graph store (in-memory RDF built from the records)", t)
-    _ = library._knowledge.nx
-    t = timed("NetworkX projection", t)
     _ = library._search_service.recognizer
     t = timed("concept recognizer", t)
     engine.embedder.encode_queries(["warm-up"])
     t = timed("first query embedding", t)
     library.search(QUERY, k=10)
-    timed("first search", t)
+    t = timed("first search", t)
+    # after listening (a background thread, and the SPARQL graph process), in the order serve takes them
+    _ = library._graph_store
+    t = timed("after listen: graph store (Oxigraph on disk, checked current)" if graph_store else
+              "after listen: graph store (in-memory RDF built from the records; SPARQL graph process)", t)
+    _ = library._knowledge.nx
+    timed("after listen: NetworkX projection", t)
     timings["peak_rss_mb"] = peak_rss_mb()
     return timings
 
@@ -428,6 +474,10 @@ def report(args: argparse.Namespace, built: dict, starts: list[dict], cold: list
     for name in SERVE_MARKERS:
         if all(name in s for s in starts):
             print(f"| (warm) of which: {name} | {med(s[name] for s in starts):.2f} s | |")
+    if all("graph ready (s)" in s for s in starts):
+        print(f"| (warm) graph ready, after the first answer | {med(s['graph ready (s)'] for s in starts):.2f} s | |")
+    if all("graph process peak RSS (MB)" in s for s in starts):
+        print(f"| (warm) SPARQL graph process | | {med(s['graph process peak RSS (MB)'] for s in starts):,.0f} MB |")
     if cold:
         print(f"| library + cache files evicted | {med(s['first_answer_s'] for s in cold):.2f} s | "
               f"{med(s['peak_rss_mb'] for s in cold):,.0f} MB |")
