@@ -14,7 +14,7 @@ where
 
     key = sha256(START_FORMAT_VERSION, the parsed-YAML cache key (every data file's path and XXH3-128 of its
                  bytes, PyYAML's version), pydantic's version, and the XXH3-128 of the source of every module
-                 whose code decides the records or chunks: models, vocab, loader, search/chunks)
+                 whose code decides the records or chunks: models, vocab, loader, this one, search/chunks)
 
 so any change of a data file, of the model classes, of the loader's checks or of the chunker gives another
 key, and a snapshot is only ever used for exactly the inputs it was made from.  The checksum covers the
@@ -63,7 +63,7 @@ START_DIR = "start"
 MAX_SNAPSHOTS = 2
 _MAGIC = b"incidentlib-start\n"
 #: The modules whose code decides what a record or a chunk is: a change to any of them changes the key.
-_CODE = ("models.py", "vocab.py", "loader.py", "strict.py", "search/chunks.py")
+_CODE = ("models.py", "vocab.py", "loader.py", "strict.py", "start_snapshot.py", "search/chunks.py")
 #: Chunk fields stored as columns, in this order.
 _COLUMNS = ("id", "incident", "kind", "lang", "text", "digest")
 
