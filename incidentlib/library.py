@@ -334,8 +334,7 @@ class Library:
         by :meth:`build_index`).  A persistent graph store is opened here too (a hash check when current): the
         SPARQL hosts ``serve`` forks must inherit the open embedded store, which one process opens at a time.
         This is what ``serve`` waits for before it listens; the graph follows (:meth:`prepare_graph`)."""
-        if self.graph_config.kind is not StoreKind.memory:
-            _ = self._graph_store
+        self.open_graph_store()
         _ = self._search_service.recognizer, self._search_engine.lexical
         self.save_start_snapshot()
 
@@ -370,6 +369,13 @@ class Library:
             logger.exception("prepare_graph: the graph projection could not be built")
         finally:
             self._graph_ready.set()
+
+    def open_graph_store(self) -> None:
+        """Open a persistent graph store now (a hash check when it is current), so that processes forked afterwards
+        inherit the open store: an embedded store is opened by one process at a time.  The in-memory store is
+        left to :meth:`prepare_sparql`."""
+        if self.graph_config.kind is not StoreKind.memory:
+            _ = self._graph_store
 
     def prepare_sparql(self) -> None:
         """Build (in memory) or open the graph store SPARQL runs on: in ``serve`` this runs in the process

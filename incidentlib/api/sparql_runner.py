@@ -345,6 +345,7 @@ class SparqlRunner:
     def start(self, library: Library) -> None:
         if not self.forking or self._graph is not None:
             return
+        library.open_graph_store()  # the graph process and its hosts inherit it (Library.open_graph_store)
         context = multiprocessing.get_context("fork")
         pairs = [context.Pipe(duplex=True) for _ in range(self.max_concurrent)]
         ready_read, ready_write = context.Pipe(duplex=False)
