@@ -41,9 +41,21 @@ def _serve(data_dir: Path, cache_dir: Path, *extra: str) -> tuple[subprocess.Pop
         time.sleep(0.5)
 
 
+def _hosts(server: psutil.Process) -> list[psutil.Process]:
+    """The long-lived SPARQL hosts: the children of the server's graph process (its one direct child)."""
+    return [host for graph in server.children() for host in graph.children()]
+
+
 def _workers(server: psutil.Process) -> list[psutil.Process]:
-    """SPARQL workers: the children of the server's long-lived SPARQL hosts (its direct children)."""
-    return [worker for host in server.children() for worker in host.children(recursive=True)]
+    """SPARQL workers: the children of the hosts."""
+    return [worker for host in _hosts(server) for worker in host.children(recursive=True)]
+
+
+def _wait_graph_ready(base: str) -> None:
+    deadline = time.monotonic() + 240
+    while not httpx.get(f"{base}/health", timeout=5).json()["graph_ready"]:
+        assert time.monotonic() < deadline, "the graph was never ready"
+        time.sleep(0.1)
 
 
 @pytest.mark.slow
@@ -51,8 +63,11 @@ def test_pathological_sparql_leaves_no_worker_and_no_memory(search_library, data
     process, base = _serve(data_dir, cache_dir, "--sparql-timeout", "1", "--sparql-concurrency", "2")
     try:
         server = psutil.Process(process.pid)
-        hosts = server.children()
-        assert len(hosts) == 2  # forked at start-up, one per concurrent query
+        _wait_graph_ready(base)  # the graph process has built the graph and forked the hosts
+        graph = server.children()
+        assert len(graph) == 1
+        hosts = _hosts(server)
+        assert len(hosts) == 2  # forked once the graph is built, one per concurrent query
         for _ in range(3):  # warm the hosts and the graph
             assert httpx.get(f"{base}/sparql", params={"query": "ASK { ?s ?p ?o }"}, timeout=30).status_code == 200
         # warm the search path too: its first call loads the index and the similarity evidence, which is
@@ -86,7 +101,7 @@ def test_pathological_sparql_leaves_no_worker_and_no_memory(search_library, data
         while _workers(server) and time.monotonic() - last_answer < CHILDREN_GONE_WITHIN_SECONDS:
             time.sleep(0.05)
         assert _workers(server) == []
-        assert server.children() == hosts  # the hosts stay, idle
+        assert _hosts(server) == hosts  # the hosts stay, idle
         rss = server.memory_info().rss
         assert abs(rss - baseline) <= RSS_TOLERANCE * baseline, f"RSS {rss >> 20} MiB vs baseline {baseline >> 20} MiB"
         for thread in threads[8:]:
@@ -97,7 +112,8 @@ def test_pathological_sparql_leaves_no_worker_and_no_memory(search_library, data
     finally:
         process.terminate()
         process.wait(timeout=30)
-    assert not any(host.is_running() and host.status() != psutil.STATUS_ZOMBIE for host in hosts)  # hosts end with the server
+    # the hosts and the graph process end with the server
+    assert not any(host.is_running() and host.status() != psutil.STATUS_ZOMBIE for host in [*hosts, *graph])
 
 
 # ---- import killed with SIGKILL -----------------------------------------------------
