@@ -174,29 +174,47 @@ def _count_texts(texts: Sequence[str], vocabulary: dict[str, int]) -> tuple[np.n
         vocabulary.update((new_terms[i], known + rank) for rank, i in enumerate(order.tolist()))
     if len(lengths) != len(texts):
         raise AssertionError(f"{len(lengths)} token counts for {len(texts)} texts")
-    return _pairs([ids], lengths)
+    batches = [ids]
+    del ids  # _pairs frees the token ids once the sort keys hold them
+    return _pairs(batches, lengths)
+
+
+#: Chunks whose numbers are written into the sort keys per step of :func:`_pairs`, and (term, chunk) pairs weighed
+#: per step of :func:`_weigh`: each step's temporaries are a few MB to a few tens of MB, where doing it in one step
+#: held one int64 or float64 temporary per token or per pair (about 1 GB each at 1.35M chunks).
+KEY_BLOCK = 1 << 16
+WEIGH_BLOCK = 1 << 20
 
 
 def _pairs(ids: list[np.ndarray], chunk_lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(term, chunk, count) of every distinct pair, term-major with chunks ascending (see :func:`_count`), and the
-    chunk lengths, from the term ids of every token (chunk by chunk) and each chunk's number of tokens."""
+    chunk lengths, from the term ids of every token (chunk by chunk) and each chunk's number of tokens.
+
+    ``ids`` is emptied: its arrays are freed as soon as the keys hold them, so the two are never kept together
+    longer than the copy.
+    """
     size = len(chunk_lengths)
     if not size:
+        ids.clear()
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0, dtype=np.int32), chunk_lengths
     shift = max(1, (size - 1).bit_length())
     keys = np.concatenate(ids, dtype=np.int64)
-    del ids
+    ids.clear()
     keys <<= shift
-    keys |= np.repeat(np.arange(size, dtype=np.int64), chunk_lengths)
+    ends = np.cumsum(chunk_lengths, dtype=np.int64)
+    for chunk in range(0, size, KEY_BLOCK):  # key |= chunk number, a block of chunks at a time
+        stop = min(chunk + KEY_BLOCK, size)
+        lo = int(ends[chunk - 1]) if chunk else 0
+        keys[lo:int(ends[stop - 1])] |= np.repeat(np.arange(chunk, stop, dtype=np.int64), chunk_lengths[chunk:stop])
+    del ends
     # numpy's stable sort measured faster on these keys than the default one; the run boundaries then take one pass
     keys.sort(kind="stable")
-    starts = np.flatnonzero(keys[1:] != keys[:-1])
-    starts += 1
-    first = np.empty(len(starts) + 1, dtype=np.int64)
-    first[0] = 0
-    first[1:] = starts
-    del starts
+    boundary = np.empty(len(keys), dtype=np.bool_)
+    boundary[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=boundary[1:])
+    first = np.flatnonzero(boundary)
+    del boundary
     tf = np.empty(len(first), dtype=np.int32)
     np.subtract(first[1:], first[:-1], out=tf[:-1], casting="unsafe")
     tf[-1] = len(keys) - first[-1]
@@ -240,15 +258,18 @@ def _weigh(vocabulary: list[str], term_of_pair: np.ndarray, chunk_of_pair: np.nd
     idf = np.log(1.0 + (size - df + 0.5) / (df + 0.5))
     average = float(lengths.mean())
     saturation = k1 * (1.0 - b + b * lengths / average)
-    frequency = tf.astype(np.float64)
-    weights = idf[term_of_pair]
-    weights *= frequency
-    frequency += saturation[chunk_of_pair]
-    weights /= frequency
-    del frequency
+    weights = np.empty(len(tf), dtype=np.float32)
+    for lo in range(0, len(tf), WEIGH_BLOCK):  # float64 temporaries per block, the float32 result written in place
+        hi = lo + WEIGH_BLOCK
+        frequency = tf[lo:hi].astype(np.float64)
+        weight = idf[term_of_pair[lo:hi]]
+        weight *= frequency
+        frequency += saturation[chunk_of_pair[lo:hi]]
+        weight /= frequency
+        weights[lo:hi] = weight
     indptr = np.zeros(terms + 1, dtype=np.int64)
     np.cumsum(per_term, out=indptr[1:])
-    return Postings(vocabulary, indptr, chunk_of_pair.astype(np.int32), weights.astype(np.float32), size,
+    return Postings(vocabulary, indptr, chunk_of_pair.astype(np.int32), weights, size,
                     tf.astype(np.int32, copy=False), lengths.astype(np.int32, copy=False))
 
 
