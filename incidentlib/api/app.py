@@ -9,9 +9,11 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.routing import BaseRoute, Route
 
 from .. import __version__
 from ..library import Library
@@ -19,6 +21,7 @@ from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
 from . import contract, errors
 from .deps import read_access
 from .guards import GUARD_RESPONSES, GuardMiddleware, GuardSettings, host_names, mcp_transport_lists
+from .mcp_mount import LazyMcp
 from .routes_analysis import router as analysis_router
 from .routes_graph import router as graph_router
 from .routes_library import router as library_router
@@ -26,6 +29,9 @@ from .routes_search import router as search_router
 from .routes_signals import router as signals_router
 from .routes_write import router as write_router
 from .sparql_runner import DEFAULT_MAX_CONCURRENT, SparqlRunner
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 
 @dataclass(frozen=True)
@@ -58,22 +64,27 @@ Updates need `If-Match` with the record's `ETag` (412 when stale, 428 when missi
 
 def create_app(library: Library, settings: ServiceSettings | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
-    mcp_server = None
+    mcp: LazyMcp | None = None
     if settings.mount_mcp:
-        from ..mcp_server import build_mcp_server
+        # built on the first request to /mcp (api/mcp_mount.py): the SDK's imports are not paid by every start
 
-        mcp_server = build_mcp_server(library)
-        # the MCP app is one route; adding it to our router serves it at exactly /mcp (no redirect)
-        from mcp.server.transport_security import TransportSecuritySettings
+        def build_mcp() -> tuple[MCPServer, list[BaseRoute]]:
+            from mcp.server.transport_security import TransportSecuritySettings
 
-        # the SDK checks Host/Origin itself only for loopback --host values; give it our allow-list for any host
-        hosts, origins = mcp_transport_lists(host_names(settings.host, settings.guards), settings.guards.cors_origins)
-        security = TransportSecuritySettings(enable_dns_rebinding_protection="*" not in settings.guards.allowed_hosts,
-                                             allowed_hosts=hosts, allowed_origins=origins)
-        mcp_routes = mcp_server.streamable_http_app(
-            streamable_http_path="/mcp", host=settings.host, transport_security=security,
-            max_request_body_size=settings.guards.max_body_bytes,
-        ).routes
+            from ..mcp_server import build_mcp_server
+
+            server = build_mcp_server(library)
+            # the SDK checks Host/Origin itself only for loopback --host values; give it our allow-list for any host
+            hosts, origins = mcp_transport_lists(host_names(settings.host, settings.guards), settings.guards.cors_origins)
+            security = TransportSecuritySettings(enable_dns_rebinding_protection="*" not in settings.guards.allowed_hosts,
+                                                 allowed_hosts=hosts, allowed_origins=origins)
+            routes = server.streamable_http_app(
+                streamable_http_path="/mcp", host=settings.host, transport_security=security,
+                max_request_body_size=settings.guards.max_body_bytes,
+            ).routes
+            return server, routes
+
+        mcp = LazyMcp(build_mcp)
 
     sparql_runner = SparqlRunner(settings.sparql_max_concurrent)
 
@@ -88,10 +99,10 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
             threading.Thread(target=library.follow_changes, args=(stop_following,), name="incidentlib-follow",
                              daemon=True).start()
         try:
-            if mcp_server is None:
+            if mcp is None:
                 yield
                 return
-            async with mcp_server.session_manager.run():
+            async with mcp.running():
                 yield
         finally:
             stop_following.set()
@@ -116,8 +127,10 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
                            allow_methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
                            allow_headers=["content-type", "accept-language", "authorization", "if-match"])
     app.add_middleware(GuardMiddleware, listen_host=settings.host, settings=settings.guards)
-    if mcp_server is not None:
-        app.router.routes.extend(mcp_routes)
+    if mcp is not None:
+        # one route at exactly /mcp, as the SDK's own (no redirect); the app.state handle lets tests see it is lazy
+        app.router.routes.append(Route("/mcp", endpoint=mcp))
+        app.state.mcp = mcp
     return app
 
 
