@@ -120,6 +120,22 @@ def test_mcp_tools_in_memory(fake_library: Library) -> None:
     assert error.is_error and "IL-9999" in error.content[0].text  # type: ignore[attr-defined]
 
 
+def test_mcp_endpoint_is_built_on_its_first_request(fake_library: Library) -> None:
+    app = create_app(fake_library, ServiceSettings())
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    accept = {"accept": "application/json, text/event-stream"}
+    with TestClient(app, base_url="http://127.0.0.1:8000") as http:
+        assert http.get("/health").status_code == 200
+        assert not app.state.mcp.built  # creating the app and answering other routes did not build it
+        first = http.post("/mcp", json=hello, headers=accept)
+        assert first.status_code == 200 and "serverInfo" in first.text
+        assert app.state.mcp.built
+        # the SDK's own transport checks apply to the lazily built route too
+        assert http.post("/mcp", json=hello, headers={**accept, "origin": "http://attacker.example"}).status_code == 403
+        assert http.post("/mcp", json=hello, headers=accept).status_code == 200
+
+
 class _CountingModel:
     """Stands in for the model inside a wrapper: records each batch, returns one word-hash vector per text."""
 
