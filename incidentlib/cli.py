@@ -852,7 +852,9 @@ def serve(
 
     library = open_library(data, embedder, cache, graph_store=graph_store, search_backend=search_backend)
     build_with_progress(library)
-    library.warm_search()  # the graph is built after the server listens (GET /health says when: graph_ready)
+    # the graph and the start snapshot are built after the server listens (GET /health says when: graph_ready);
+    # with several processes the snapshot is written first: each process then opens the library from it
+    library.warm_search(save_snapshot=processes > 1)
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
     guards = GuardSettings(allowed_hosts=tuple(allow_host or ()), cors_origins=tuple(cors_origin or ()),
                            rate_per_second=rate_limit, rate_burst=rate_burst, heavy_workers=workers, heavy_queue=queue)

@@ -329,14 +329,16 @@ class Library:
         self.prepare_graph()
         self.prepare_sparql()
 
-    def warm_search(self) -> None:
+    def warm_search(self, save_snapshot: bool = True) -> None:
         """Build now what a search needs: the concept recognizer and the BM25 index (the dense index is loaded
         by :meth:`build_index`).  A persistent graph store is opened here too (a hash check when current): the
         SPARQL hosts ``serve`` forks must inherit the open embedded store, which one process opens at a time.
-        This is what ``serve`` waits for before it listens; the graph follows (:meth:`prepare_graph`)."""
+        This is what ``serve`` waits for before it listens; the graph follows (:meth:`prepare_graph`).
+        ``save_snapshot=False`` leaves the start snapshot to the caller: ``serve`` writes it after it listens."""
         self.open_graph_store()
         _ = self._search_service.recognizer, self._search_engine.lexical
-        self.save_start_snapshot()
+        if save_snapshot:
+            self.save_start_snapshot()
 
     def save_start_snapshot(self) -> bool:
         """Keep this library's validated records and chunks for the next start (:mod:`incidentlib.start_snapshot`)
@@ -347,7 +349,8 @@ class Library:
             return False
         if self._snapshot_saved == data.snapshot_key:
             return False
-        chunks = {i: entry[2] for i, entry in self._chunk_memo.items()
+        # a copy (one C-level call): a live write may add to the memo while a server writes the snapshot
+        chunks = {i: entry[2] for i, entry in list(self._chunk_memo.items())
                   if entry[0] is data.incidents.get(i) and entry[1] is data.vocab}
         if len(chunks) != len(data.incidents):
             return False

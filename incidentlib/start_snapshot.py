@@ -39,6 +39,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -61,6 +62,10 @@ START_DIR = "start"
 #: (records and chunks: 0.16 GB at 10k records), so only the current content and one before it are kept
 #: (an edit and its undo, two checkouts). Chosen, not tuned.
 MAX_SNAPSHOTS = 2
+#: A temporary file of a snapshot write older than this was left by a process that ended mid-write (a server
+#: writes the snapshot in a background thread after it listens, and may be stopped meanwhile): removed by the
+#: next write.  A write takes seconds at 10k records; an hour leaves any write still running alone.
+STALE_TEMP_SECONDS = 3600
 _MAGIC = b"incidentlib-start\n"
 #: The modules whose code decides what a record or a chunk is: a change to any of them changes the key.
 _CODE = ("models.py", "vocab.py", "loader.py", "strict.py", "start_snapshot.py", "search/chunks.py")
@@ -200,3 +205,8 @@ def _prune(folder: Path) -> None:
             continue  # removed meanwhile by another process
     for _, entry in sorted(entries, reverse=True)[MAX_SNAPSHOTS:]:
         entry.unlink(missing_ok=True)
+    stale = time.time() - STALE_TEMP_SECONDS
+    for entry in folder.glob(".*.snap.*.tmp"):  # atomic_write_bytes's temporary names
+        with contextlib.suppress(OSError):
+            if entry.stat().st_mtime < stale:
+                entry.unlink()

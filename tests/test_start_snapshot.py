@@ -118,3 +118,21 @@ def test_a_library_with_problems_or_live_writes_gets_no_snapshot(tmp_path: Path,
     (root / "incidents" / "IL-0999.yaml").write_text("id: IL-0999\n", encoding="utf-8")
     data, problems = check_library(root, tmp_path / "cache")
     assert problems and (data is None or data.snapshot_key is None)
+
+
+def test_a_write_cut_short_leaves_a_temporary_file_that_a_later_write_removes(tmp_path: Path, data_dir: Path) -> None:
+    import os
+    import time
+
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    folder = cache / start_snapshot.START_DIR
+    folder.mkdir(parents=True)
+    old, recent = folder / ".abc.snap.x1.tmp", folder / ".abc.snap.x2.tmp"  # atomic_write_bytes's names
+    old.write_bytes(b"half")
+    recent.write_bytes(b"half")
+    long_ago = time.time() - start_snapshot.STALE_TEMP_SECONDS - 60
+    os.utime(old, (long_ago, long_ago))
+    _started(root, cache)
+    assert not old.exists()  # left by a process stopped mid-write
+    assert recent.exists()  # possibly another process's write still running
+    assert len(list(folder.glob("*.snap"))) == 1

@@ -5,8 +5,9 @@ The MCP server (streamable HTTP) is mounted at ``/mcp`` on the same service.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
 from ..library import Library
@@ -32,6 +34,8 @@ from .sparql_runner import DEFAULT_MAX_CONCURRENT, SparqlRunner
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -87,14 +91,19 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
         mcp = LazyMcp(build_mcp)
 
     sparql_runner = SparqlRunner(settings.sparql_max_concurrent)
+    first_answer = threading.Event()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sparql_runner.start(library)  # forks the SPARQL graph process now, before any request thread exists
-        # the server answers searches from here on; graph requests wait for this build (Library.prepare_graph)
-        threading.Thread(target=library.prepare_graph, name="incidentlib-graph", daemon=True).start()
+        # the server answers searches from here on; graph requests wait for this build (Library.prepare_graph).
+        # These threads share the GIL with the requests, so they begin once the first request is answered (or
+        # after BACKGROUND_DELAY_SECONDS without one): the first answers do not wait behind them.
+        for name, work in (("graph", library.prepare_graph), ("tagger", library.prepare_tagger),
+                           ("start-snapshot", library.save_start_snapshot)):
+            threading.Thread(target=_after_first_answer, args=(first_answer, work), name=f"incidentlib-{name}",
+                             daemon=True).start()
         stop_following = threading.Event()
-        threading.Thread(target=library.prepare_tagger, name="incidentlib-tagger", daemon=True).start()
         if settings.follow_changes:
             threading.Thread(target=library.follow_changes, args=(stop_following,), name="incidentlib-follow",
                              daemon=True).start()
@@ -127,11 +136,44 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
                            allow_methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
                            allow_headers=["content-type", "accept-language", "authorization", "if-match"])
     app.add_middleware(GuardMiddleware, listen_host=settings.host, settings=settings.guards)
+    app.add_middleware(FirstAnswer, answered=first_answer)
     if mcp is not None:
         # one route at exactly /mcp, as the SDK's own (no redirect); the app.state handle lets tests see it is lazy
         app.router.routes.append(Route("/mcp", endpoint=mcp))
         app.state.mcp = mcp
     return app
+
+
+#: Seconds the background work of a start (projection, tagger, start snapshot) waits for the first request to be
+#: answered before it begins anyway: a server nobody asks yet gets its graph ready about this much later.
+#: Short against the work itself (seconds at 10k records); measured in docs/benchmarks.md (server start).
+BACKGROUND_DELAY_SECONDS = 1.0
+
+
+def _after_first_answer(first_answer: threading.Event, work: Callable[[], object]) -> None:
+    first_answer.wait(BACKGROUND_DELAY_SECONDS)
+    try:
+        work()
+    except Exception:  # a background warm-up must not take the process down; the request that needs it meets it
+        logger.exception("background work after start failed: %s", getattr(work, "__name__", work))
+
+
+class FirstAnswer:
+    """ASGI middleware: sets ``answered`` once the first HTTP request has been answered (one check per request
+    afterwards)."""
+
+    def __init__(self, app: ASGIApp, answered: threading.Event) -> None:
+        self.app = app
+        self.answered = answered
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.answered.is_set() or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.answered.set()
 
 
 #: Environment variable through which `serve --workers N` hands its settings to each worker process.
@@ -148,6 +190,6 @@ def app_from_env() -> FastAPI:
     cache = config.pop("cache")
     library = Library.open(config.pop("data"), embedder=config.pop("embedder"), cache_dir=Path(cache) if cache else None,
                            graph_store=config.pop("graph_store", None), search_backend=config.pop("search_backend", None))
-    library.warm_search()  # the graph is built once the worker listens (see create_app's lifespan)
+    library.warm_search(save_snapshot=False)  # the graph and the start snapshot follow once the worker listens (create_app)
     guards = GuardSettings.model_validate(config.pop("guards", {}))
     return create_app(library, ServiceSettings(**config, guards=guards))

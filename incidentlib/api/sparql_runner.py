@@ -88,6 +88,10 @@ HOST_SLACK_SECONDS = 5.0
 # Seconds a client refused while the graph is built is told to wait: the query already waited its own limit,
 # and the in-memory RDF graph of a large library takes tens of seconds (docs/benchmarks.md); chosen, not tuned.
 NOT_READY_RETRY_AFTER_SECONDS = 10
+#: Niceness added to the graph process while it builds the graph: the build (seconds of CPU at 10k records) runs
+#: while the server answers its first requests on the same cores, and those should come first.  10 is the usual
+#: "background job" value (nice(1)'s default); the build still gets the CPU the server leaves idle.
+GRAPH_BUILD_NICENESS = 10
 
 
 def _address_space_bytes() -> int | None:
@@ -236,6 +240,24 @@ def _host_main(library: Library, conn: Connection, parent: int) -> None:
             os._exit(0)
 
 
+def _lower_priority(increment: int) -> int | None:
+    """Lower this process's priority by ``increment``; the niceness it had, or None where that is not supported."""
+    try:
+        before = os.getpriority(os.PRIO_PROCESS, 0)
+        os.nice(increment)
+    except (AttributeError, OSError):
+        return None
+    return before
+
+
+def _restore_priority(niceness: int | None) -> None:
+    """Give the hosts (which answer SPARQL queries) the server's priority back where the system allows it; an
+    unprivileged process may not raise its priority again, and its hosts then run niced (searches first)."""
+    if niceness is not None:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)
+
+
 def _graph_main(library: Library, host_ends: list[Connection], server_ends: list[Connection], ready: Connection,
                 parent: int) -> None:
     """The graph process: build the graph, fork one host per pipe, say so on ``ready``, then reap the hosts.
@@ -249,12 +271,14 @@ def _graph_main(library: Library, host_ends: list[Connection], server_ends: list
     for end in server_ends:
         end.close()
     _die_with_parent(parent)
+    niceness = _lower_priority(GRAPH_BUILD_NICENESS)
     try:
         library.prepare_sparql()
     except Exception as exc:  # noqa: BLE001 - reported to the server, which answers queries with it
         with contextlib.suppress(OSError):
             ready.send(("failed", f"the graph for SPARQL could not be built: {exc}"))
         os._exit(1)
+    _restore_priority(niceness)
     me = os.getpid()
     pids = []
     for index, end in enumerate(host_ends):
