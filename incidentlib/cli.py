@@ -149,8 +149,9 @@ def open_library(data: Path | None, embedder: str = DEFAULT_EMBEDDER, cache: Pat
                         search_backend=search_backend)
 
 
-def build_with_progress(library: Library, quiet: bool = False) -> None:
-    """Make the dense index fresh, with a progress bar on stderr when embedding is needed."""
+def build_with_progress(library: Library, quiet: bool = False, save_snapshot: bool = True) -> None:
+    """Make the dense index fresh, with a progress bar on stderr when embedding is needed (``save_snapshot``:
+    :meth:`Library.build_index`)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -160,7 +161,7 @@ def build_with_progress(library: Library, quiet: bool = False) -> None:
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        report = library.build_index(progress)
+        report = library.build_index(progress, save_snapshot=save_snapshot)
     if report.warning:  # a damaged cache was rebuilt: say so even when quiet (stderr only)
         err.print(f"[yellow]warning:[/yellow] {escape(report.warning)}")
     if not quiet and report.action != "reused":
@@ -851,9 +852,9 @@ def serve(
     from .api.guards import GuardSettings
 
     library = open_library(data, embedder, cache, graph_store=graph_store, search_backend=search_backend)
-    build_with_progress(library)
     # the graph and the start snapshot are built after the server listens (GET /health says when: graph_ready);
     # with several processes the snapshot is written first: each process then opens the library from it
+    build_with_progress(library, save_snapshot=processes > 1)
     library.warm_search(save_snapshot=processes > 1)
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
     guards = GuardSettings(allowed_hosts=tuple(allow_host or ()), cors_origins=tuple(cors_origin or ()),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import runpy
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -188,3 +189,15 @@ def test_watch_rate_limiter_answers_each_problem_once_per_window() -> None:
     assert limiter.suppressed == {"xid:79": 1, "overflow": 1}
     now[0] = 10.0
     assert limiter.allow("xid:79")  # the window has passed
+
+
+def test_the_graph_process_builds_at_a_lower_priority() -> None:
+    code = ("import os; from incidentlib.api.sparql_runner import GRAPH_BUILD_NICENESS, _lower_priority, _restore_priority\n"
+            "before = os.getpriority(os.PRIO_PROCESS, 0)\n"
+            "assert _lower_priority(GRAPH_BUILD_NICENESS) == before\n"
+            "print(before, os.getpriority(os.PRIO_PROCESS, 0))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    before, during = map(int, out.stdout.split())
+    from incidentlib.api.sparql_runner import GRAPH_BUILD_NICENESS
+
+    assert during == min(before + GRAPH_BUILD_NICENESS, 19)  # 19: the lowest priority there is

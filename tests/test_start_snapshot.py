@@ -136,3 +136,32 @@ def test_a_write_cut_short_leaves_a_temporary_file_that_a_later_write_removes(tm
     assert not old.exists()  # left by a process stopped mid-write
     assert recent.exists()  # possibly another process's write still running
     assert len(list(folder.glob("*.snap"))) == 1
+
+
+@pytest.mark.slow  # an app's lifespan with its SPARQL graph process and background threads: about 10 s here
+def test_the_server_writes_the_snapshot_after_it_answers(tmp_path: Path, data_dir: Path, hashed_tagger: Path) -> None:
+    import time
+
+    from conftest import seed_tagger
+    from fakes import HashEmbedder
+    from fastapi.testclient import TestClient
+
+    from incidentlib.api import ServiceSettings, create_app
+
+    root = small_library(tmp_path / "lib", data_dir, IDS)
+    cache = seed_tagger(hashed_tagger, tmp_path / "cache")
+    library = Library.open(root, SearchConfig(cache_dir=cache), embedder=HashEmbedder())
+    library.build_index(save_snapshot=False)  # what serve does before it listens
+    library.warm_search(save_snapshot=False)
+    assert library.data.snapshot_key is not None
+    path = start_snapshot.snapshot_path(cache, library.data.snapshot_key)
+    assert not path.exists()
+    with TestClient(create_app(library, ServiceSettings(mount_mcp=False, follow_changes=False)),
+                    base_url="http://127.0.0.1:8000") as client:
+        assert client.get("/search", params={"q": "NCCL timeout", "k": 3}).status_code == 200
+        deadline = time.monotonic() + 60  # a bound on waiting for the background thread, not a timing check
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert path.exists()
+    again = _open(root, cache)
+    _same_as_fresh(again.data, root)
