@@ -89,9 +89,10 @@ HOST_SLACK_SECONDS = 5.0
 # and the in-memory RDF graph of a large library takes tens of seconds (docs/benchmarks.md); chosen, not tuned.
 NOT_READY_RETRY_AFTER_SECONDS = 10
 #: Niceness added to the graph process while it builds the graph: the build (seconds of CPU at 10k records) runs
-#: while the server answers its first requests on the same cores, and those should come first.  10 is the usual
-#: "background job" value (nice(1)'s default); the build still gets the CPU the server leaves idle.
-GRAPH_BUILD_NICENESS = 10
+#: while the server answers its first requests on the same cores, and those should come first.  Not nice(1)'s 10:
+#: measured at 10k on the shared 2-core machine under load ~8, a graph process at 10 got ~3 % of a core and was
+#: not ready after 6 min (92 s at 0); 5 gives it about a third of the CPU weight of the server's threads.
+GRAPH_BUILD_NICENESS = 5
 
 
 def _address_space_bytes() -> int | None:
