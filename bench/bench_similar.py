@@ -75,6 +75,8 @@ def main() -> None:
     parser.add_argument("--ivf", action="store_true", help="--paths: the inverted file as the dense index at any size")
     parser.add_argument("--share-before", action="store_true", help="--paths --before: the other version takes the "
                         "parts this one loaded instead of building its own (less memory; its first request is not timed)")
+    parser.add_argument("--full-lexical", action="store_true", help="--paths: also the candidate path reading every query "
+                        "term's whole column (Pools.prune_lexical=False: no MaxScore, exact lexical statistics)")
     parser.add_argument("--probe-shares", default="", help="--paths: also the candidate path at these shares of the inverted "
                         "file's nprobe, comma-separated (Pools.probe_share)")
     args = parser.parse_args()
@@ -83,7 +85,7 @@ def main() -> None:
         return
     if args.paths:
         shares = [float(x) for x in args.probe_shares.split(",") if x.strip()]
-        compare_paths(args.size, args.queries, args.before, args.profile, args.ivf, shares, args.share_before)
+        compare_paths(args.size, args.queries, args.before, args.profile, args.ivf, shares, args.share_before, args.full_lexical)
         return
     if args.before is None:
         parser.error("give --before or --paths")
@@ -150,7 +152,7 @@ def settle() -> None:
 
 
 def compare_paths(size: int, count: int, before: Path | None = None, profile: int = 0, ivf: bool = False,
-                  shares: list[float] | None = None, share_before: bool = False) -> None:
+                  shares: list[float] | None = None, share_before: bool = False, full_lexical: bool = False) -> None:
     """Exact vs candidate path on one synthetic library (see the module docstring)."""
     import cProfile
     import os
@@ -202,6 +204,11 @@ def compare_paths(size: int, count: int, before: Path | None = None, profile: in
         other.__dict__.update({key: restarted.__dict__[key] for key in ("_artefact", *SHARED) if key in restarted.__dict__})
         first_request(f"candidates, probe share {share}", other)
         indexes[f"candidates, probe share {share}"] = other
+    if full_lexical:
+        other = SimilarityIndex(engine, candidate_threshold=0, pools=Pools(prune_lexical=False))
+        other.__dict__.update({key: restarted.__dict__[key] for key in ("_artefact", *SHARED) if key in restarted.__dict__})
+        first_request("candidates, full lexical columns", other)
+        indexes["candidates, full lexical columns"] = other
     exact = SimilarityIndex(engine, candidate_threshold=1 << 62)
     exact.__dict__.update({key: restarted.__dict__[key] for key in SHARED if key in restarted.__dict__})
     first_request("exact", exact)
@@ -235,6 +242,9 @@ def compare_paths(size: int, count: int, before: Path | None = None, profile: in
     for name, seconds in first.items():
         sys.stdout.write(f"| {name} | {seconds:.1f} | {added[name]:.0f} |\n")
     sys.stdout.write(f"\nratio of p50s, candidates ÷ exact: {np.median(samples['candidates']) / np.median(samples['exact']):.2f}\n")
+    if "candidates, full lexical columns" in samples:
+        sys.stdout.write(f"ratio of p50s, candidates ÷ candidates with full lexical columns: "
+                         f"{np.median(samples['candidates']) / np.median(samples['candidates, full lexical columns']):.2f}\n")
     if "candidates (before)" in samples:
         sys.stdout.write(f"ratio of p50s, candidates ÷ candidates (before): "
                          f"{np.median(samples['candidates']) / np.median(samples['candidates (before)']):.2f}\n")

@@ -120,6 +120,7 @@ from ..tagging.tagger import incident_text
 from .boilerplate import Boilerplate
 from .chunks import _PARAGRAPH, _split_long
 from .engine import SearchEngine
+from .lexical_top import LexicalTop, TermBounds, WeightedQuery, lexical_top
 from .similarity_store import SimilarityArtefact, cached_artefact, similarity_key
 from .tokenize import tokenize
 
@@ -156,6 +157,10 @@ CANDIDATE_THRESHOLD = 170_000
 DENSE_HITS = 64  # nearest passages fetched per query passage: several passages of each of the ~tens of nearest incidents
 DENSE_POOL = 200  # incidents kept from the dense hits; 20× the usual k = 10, so the exact re-scoring can reorder them
 LEXICAL_POOL = 200  # incidents kept by lexical score, same reason
+#: Incidents at most that the lexical pool's MaxScore bound lets through to be scored exactly by their rows
+#: (:mod:`.lexical_top`): 10× the pool, so the bound may be loose by an order of magnitude and the pool stays exact;
+#: each costs one row of ~hundreds of terms, so 2,000 cost about what 40k entries of a column do.
+LEXICAL_RESCORE = 2_000
 GRAPH_POOL = 100  # incidents kept by shared concepts: concepts are coarse (many ties), a smaller pool still covers the head
 #: Incidents scored exactly to estimate the dense mean and deviation.  An error in μ̂ shifts every candidate's dense z by
 #: the same amount (no change in order); an error in σ̂ rescales the dense weight by about 1 ± 1/√(2n): ±3 % at 500,
@@ -182,9 +187,11 @@ class Pools:
     sample: int = DENSE_SAMPLE
     exhaustive: int = EXHAUSTIVE_POOL
     probe_share: float = CANDIDATE_PROBE_SHARE
+    prune_lexical: bool = True
+    lexical_rescore: int = LEXICAL_RESCORE
 
     def __post_init__(self) -> None:
-        for name in ("dense_hits", "dense", "lexical", "graph", "sample", "exhaustive"):
+        for name in ("dense_hits", "dense", "lexical", "graph", "sample", "exhaustive", "lexical_rescore"):
             if getattr(self, name) < 0:
                 raise ValueError(f"pools.{name}: {getattr(self, name)} is negative")
         if not 0 < self.probe_share <= 1:
@@ -385,6 +392,14 @@ class SimilarityIndex:
         columns = np.fromiter(terms.keys(), dtype=np.int64, count=len(terms))
         weights = np.fromiter(terms.values(), dtype=np.float64, count=len(terms))
         return np.asarray(self._lexical_columns[:, columns] @ weights).ravel()
+
+    @cached_property
+    def _term_bounds(self) -> TermBounds:
+        """Per term the largest and the summed BM25 weight over the incidents (candidate path, :mod:`.lexical_top`)."""
+        return TermBounds.of(self._lexical_columns)
+
+    def _weighted_query(self, terms: dict[int, float]) -> WeightedQuery:
+        return WeightedQuery(terms, self._artefact.matrix.shape[1])
 
     def _stored_terms(self, position: int) -> dict[int, float]:
         """``w_q`` of the library's incident at ``position`` (as :meth:`lexical_query` of its text finds it) from its saved
@@ -757,31 +772,47 @@ class SimilarityIndex:
         if not allowed_count:
             return []
         exclude = self.position.get(query.exclude) if query.exclude is not None else None
-        full: dict[str, np.ndarray] = {}
-        if query.terms:
-            full["lexical"] = self._lexical_column(query.terms)
-        if query.concepts:
-            full["graph"] = self._graph_column(query.concepts)
         pools = self.pools
-        if allowed_count <= pools.exhaustive:
+        exhaustive = allowed_count <= pools.exhaustive
+        graph = self._graph_column(query.concepts) if query.concepts else None
+        # A filter's mean and deviation are over its incidents only: the saved column sums do not give them.
+        pruned = bool(query.terms) and pools.prune_lexical and not restricted and not exhaustive
+        full_lexical = self._lexical_column(query.terms) if query.terms and not pruned else None
+        lexical: LexicalTop | None = None
+        weighted_query = self._weighted_query(query.terms) if pruned else None
+        if exhaustive:
             pool = np.flatnonzero(mask)  # a filter left few enough incidents to score them all
         else:
             parts = [self._dense_pool(query.passages, mask)]
-            parts += [_top_positive(full[name], mask, size) for name, size in (("lexical", pools.lexical), ("graph", pools.graph)) if name in full]
+            if graph is not None:
+                parts.append(_top_positive(graph, mask, pools.graph))
+            if full_lexical is not None:
+                parts.append(_top_positive(full_lexical, mask, pools.lexical))
+            elif weighted_query is not None:
+                lexical = lexical_top(weighted_query, self._artefact.matrix, self._lexical_columns,
+                                      self._term_bounds, mask, exclude, np.concatenate(parts), self._sample,
+                                      pools.lexical, pools.lexical_rescore)
+                parts.append(lexical.pool)
             pool = np.unique(np.concatenate(parts))
         if not len(pool):
             return []
         complete = len(pool) == allowed_count
         dense, best_chunk = self._dense_on(query.passages, pool)
-        columns = {"dense": dense, **{name: values[pool] for name, values in full.items()}}
+        columns = {"dense": dense}
         stats = {"dense": _mean_std(dense) if complete else self._dense_stats(query.passages, mask, dense)}
+        full = {name: values for name, values in (("lexical", full_lexical), ("graph", graph)) if values is not None}
+        if lexical is not None and weighted_query is not None:
+            columns["lexical"] = weighted_query.score_rows(self._artefact.matrix, pool)
+            stats["lexical"] = _mean_std(columns["lexical"]) if complete else (lexical.mean, lexical.std)
         for name, values in full.items():
+            columns[name] = values[pool]
             stats[name] = _mean_std(columns[name]) if complete else _column_stats(values, mask, exclude, restricted)
         weights = self.weights
         fused = np.zeros(len(pool))
         used = 0.0
         ranks: dict[str, np.ndarray] = {}
-        for name, values in columns.items():
+        for name in [kind for kind in ("dense", "lexical", "graph") if kind in columns]:  # the order they are summed in
+            values = columns[name]
             rank = np.zeros(len(pool), dtype=np.int64)
             rank[np.argsort(-values, kind="stable")] = np.arange(1, len(pool) + 1)
             ranks[name] = rank
