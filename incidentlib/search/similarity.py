@@ -73,9 +73,11 @@ vectors, so ``rank`` works on a bounded pool instead:
      :data:`CANDIDATE_PROBE_SHARE` of its calibrated lists), mapped to incidents and ordered by
      ``D̃(q, c) = mean_i max_{j ∈ hits_i ∩ c} cos(q_i, c_j)`` (0 where a query passage found
      none of ``c``'s passages); the best :data:`DENSE_POOL`;
-   - **lexical**: the :data:`LEXICAL_POOL` incidents with the largest ``L(q, c) > 0``; ``L`` is
-     computed for every incident from the query terms' columns only (``Σ_t w_q(t) · B[:, t]``
-     over a column-major copy of the BM25 matrix);
+   - **lexical**: the :data:`LEXICAL_POOL` incidents with the largest ``L(q, c) > 0``, found by
+     MaxScore (:mod:`.lexical_top`): the query terms whose bounds ``w_q(t) · max_c B[c, t]`` sum
+     below the pool's last score are not read, the incidents of the others' columns
+     (``Σ_t w_q(t) · B[:, t]`` over a column-major copy of the BM25 matrix) that can still reach
+     the pool are scored exactly by their rows (at most :data:`LEXICAL_RESCORE`);
    - **graph**: likewise the :data:`GRAPH_POOL` largest ``G(q, c) > 0`` from the query
      concepts' columns.
 2. *exact evidence* on ``P``: ``D(q, c)`` exactly as above from the candidates' own passage
@@ -84,8 +86,10 @@ vectors, so ``rank`` works on a bounded pool instead:
 3. *fusion* with the statistics of the whole collection, as on the exact path:
    ``z_e(c) = (e(q, c) − μ_e) / σ_e`` where ``μ_e, σ_e`` are the mean and standard deviation of
    ``e(q, ·)`` over every candidate incident (all allowed incidents but the query).  For
-   lexical and graph the full column is known, so ``μ = Σ e / n`` and
-   ``σ² = Σ e² / n − μ²`` are exact.  For dense they are estimated on a fixed sample ``S`` of
+   graph the full column is known, so ``μ = Σ e / n`` and ``σ² = Σ e² / n − μ²`` are exact.
+   For lexical ``μ`` is exact from per-term column sums, and ``σ`` is exact over the incidents
+   scored by their rows and estimated on the fixed sample below for the rest, whose mean is
+   known (:mod:`.lexical_top`); under a filter the full columns are read and both are exact.  For dense they are estimated on a fixed sample ``S`` of
    :data:`DENSE_SAMPLE` incidents (seed :data:`SAMPLE_SEED`), scored exactly against the
    query: ``μ̂ = mean_{c ∈ S} D(q, c)``, ``σ̂ = std_{c ∈ S} D(q, c)``.  When the pool holds every
    candidate incident, the pool's own values are used instead (exact).
