@@ -77,6 +77,8 @@ def main() -> None:
                         "parts this one loaded instead of building its own (less memory; its first request is not timed)")
     parser.add_argument("--full-lexical", action="store_true", help="--paths: also the candidate path reading every query "
                         "term's whole column (Pools.prune_lexical=False: no MaxScore, exact lexical statistics)")
+    parser.add_argument("--cache", type=Path, help="--paths: keep the similarity artefact in this folder (a second run "
+                        "loads it instead of building it for minutes)")
     parser.add_argument("--probe-shares", default="", help="--paths: also the candidate path at these shares of the inverted "
                         "file's nprobe, comma-separated (Pools.probe_share)")
     args = parser.parse_args()
@@ -85,7 +87,8 @@ def main() -> None:
         return
     if args.paths:
         shares = [float(x) for x in args.probe_shares.split(",") if x.strip()]
-        compare_paths(args.size, args.queries, args.before, args.profile, args.ivf, shares, args.share_before, args.full_lexical)
+        compare_paths(args.size, args.queries, args.before, args.profile, args.ivf, shares, args.share_before, args.full_lexical,
+                      args.cache)
         return
     if args.before is None:
         parser.error("give --before or --paths")
@@ -152,7 +155,8 @@ def settle() -> None:
 
 
 def compare_paths(size: int, count: int, before: Path | None = None, profile: int = 0, ivf: bool = False,
-                  shares: list[float] | None = None, share_before: bool = False, full_lexical: bool = False) -> None:
+                  shares: list[float] | None = None, share_before: bool = False, full_lexical: bool = False,
+                  keep: Path | None = None) -> None:
     """Exact vs candidate path on one synthetic library (see the module docstring)."""
     import cProfile
     import os
@@ -168,7 +172,8 @@ def compare_paths(size: int, count: int, before: Path | None = None, profile: in
     engine, tokens, _, _, incidents, _ = synthetic_engine(copies, noise=0.05, hnsw=False)
     del tokens
     copy_records(engine, copies)
-    cache = Path(tempfile.mkdtemp(prefix="bench-similar-"))
+    cache = keep if keep is not None else Path(tempfile.mkdtemp(prefix="bench-similar-"))
+    cache.mkdir(parents=True, exist_ok=True)
     engine.config = engine.config.model_copy(update={"cache_dir": cache})  # the artefact goes here, not the user's cache
     ids = engine._incident_ids
     picked = [ids[round(i * (len(ids) - 1) / max(count - 1, 1))] for i in range(count)]
@@ -256,7 +261,8 @@ def compare_paths(size: int, count: int, before: Path | None = None, profile: in
         profiler.disable()
         sys.stdout.write(f"\ncProfile, candidate path, {min(profile, len(picked))} queries:\n")
         pstats.Stats(profiler, stream=sys.stdout).strip_dirs().sort_stats("tottime").print_stats(25)
-    shutil.rmtree(cache, ignore_errors=True)
+    if keep is None:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def quality_settings(size: int) -> dict[str, Pools]:

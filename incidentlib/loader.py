@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import start_snapshot
 from .errors import LibraryError
+from .gc_pause import collector_paused
 from .journal import recover
 from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
 from .parsed_cache import YAML_LOADER, DataFiles
@@ -84,8 +85,12 @@ def load_library(root: Path | str, cache_dir: Path | None = None) -> LibraryData
 
 def check_library(root: Path | str, cache_dir: Path | None = None) -> tuple[LibraryData | None, list[Problem]]:
     """Validate ``root`` and return what loaded together with all problems found (``cache_dir``: as in
-    :func:`load_library`)."""
-    root = Path(root)
+    :func:`load_library`).  The cyclic collector is paused meanwhile (:mod:`incidentlib.gc_pause`)."""
+    with collector_paused():
+        return _check_library(Path(root), cache_dir)
+
+
+def _check_library(root: Path, cache_dir: Path | None) -> tuple[LibraryData | None, list[Problem]]:
     problems: list[Problem] = []
     recover(root)  # finish or undo an import that was interrupted (see incidentlib.journal)
     if not root.is_dir():

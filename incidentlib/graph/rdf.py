@@ -17,6 +17,7 @@ from rdflib import RDF, RDFS, Graph, Literal, URIRef
 from rdflib.namespace import DCTERMS, SDO, SKOS, XSD
 from rdflib.term import Node
 
+from ..gc_pause import collector_paused
 from ..loader import LibraryData
 from ..models import LANGS, Concept, ConceptKind, Incident, Source, Text
 from .ontology import ID, IL, bind_prefixes, concept_uri, incident_uri, ontology_graph, scheme_uri
@@ -31,7 +32,13 @@ CONCEPT_PROPERTIES: dict[str, URIRef] = {
 
 
 def build_graph(data: LibraryData, include_ontology: bool = True) -> Graph:
-    """The whole library as one rdflib graph."""
+    """The whole library as one rdflib graph; made with the cyclic collector paused (millions of triples, none of
+    them garbage: :mod:`incidentlib.gc_pause`)."""
+    with collector_paused():
+        return _build_graph(data, include_ontology)
+
+
+def _build_graph(data: LibraryData, include_ontology: bool) -> Graph:
     graph = ontology_graph() if include_ontology else Graph()
     bind_prefixes(graph)
     for kind in ConceptKind:

@@ -64,6 +64,8 @@ class LexicalTop:
     """What the candidate path needs of ``L(q, ·)``: the pool, and the mean and deviation over the candidates."""
 
     pool: np.ndarray  # positions, best first is not promised
+    known: np.ndarray  # positions scored exactly (ascending): the pool, the seeds and those that passed the bound
+    known_scores: np.ndarray  # their L(q, c)
     mean: float
     std: float
     pruned_terms: int  # query terms whose columns were not read
@@ -121,8 +123,10 @@ def lexical_top(query: WeightedQuery, rows: sparse.csr_matrix, columns: sparse.c
     if skipped == 0:  # nothing to skip: the full columns, exact statistics
         scores = query.score_columns(columns)
         scores[~mask] = 0.0
-        return LexicalTop(pool=_best_positive(scores, np.flatnonzero(mask), size), mean=_masked_mean(scores, mask, n),
-                          std=_masked_std(scores, mask, n), pruned_terms=0, rescored=len(seeds))
+        allowed = np.flatnonzero(mask)
+        return LexicalTop(pool=_best_positive(scores, allowed, size), known=allowed, known_scores=scores[allowed],
+                          mean=_masked_mean(scores, mask, n), std=_masked_std(scores, mask, n), pruned_terms=0,
+                          rescored=len(seeds))
     left_out = float(running[skipped - 1])
     partial = query.score_columns(columns, order[skipped:])
     passing = np.flatnonzero(mask & (partial >= theta - left_out - BOUND_SLACK * max(theta, 1.0)))
@@ -149,8 +153,17 @@ def lexical_top(query: WeightedQuery, rows: sparse.csr_matrix, columns: sparse.c
             rest_variance = float(spread.var(ddof=1)) if len(spread) > 1 else 0.0
             squares += rest * (rest_mean * rest_mean + rest_variance)
     variance = squares / n - mean * mean if n else 0.0
-    return LexicalTop(pool=pool, mean=mean, std=float(np.sqrt(max(variance, 0.0))), pruned_terms=skipped,
-                      rescored=len(known))
+    return LexicalTop(pool=pool, known=known, known_scores=known_scores, mean=mean, std=float(np.sqrt(max(variance, 0.0))),
+                      pruned_terms=skipped, rescored=len(known))
+
+
+def scores_of(top: LexicalTop, positions: np.ndarray) -> np.ndarray | None:
+    """``L`` of ``positions`` from what :func:`lexical_top` scored, or None when one of them was not scored."""
+    found = np.minimum(np.searchsorted(top.known, positions), max(len(top.known) - 1, 0))
+    if not len(top.known) or not np.array_equal(top.known[found], positions):
+        return None
+    result: np.ndarray = top.known_scores[found]
+    return result
 
 
 def _best_positive(values: np.ndarray, candidates: np.ndarray, size: int) -> np.ndarray:

@@ -124,7 +124,7 @@ from ..tagging.tagger import incident_text
 from .boilerplate import Boilerplate
 from .chunks import _PARAGRAPH, _split_long
 from .engine import SearchEngine
-from .lexical_top import LexicalTop, TermBounds, WeightedQuery, lexical_top
+from .lexical_top import LexicalTop, TermBounds, WeightedQuery, lexical_top, scores_of
 from .similarity_store import SimilarityArtefact, cached_artefact, similarity_key
 from .tokenize import tokenize
 
@@ -806,7 +806,8 @@ class SimilarityIndex:
         stats = {"dense": _mean_std(dense) if complete else self._dense_stats(query.passages, mask, dense)}
         full = {name: values for name, values in (("lexical", full_lexical), ("graph", graph)) if values is not None}
         if lexical is not None and weighted_query is not None:
-            columns["lexical"] = weighted_query.score_rows(self._artefact.matrix, pool)
+            known = scores_of(lexical, pool)  # the pool is the seeds and the lexical pool: all scored already
+            columns["lexical"] = known if known is not None else weighted_query.score_rows(self._artefact.matrix, pool)
             stats["lexical"] = _mean_std(columns["lexical"]) if complete else (lexical.mean, lexical.std)
         for name, values in full.items():
             columns[name] = values[pool]
