@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from incidentlib import loader
 from incidentlib.gc_pause import collector_paused
 from incidentlib.graph import rdf
-from incidentlib import loader
 from incidentlib.loader import load_library
 
 
@@ -50,7 +50,7 @@ def test_loading_and_the_graph_build_run_paused(data_dir: Path, monkeypatch: pyt
     loading: list[bool] = []
     real_load = loader._load_incidents
 
-    def watching_load(*args):  # type: ignore[no-untyped-def]
+    def watching_load(*args: object):  # type: ignore[no-untyped-def]
         loading.append(gc.isenabled())
         return real_load(*args)
 
