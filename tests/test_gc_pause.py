@@ -57,3 +57,19 @@ def test_loading_and_the_graph_build_run_paused(data_dir: Path, monkeypatch: pyt
     monkeypatch.setattr(loader, "_load_incidents", watching_load)
     assert len(loader.load_library(data_dir).incidents) == len(data.incidents)
     assert loading == [False] and gc.isenabled()
+
+
+def test_the_projection_is_built_paused(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from incidentlib.graph import projection
+    from incidentlib.graph.knowledge import KnowledgeGraph
+
+    states: list[bool] = []
+    real_build = projection.build_projection
+
+    def watching(data):  # type: ignore[no-untyped-def]
+        states.append(gc.isenabled())
+        return real_build(data)
+
+    monkeypatch.setattr(projection, "build_projection", watching)
+    graph = KnowledgeGraph(load_library(data_dir)).nx
+    assert graph.number_of_nodes() > 0 and states == [False] and gc.isenabled()

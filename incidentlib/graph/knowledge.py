@@ -14,6 +14,7 @@ import threading
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from ..gc_pause import collector_paused
 from ..loader import LibraryData
 from ..models import Incident
 from ..views import ConceptRef, GraphNode, GraphPath, IncidentSummary, NodeLinkGraph, RelatedItem, TopicPage
@@ -53,7 +54,8 @@ class KnowledgeGraph:
                 if graph is None:
                     from .projection import build_projection, projection_from_store
 
-                    graph = build_projection(self.data) if self.store is None else projection_from_store(self.store, self.data)
+                    with collector_paused():  # a node and edge per record and link, none of them garbage
+                        graph = build_projection(self.data) if self.store is None else projection_from_store(self.store, self.data)
                     self._nx = graph
         return graph
 
