@@ -202,12 +202,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def vm_hwm_mb(pid: int) -> float:
-    """Peak RSS of process ``pid`` in MB (``VmHWM``), NaN when it is gone."""
+def vm_hwm_mb(pid: int, field: str = "VmHWM") -> float:
+    """Peak RSS of process ``pid`` in MB (``VmHWM``; ``field="VmRSS"``: the current RSS), NaN when it is gone."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -253,6 +253,7 @@ def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = ()) -> dic
                     body = json.loads(response.read())
                 answered = time.perf_counter() - started
                 hits = len(body.get("results", body.get("hits", [])))
+                seen["server RSS at the first answer (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(POLL_SECONDS)
@@ -267,6 +268,7 @@ def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = ()) -> dic
                 break
             time.sleep(POLL_SECONDS)
         peak = vm_hwm_mb(process.pid)
+        seen["server RSS once the graph is ready (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
         # the SPARQL graph process (a fork of the server) and its hosts hold the in-memory RDF graph
         forks = [vm_hwm_mb(pid) for pid in children(process.pid)]
         if forks:
