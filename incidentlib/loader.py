@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import start_snapshot
 from .errors import LibraryError
+from .field_sets import FieldSetSharer
 from .gc_pause import collector_paused
 from .journal import recover
 from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
@@ -109,10 +110,12 @@ def _check_library(root: Path, cache_dir: Path | None) -> tuple[LibraryData | No
         if snapshot is not None:  # the same bytes through the same code: the same records, and no problem
             return LibraryData(root=root, vocab=Vocabulary(snapshot.concepts), incidents=snapshot.incidents,
                                content_hash=files.content_hash(), snapshot_key=key, chunks=snapshot.chunks), []
+    sharer = FieldSetSharer()  # each record shares its fields sets as it is made (incidentlib.field_sets)
     concepts = _load_vocab(root, problems, files)
+    sharer.share(concepts)
     vocab = Vocabulary(concepts)
     _check_vocab_links(root, vocab, problems)
-    incidents = _load_incidents(root, problems, files)
+    incidents = _load_incidents(root, problems, files, sharer)
     _check_incident_links(root, incidents, vocab, problems)
     digest = files.content_hash()  # the bytes just parsed, not a second read that could see a newer file
     files.save()
@@ -225,7 +228,7 @@ def _check_vocab_links(root: Path, vocab: Vocabulary, problems: list[Problem]) -
             problems.append(Problem(file=file, field="broader", message="broader links form a cycle"))
 
 
-def _load_incidents(root: Path, problems: list[Problem], files: DataFiles) -> dict[str, Incident]:
+def _load_incidents(root: Path, problems: list[Problem], files: DataFiles, sharer: FieldSetSharer) -> dict[str, Incident]:
     incidents: dict[str, Incident] = {}
     where: dict[str, str] = {}
     folder = root / INCIDENTS_DIR
@@ -250,6 +253,7 @@ def _load_incidents(root: Path, problems: list[Problem], files: DataFiles) -> di
         except ValidationError as exc:
             problems.extend(_pydantic_problems(file, exc))
             continue
+        sharer.share((incident,))
         if path.stem != incident.id:
             problems.append(Problem(file=file, field="id", message=f"id {incident.id!r} does not match the file name {path.name!r}"))
         if incident.id in incidents:

@@ -8,7 +8,8 @@ at the last start, the answer is the same, so it is kept in one file,
     b"incidentlib-start\\n"
     header: one JSON line {"format": START_FORMAT_VERSION, "key": key, "checksum": "xxh3_128:...",
                            "sizes": [bytes of each part], "concepts": n, "incidents": n, "chunks": n}
-    payload: three JSON documents back to back: the concepts, the incidents, the chunks {column: [...]}
+    payload: JSON documents back to back: the concepts, the incidents as arrays of at most
+             RECORDS_PER_PART records each, the chunks {column: [...]}
 
 where
 
@@ -29,6 +30,11 @@ records validated by today's model classes.  The chunks are stored as columns an
 when it loads (``search.store.ensure_index``: every chunk id and digest must be a row), so chunks that did not
 match the persisted index would be re-embedded, never silently searched.
 
+Why the incidents in parts: validated as one array, the records of the bundled library copied 100 times
+(32,200 records) added 813 MB to the process's RSS; validated 966 at a time, 552 MB; and with each part's
+fields sets shared as it is made (:mod:`incidentlib.field_sets`), 422 MB: 0.52x the memory of one array
+(``bench/bench_records_memory.py``, docs/benchmarks.md).
+
 A missing, stale, damaged or unreadable snapshot means loading as without it (and writing a new one);
 a snapshot that cannot be written costs only the next start.
 """
@@ -37,7 +43,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -55,7 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Bump when the file layout or what is stored changes: older files are then ignored.
-START_FORMAT_VERSION = 1
+START_FORMAT_VERSION = 2
 #: Folder of the snapshots inside the cache directory.
 START_DIR = "start"
 #: Snapshots kept (most recently used first). Each is about as large as the library's text twice over
@@ -66,6 +74,11 @@ MAX_SNAPSHOTS = 2
 #: writes the snapshot in a background thread after it listens, and may be stopped meanwhile): removed by the
 #: next write.  A write takes seconds at 10k records; an hour leaves any write still running alone.
 STALE_TEMP_SECONDS = 3600
+#: Records validated per call at load.  Memory measured by ``bench/bench_records_memory.py`` (RSS added a record, with
+#: the fields sets shared): about 13 KB in parts of 322 or 966 records, 14 KB of 3,864, 19 KB of 15,456, 26 KB as one
+#: array of 32,200 (validating one large array holds more of the heap).  A thousand is in the flat part of that curve
+#: and makes a call long enough (~0.1 s) that the per-call cost is nothing.
+RECORDS_PER_PART = 1_000
 _MAGIC = b"incidentlib-start\n"
 #: The modules whose code decides what a record or a chunk is: a change to any of them changes the key.
 _CODE = ("models.py", "vocab.py", "loader.py", "strict.py", "start_snapshot.py", "search/chunks.py")
@@ -116,8 +129,10 @@ def save(cache_dir: Path, key: str, concepts: Sequence[Concept], incidents: Mapp
                "lang": [c.lang for c in flat], "text": [c.text for c in flat], "digest": [c.digest for c in flat],
                "count": [len(chunks[incident_id]) for incident_id in incidents]}
     # defaults left out: less to validate on load, and the same records (a round trip test checks it)
+    records = list(incidents.values())
     parts = [orjson.dumps([c.model_dump(mode="json", exclude_defaults=True) for c in concepts]),
-             orjson.dumps([i.model_dump(mode="json", exclude_defaults=True) for i in incidents.values()]),
+             *(orjson.dumps([i.model_dump(mode="json", exclude_defaults=True) for i in records[start:start + RECORDS_PER_PART]])
+               for start in range(0, len(records), RECORDS_PER_PART)),
              orjson.dumps(columns)]
     payload = b"".join(parts)
     header = orjson.dumps({"format": START_FORMAT_VERSION, "key": key, "checksum": checksum.checksum_bytes(payload),
@@ -157,6 +172,7 @@ def _decode(blob: bytes, key: str) -> Snapshot:
     import orjson
     from pydantic import TypeAdapter
 
+    from .field_sets import FieldSetSharer
     from .models import Concept, Incident
     from .search.chunks import Chunk
 
@@ -170,13 +186,20 @@ def _decode(blob: bytes, key: str) -> Snapshot:
     if checksum.checksum_bytes(payload) != header.get("checksum"):
         raise ValueError("checksum mismatch (damaged)")
     sizes = header["sizes"]
-    if len(sizes) != 3 or sum(sizes) != len(payload):
+    if len(sizes) != 2 + math.ceil(header["incidents"] / RECORDS_PER_PART) or sum(sizes) != len(payload):
         raise ValueError("segment sizes differ from the payload")
-    first, second = sizes[0], sizes[0] + sizes[1]
-    # validated again (pydantic's JSON validation of whole arrays: see the module docstring)
-    concepts = TypeAdapter(list[Concept]).validate_json(bytes(payload[:first]))
-    incidents = TypeAdapter(list[Incident]).validate_json(bytes(payload[first:second]))
-    columns = orjson.loads(payload[second:])
+    ends = list(itertools.accumulate(sizes))
+    # validated again (pydantic's JSON validation of whole arrays: see the module docstring), part by part
+    sharer = FieldSetSharer()
+    concepts = TypeAdapter(list[Concept]).validate_json(bytes(payload[:ends[0]]))
+    sharer.share(concepts)
+    incidents: list[Incident] = []
+    records = TypeAdapter(list[Incident])
+    for start, end in itertools.pairwise(ends[:-1]):
+        part = records.validate_json(bytes(payload[start:end]))
+        sharer.share(part)
+        incidents.extend(part)
+    columns = orjson.loads(payload[ends[-2]:])
     counts = columns["count"]
     if [len(columns[name]) for name in _COLUMNS] != [header["chunks"]] * len(_COLUMNS) or sum(counts) != header["chunks"] \
             or len(incidents) != header["incidents"] or len(counts) != len(incidents) or len(concepts) != header["concepts"]:

@@ -3,6 +3,7 @@ the same as a fresh load, and rebuilt, never trusted, when damaged or stale."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -55,6 +56,22 @@ def test_a_start_from_the_snapshot_equals_a_fresh_load(tmp_path: Path, data_dir:
     assert not again.save_start_snapshot()  # read from a snapshot: nothing to write
 
 
+def test_records_in_several_parts_load_as_one_library(tmp_path: Path, data_dir: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 3)  # 4 records: parts of 3 and 1
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    key = _started(root, cache).data.snapshot_key
+    assert key is not None
+    blob = start_snapshot.snapshot_path(cache, key).read_bytes()
+    header = json.loads(blob.split(b"\n")[1])
+    assert len(header["sizes"]) == 4  # concepts, two parts of incidents, chunks
+    again = _open(root, cache)
+    assert again.data.chunks is not None
+    _same_as_fresh(again.data, root)
+    monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 1)  # read as parts of 1: the sizes no longer fit
+    assert start_snapshot.load(cache, key) is None
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate", "header", "garbage"])
 def test_a_damaged_snapshot_is_rebuilt_not_trusted(tmp_path: Path, data_dir: Path, damage: str,
                                                    caplog: pytest.LogCaptureFixture) -> None:
@@ -68,7 +85,7 @@ def test_a_damaged_snapshot_is_rebuilt_not_trusted(tmp_path: Path, data_dir: Pat
     elif damage == "truncate":
         del blob[len(blob) // 2:]
     elif damage == "header":
-        blob = blob.replace(b'"format":1', b'"format":0', 1)
+        blob = blob.replace(b'"format":%d' % start_snapshot.START_FORMAT_VERSION, b'"format":0', 1)
     else:
         blob = bytearray(b"not a snapshot at all")
     path.write_bytes(bytes(blob))
