@@ -3,8 +3,9 @@
 Every pydantic model instance carries ``__pydantic_fields_set__``, the names of the fields its input gave: a
 Python ``set`` of its own, 216 bytes or more even when it holds two names.  An incident is about 14 model
 instances (its texts, sources, signals, related links), so those sets weigh about 4 KB of the ~17 KB a loaded
-record takes (measured with ``tracemalloc`` on the bundled records: ``bench/bench_records_memory.py``), about
-0.4 GB at 100k records, for what is a handful of distinct values (23 over the bundled library).
+record's live Python objects take (measured with ``tracemalloc`` on the bundled records), about 0.4 GB at 100k
+records, for what is a handful of distinct values (23 over the bundled library).  ``bench/bench_records_memory.py``
+measures the whole effect on a process's RSS (docs/benchmarks.md, "Loaded records").
 
 :func:`share_field_sets` makes the instances whose sets are equal hold one and the same set object.  That is
 safe because every stored record is frozen (``models.Record``): pydantic adds to a model's own set only when a

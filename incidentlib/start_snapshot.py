@@ -31,9 +31,9 @@ when it loads (``search.store.ensure_index``: every chunk id and digest must be 
 match the persisted index would be re-embedded, never silently searched.
 
 Why the incidents in parts: validated as one array, the records of the bundled library copied 100 times
-(32,200 records) added 813 MB to the process's RSS; validated 966 at a time, 552 MB; and with each part's
-fields sets shared as it is made (:mod:`incidentlib.field_sets`), 422 MB: 0.52x the memory of one array
-(``bench/bench_records_memory.py``, docs/benchmarks.md).
+(32,200 records) added 820 MB to the process's RSS; validated 1,000 at a time, 563 MB; and with each part's
+fields sets shared as it is made (:mod:`incidentlib.field_sets`), 442 MB: 0.54x the memory of one array, in
+the same time (``bench/bench_records_memory.py``, docs/benchmarks.md).
 
 A missing, stale, damaged or unreadable snapshot means loading as without it (and writing a new one);
 a snapshot that cannot be written costs only the next start.
@@ -74,10 +74,10 @@ MAX_SNAPSHOTS = 2
 #: writes the snapshot in a background thread after it listens, and may be stopped meanwhile): removed by the
 #: next write.  A write takes seconds at 10k records; an hour leaves any write still running alone.
 STALE_TEMP_SECONDS = 3600
-#: Records validated per call at load.  Memory measured by ``bench/bench_records_memory.py`` (RSS added a record, with
-#: the fields sets shared): about 13 KB in parts of 322 or 966 records, 14 KB of 3,864, 19 KB of 15,456, 26 KB as one
-#: array of 32,200 (validating one large array holds more of the heap).  A thousand is in the flat part of that curve
-#: and makes a call long enough (~0.1 s) that the per-call cost is nothing.
+#: Records validated per call at load.  RSS added a record with the fields sets shared, one trial each (docs/benchmarks.md,
+#: "Loaded records"): 13.4 KB in parts of 322 records, 13.6 of 966, 14.8 of 3,864, 19.5 of 15,456, 25.9 as one array
+#: of 32,200 (validating one large array holds more of the heap).  A thousand is in the flat part of that curve and
+#: makes a call long enough (~0.2 s) that the per-call cost is nothing.
 RECORDS_PER_PART = 1_000
 _MAGIC = b"incidentlib-start\n"
 #: The modules whose code decides what a record or a chunk is: a change to any of them changes the key.
