@@ -56,6 +56,18 @@ def test_a_start_from_the_snapshot_equals_a_fresh_load(tmp_path: Path, data_dir:
     assert not again.save_start_snapshot()  # read from a snapshot: nothing to write
 
 
+def test_chunks_from_the_snapshot_share_their_repeated_strings(tmp_path: Path, data_dir: Path) -> None:
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    _started(root, cache)
+    data = _open(root, cache).data
+    assert data.chunks is not None
+    flat = [chunk for chunks in data.chunks.values() for chunk in chunks]
+    assert all(chunk.incident_id is data.incidents[incident_id].id for incident_id, chunks in data.chunks.items()
+               for chunk in chunks)  # the record's own id string, not a copy per chunk
+    assert len({id(chunk.kind) for chunk in flat}) == len({chunk.kind for chunk in flat}) > 1
+    assert len({id(chunk.lang) for chunk in flat}) == len({chunk.lang for chunk in flat}) >= 2
+
+
 def test_records_in_several_parts_load_as_one_library(tmp_path: Path, data_dir: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 3)  # 4 records: parts of 3 and 1
