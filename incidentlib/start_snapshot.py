@@ -46,6 +46,7 @@ import hashlib
 import itertools
 import logging
 import math
+import mmap
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -176,17 +177,14 @@ def load(cache_dir: Path, key: str) -> Snapshot | None:
     return snapshot
 
 
-def _decode(blob: bytes, key: str) -> Snapshot:
+def _decode(blob: bytes | mmap.mmap, key: str) -> Snapshot:
     import orjson
-    from pydantic import TypeAdapter
 
-    from .field_sets import FieldSetSharer
-    from .models import Concept, Incident
-    from .search.chunks import Chunk
-
-    if not blob.startswith(_MAGIC):
+    if blob[:len(_MAGIC)] != _MAGIC:
         raise ValueError("not a start snapshot")
-    end = blob.index(b"\n", len(_MAGIC))
+    end = blob.find(b"\n", len(_MAGIC))
+    if end < 0:
+        raise ValueError("no header line")
     header: dict[str, Any] = orjson.loads(blob[len(_MAGIC):end])
     if header.get("format") != START_FORMAT_VERSION or header.get("key") != key:
         raise ValueError(f"format {header.get('format')!r} or key differs")
@@ -197,26 +195,50 @@ def _decode(blob: bytes, key: str) -> Snapshot:
     if len(sizes) != 2 + math.ceil(header["incidents"] / RECORDS_PER_PART) or sum(sizes) != len(payload):
         raise ValueError("segment sizes differ from the payload")
     ends = list(itertools.accumulate(sizes))
-    # validated again (pydantic's JSON validation of whole arrays: see the module docstring), part by part
+    concepts, incidents = decode_records(payload[:ends[0]], [payload[start:stop] for start, stop in itertools.pairwise(ends[:-1])])
+    if len(incidents) != header["incidents"] or len(concepts) != header["concepts"]:
+        raise ValueError("counts differ from the header")
+    chunks = decode_chunks(payload[ends[-2]:], incidents, header["chunks"])
+    return Snapshot(concepts, {incident.id: incident for incident in incidents}, chunks)
+
+
+def decode_records(concepts: bytes | memoryview, parts: Sequence[bytes | memoryview]) -> tuple[list[Concept], list[Incident]]:
+    """The concepts and the incidents (each part a JSON array of records), validated again by today's model classes
+    (pydantic's JSON validation of whole arrays: module docstring), part by part, each part's fields sets shared as
+    it is made (:mod:`incidentlib.field_sets`)."""
+    from pydantic import TypeAdapter
+
+    from .field_sets import FieldSetSharer
+    from .models import Concept, Incident
+
     sharer = FieldSetSharer()
-    concepts = TypeAdapter(list[Concept]).validate_json(bytes(payload[:ends[0]]))
-    sharer.share(concepts)
+    vocabulary = TypeAdapter(list[Concept]).validate_json(bytes(concepts))
+    sharer.share(vocabulary)
     incidents: list[Incident] = []
     records = TypeAdapter(list[Incident])
-    for start, end in itertools.pairwise(ends[:-1]):
-        part = records.validate_json(bytes(payload[start:end]))
-        sharer.share(part)
-        incidents.extend(part)
-    columns = orjson.loads(payload[ends[-2]:])
+    for part in parts:
+        validated = records.validate_json(bytes(part))
+        sharer.share(validated)
+        incidents.extend(validated)
+    return vocabulary, incidents
+
+
+def decode_chunks(blob: bytes | memoryview, incidents: Sequence[Incident], count: int) -> dict[str, list[Chunk]]:
+    """The chunks of ``incidents`` from their columns (``count`` in all), rebuilt without any check (module docstring)."""
+    import orjson
+
+    from .search.chunks import Chunk
+
+    columns = orjson.loads(blob)
     counts = columns["count"]
-    if [len(columns[name]) for name in _COLUMNS] != [header["chunks"]] * len(_COLUMNS) or sum(counts) != header["chunks"] \
-            or len(incidents) != header["incidents"] or len(counts) != len(incidents) or len(concepts) != header["concepts"]:
+    if [len(columns[name]) for name in _COLUMNS] != [count] * len(_COLUMNS) or sum(counts) != count \
+            or len(counts) != len(incidents):
         raise ValueError("counts differ from the header")
     kinds, langs = columns["kinds"], columns["langs"]
     for numbers, names in ((columns["kind"], kinds), (columns["lang"], langs)):
         if numbers and not 0 <= min(numbers) <= max(numbers) < len(names):
             raise ValueError("a chunk's kind or language number is out of range")
-    owners = [incident.id for incident, count in zip(incidents, counts, strict=True) for _ in range(count)]
+    owners = [incident.id for incident, size in zip(incidents, counts, strict=True) for _ in range(size)]
     # C-level loops over the columns; every kind, language and incident id is one shared object
     flat = list(map(Chunk, columns["id"], owners, map(kinds.__getitem__, columns["kind"]),
                     map(langs.__getitem__, columns["lang"]), columns["text"]))
@@ -225,12 +247,12 @@ def _decode(blob: bytes, key: str) -> Snapshot:
         set_field(chunk, "_digest", digest)  # the cached digest, as Chunk.digest itself stores it
     chunks: dict[str, list[Chunk]] = {}
     start = 0
-    for incident, count in zip(incidents, counts, strict=True):
-        chunks[incident.id] = own = flat[start:start + count]
-        start += count
+    for incident, size in zip(incidents, counts, strict=True):
+        chunks[incident.id] = own = flat[start:start + size]
+        start += size
         if own and not (own[0].id.startswith(f"{incident.id}/") and own[-1].id.startswith(f"{incident.id}/")):
             raise ValueError(f"the chunks of {incident.id} are not where the counts put them")
-    return Snapshot(concepts, {incident.id: incident for incident in incidents}, chunks)
+    return chunks
 
 
 def _prune(folder: Path) -> None:
