@@ -30,10 +30,11 @@ records validated by today's model classes.  The chunks are stored as columns an
 when it loads (``search.store.ensure_index``: every chunk id and digest must be a row), so chunks that did not
 match the persisted index would be re-embedded, never silently searched.
 
-Why the incidents in parts: validated as one array, the records of the bundled library copied 100 times
-(32,200 records) added 820 MB to the process's RSS; validated 1,000 at a time, 563 MB; and with each part's
-fields sets shared as it is made (:mod:`incidentlib.field_sets`), 442 MB: 0.54x the memory of one array, in
-the same time (``bench/bench_records_memory.py``, docs/benchmarks.md).
+Why the incidents in parts, and the chunks' kind and language as numbers: the records of the bundled library
+copied 100 times (32,200 records) added 820 MB to the process's RSS validated as one array, 563 MB validated
+1,000 at a time, and 433 MB with each part's fields sets shared as it is made (:mod:`incidentlib.field_sets`);
+with their chunks, this format's whole load held 0.78x the memory of format 1's for 1.21x its time
+(``bench/bench_records_memory.py``, docs/benchmarks.md, "Loaded records").
 
 A missing, stale, damaged or unreadable snapshot means loading as without it (and writing a new one);
 a snapshot that cannot be written costs only the next start.
