@@ -7,7 +7,7 @@ record's live Python objects take (measured with ``tracemalloc`` on the bundled 
 records, for what is a handful of distinct values (23 over the bundled library).  ``bench/bench_records_memory.py``
 measures the whole effect on a process's RSS (docs/benchmarks.md, "Loaded records").
 
-:func:`share_field_sets` makes the instances whose sets are equal hold one and the same set object.  That is
+:class:`FieldSetSharer` makes the instances whose sets are equal hold one and the same set object.  That is
 safe because every stored record is frozen (``models.Record``): pydantic adds to a model's own set only when a
 field is assigned, which a frozen model refuses before touching the set, and ``model_copy`` gives the copy a
 set of its own before it adds the updated names.  ``model_fields_set``, equality, dumps and copies are
@@ -16,22 +16,20 @@ unchanged (``tests/test_field_sets.py``).
 Sharing must happen as records are made, not once they all exist: a freed set leaves a hole in the
 allocator's pools that only another object of the same size fills, so sets freed after the last record was
 validated give no memory back to the system.  The loader therefore shares each record as it is validated,
-and the start snapshot validates its records in parts and shares each part (:class:`FieldSetSharer` keeps
-the shared sets from one call to the next); the next part's sets then take the freed ones' place.
+and the start snapshot validates its records in parts and shares each part (the sharer keeps the shared
+sets from one call to the next); the next part's sets then take the freed ones' place.
 """
 
 from __future__ import annotations
 
 import typing
 from collections.abc import Iterable
-from functools import cache
 
 from pydantic import BaseModel
 
-__all__ = ["FieldSetSharer", "share_field_sets"]
+__all__ = ["FieldSetSharer"]
 
 
-@cache
 def _plan(model: type[BaseModel]) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
     """Whether ``model`` is frozen; its fields that may hold one model; its fields that may hold a list of models."""
 
@@ -50,13 +48,15 @@ def _plan(model: type[BaseModel]) -> tuple[bool, tuple[str, ...], tuple[str, ...
 
 class FieldSetSharer:
     """Shares fields sets across every call of :meth:`share`: records validated in batches are shared batch by
-    batch, so the sets a batch frees are reused by the next batch's instead of growing the heap (module docstring)."""
+    batch, so the sets a batch frees are reused by the next batch's instead of growing the heap (module docstring).
+    Models that are not frozen keep their own sets (they may still be assigned to); the models nested in them are
+    shared all the same."""
 
     def __init__(self) -> None:
         self._canonical: dict[frozenset[str], set[str]] = {}
         # most instances of a class were given the same fields as the one before: compared first, no frozenset made
         self._last_of_class: dict[type[BaseModel], set[str]] = {}
-        self._plans: dict[type[BaseModel], tuple[bool, tuple[str, ...], tuple[str, ...]]] = {}  # _plan's, at dict speed
+        self._plans: dict[type[BaseModel], tuple[bool, tuple[str, ...], tuple[str, ...]]] = {}  # _plan's, per class
 
     @property
     def distinct(self) -> int:
@@ -91,11 +91,3 @@ class FieldSetSharer:
                 for name in listed:
                     pending.extend(values[name])
 
-
-def share_field_sets(records: Iterable[BaseModel]) -> int:
-    """Make ``records`` and the models nested in them share one fields-set object per distinct value; returns the
-    number of distinct values shared.  Models that are not frozen keep their own sets (they may still be assigned to);
-    the models nested in them are shared all the same."""
-    sharer = FieldSetSharer()
-    sharer.share(records)
-    return sharer.distinct

@@ -47,7 +47,6 @@ import hashlib
 import itertools
 import logging
 import math
-import mmap
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -178,14 +177,12 @@ def load(cache_dir: Path, key: str) -> Snapshot | None:
     return snapshot
 
 
-def _decode(blob: bytes | mmap.mmap, key: str) -> Snapshot:
+def _decode(blob: bytes, key: str) -> Snapshot:
     import orjson
 
-    if blob[:len(_MAGIC)] != _MAGIC:
+    if not blob.startswith(_MAGIC):
         raise ValueError("not a start snapshot")
-    end = blob.find(b"\n", len(_MAGIC))
-    if end < 0:
-        raise ValueError("no header line")
+    end = blob.index(b"\n", len(_MAGIC))
     header: dict[str, Any] = orjson.loads(blob[len(_MAGIC):end])
     if header.get("format") != START_FORMAT_VERSION or header.get("key") != key:
         raise ValueError(f"format {header.get('format')!r} or key differs")

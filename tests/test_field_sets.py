@@ -8,7 +8,7 @@ import pytest
 from conftest import small_library
 from pydantic import BaseModel, ValidationError
 
-from incidentlib.field_sets import share_field_sets
+from incidentlib.field_sets import FieldSetSharer
 from incidentlib.library import Library
 from incidentlib.loader import load_library
 from incidentlib.models import Incident, Text
@@ -44,7 +44,9 @@ def test_equal_sets_become_one_object_and_the_records_are_unchanged(data_dir: Pa
     shared, reference = validated_twice(data_dir)
     objects, values = field_set_objects(shared)
     assert objects > values  # pydantic gives every instance its own set
-    assert share_field_sets(shared) == values
+    sharer = FieldSetSharer()
+    sharer.share(shared)
+    assert sharer.distinct == values
     assert field_set_objects(shared) == (values, values)
     assert shared == reference
     for record, same in zip(shared, reference, strict=True):
@@ -56,7 +58,7 @@ def test_equal_sets_become_one_object_and_the_records_are_unchanged(data_dir: Pa
 
 def test_a_shared_set_is_never_changed_through_one_record(data_dir: Path) -> None:
     records, _ = validated_twice(data_dir)
-    share_field_sets(records)
+    FieldSetSharer().share(records)
     first, second = records[0], records[1]
     assert first.title.__pydantic_fields_set__ is second.title.__pydantic_fields_set__
     title_fields, record_fields = set(second.title.model_fields_set), set(first.model_fields_set)
@@ -75,7 +77,9 @@ def test_models_that_may_be_assigned_keep_their_own_sets() -> None:
         note: str = ""
 
     one, two = Open(text=Text(en="a")), Open(text=Text(en="b"))
-    assert share_field_sets([one, two]) == 1  # the frozen Text instances only
+    sharer = FieldSetSharer()
+    sharer.share([one, two])
+    assert sharer.distinct == 1  # the frozen Text instances only
     assert one.__pydantic_fields_set__ is not two.__pydantic_fields_set__
     assert one.text.__pydantic_fields_set__ is two.text.__pydantic_fields_set__
     one.note = "assigned"
