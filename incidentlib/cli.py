@@ -37,6 +37,7 @@ from .errors import (
     LibraryError,
     SearchBackendError,
 )
+from .gc_pause import built_for_process_lifetime
 from .library import (
     CACHE_ENV,
     DATA_ENV,
@@ -851,11 +852,12 @@ def serve(
     from .api import SERVE_ENV, ServiceSettings, create_app
     from .api.guards import GuardSettings
 
-    library = open_library(data, embedder, cache, graph_store=graph_store, search_backend=search_backend)
-    # the graph and the start snapshot are built after the server listens (GET /health says when: graph_ready);
-    # with several processes the snapshot is written first: each process then opens the library from it
-    build_with_progress(library, save_snapshot=processes > 1)
-    library.warm_search(save_snapshot=processes > 1)
+    with built_for_process_lifetime():  # what is loaded here lives as long as the server (incidentlib.gc_pause)
+        library = open_library(data, embedder, cache, graph_store=graph_store, search_backend=search_backend)
+        # the graph and the start snapshot are built after the server listens (GET /health says when: graph_ready);
+        # with several processes the snapshot is written first: each process then opens the library from it
+        build_with_progress(library, save_snapshot=processes > 1)
+        library.warm_search(save_snapshot=processes > 1)
     err.print(f"serving {len(library)} incidents on http://{host}:{port} (docs at /docs, MCP at /mcp)")
     guards = GuardSettings(allowed_hosts=tuple(allow_host or ()), cors_origins=tuple(cors_origin or ()),
                            rate_per_second=rate_limit, rate_burst=rate_burst, heavy_workers=workers, heavy_queue=queue)
@@ -879,8 +881,9 @@ def mcp(data: DataOpt = None, graph_store: GraphStoreOpt = None, embedder: Embed
     """Run the MCP server over stdio (for Claude Desktop, IDEs and other MCP clients)."""
     from .mcp_server import build_mcp_server
 
-    library = open_library(data, embedder, cache, graph_store=graph_store)
-    build_with_progress(library)  # progress goes to stderr; stdout belongs to the protocol
+    with built_for_process_lifetime():  # the library lives as long as the MCP session (incidentlib.gc_pause)
+        library = open_library(data, embedder, cache, graph_store=graph_store)
+        build_with_progress(library)  # progress goes to stderr; stdout belongs to the protocol
     build_mcp_server(library, local_writes=True).run("stdio")
 
 

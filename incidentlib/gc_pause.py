@@ -27,3 +27,26 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+@contextmanager
+def built_for_process_lifetime() -> Iterator[None]:
+    """Run the block with the cyclic collector off, then move every object alive at its end out of the collector's
+    reach (:func:`gc.freeze`) and turn the collector back on (when it was on before).
+
+    For a long-lived process (``serve``, ``mcp``) around the load of its library: the records, chunks and indexes
+    live as long as the process, and without this every later full pass walks all of them (about 0.5 s per pass at
+    10k incidents, 2.7M tracked objects, and ten times that at 100k), while requests and background builds keep
+    triggering passes.  Frozen objects are still freed by reference counting when dropped (a live write replaces
+    the records), so the cost is only that cyclic garbage alive at the freeze is never reclaimed: the little a
+    start leaves behind.  Frozen objects are also not written to by the collector, so processes forked afterwards
+    (the SPARQL graph process) keep sharing their pages.  Not for library code: the freeze applies to the whole
+    process, which only its entry point may decide."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+        gc.freeze()  # not after a failed block: its caller stops, or goes on without what it meant to keep
+    finally:
+        if was_enabled:
+            gc.enable()

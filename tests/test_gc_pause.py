@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from incidentlib import loader
-from incidentlib.gc_pause import collector_paused
+from incidentlib.gc_pause import built_for_process_lifetime, collector_paused
 from incidentlib.graph import rdf
 from incidentlib.loader import load_library
 
@@ -73,3 +73,55 @@ def test_the_projection_is_built_paused(data_dir: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(projection, "build_projection", watching)
     graph = KnowledgeGraph(load_library(data_dir)).nx
     assert graph.number_of_nodes() > 0 and states == [False] and gc.isenabled()
+
+
+class _Cycle:
+    """An object in a reference cycle: only the cyclic collector could free it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_lifetime_build_freezes_what_it_built_and_only_after_success() -> None:
+    assert gc.isenabled()
+    before = gc.get_freeze_count()
+    try:
+        with built_for_process_lifetime():
+            assert not gc.isenabled()
+            kept = _Cycle()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > before
+        # out of the collector's reach: no later pass walks it (gc.get_objects lists the collected generations only)
+        assert not any(candidate is kept for candidate in gc.get_objects())
+    finally:
+        gc.unfreeze()  # give the test session's objects back to the collector
+    assert any(candidate is kept for candidate in gc.get_objects())
+
+    with pytest.raises(RuntimeError), built_for_process_lifetime():
+        raise RuntimeError("a failed load")
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # nothing frozen for a start that failed
+
+
+_SERVE_WITHOUT_LISTENING = """
+import gc, sys, uvicorn
+from typer.testing import CliRunner
+from incidentlib.cli import app
+seen = {}
+uvicorn.run = lambda *args, **kwargs: seen.update(frozen=gc.get_freeze_count(), enabled=gc.isenabled())
+result = CliRunner().invoke(app, ["serve", "--data", sys.argv[1], "--cache", sys.argv[2], "--no-mcp"])
+assert result.exit_code == 0, result.output
+print(seen["frozen"], seen["enabled"])
+"""
+
+
+@pytest.mark.slow  # a serve start on the bundled library (the index is the session's, the query embedder loads)
+def test_serve_freezes_its_library_before_it_listens(search_library, data_dir: Path, cache_dir: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _SERVE_WITHOUT_LISTENING, str(data_dir), str(cache_dir)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    frozen, enabled = done.stdout.split()[-2:]
+    # the loaded records and indexes (hundreds of thousands of objects for the bundled library) are frozen
+    assert int(frozen) > 100_000 and enabled == "True"

@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
+from ..gc_pause import built_for_process_lifetime
 from ..library import Library
 from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
 from . import contract, errors
@@ -188,8 +189,9 @@ def app_from_env() -> FastAPI:
 
     config = json.loads(os.environ[SERVE_ENV])
     cache = config.pop("cache")
-    library = Library.open(config.pop("data"), embedder=config.pop("embedder"), cache_dir=Path(cache) if cache else None,
-                           graph_store=config.pop("graph_store", None), search_backend=config.pop("search_backend", None))
-    library.warm_search(save_snapshot=False)  # the graph and the start snapshot follow once the worker listens (create_app)
+    with built_for_process_lifetime():  # the worker's library lives as long as the worker (incidentlib.gc_pause)
+        library = Library.open(config.pop("data"), embedder=config.pop("embedder"), cache_dir=Path(cache) if cache else None,
+                               graph_store=config.pop("graph_store", None), search_backend=config.pop("search_backend", None))
+        library.warm_search(save_snapshot=False)  # the graph and the start snapshot follow once the worker listens
     guards = GuardSettings.model_validate(config.pop("guards", {}))
     return create_app(library, ServiceSettings(**config, guards=guards))

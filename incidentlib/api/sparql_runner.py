@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import multiprocessing
 import os
 import pickle
@@ -280,6 +281,9 @@ def _graph_main(library: Library, host_ends: list[Connection], server_ends: list
             ready.send(("failed", f"the graph for SPARQL could not be built: {exc}"))
         os._exit(1)
     _restore_priority(niceness)
+    # the graph lives as long as this process and its hosts: no full collection walks it again, and the hosts
+    # forked below keep sharing its pages (incidentlib.gc_pause.built_for_process_lifetime says why)
+    gc.freeze()
     me = os.getpid()
     pids = []
     for index, end in enumerate(host_ends):
