@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from . import start_snapshot
+from . import file_memo, start_snapshot
 from .errors import LibraryError
 from .field_sets import FieldSetSharer
 from .gc_pause import collector_paused
 from .journal import recover
 from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
-from .parsed_cache import YAML_LOADER, DataFiles
+from .parsed_cache import YAML_LOADER, DataFiles, relative_name
 from .start_snapshot import snapshot_key
 from .vocab import Vocabulary
 
@@ -102,14 +102,22 @@ def _check_library(root: Path, cache_dir: Path | None) -> tuple[LibraryData | No
     if problems:
         return None, problems
 
-    files = DataFiles.read(root, _data_files(root), cache_dir)
-    key = snapshot_key(files.key) if cache_dir is not None and files.key is not None else None
-    if key is not None:
-        assert cache_dir is not None
-        snapshot = start_snapshot.load(cache_dir, key)
-        if snapshot is not None:  # the same bytes through the same code: the same records, and no problem
-            return LibraryData(root=root, vocab=Vocabulary(snapshot.concepts), incidents=snapshot.incidents,
-                               content_hash=files.content_hash(), snapshot_key=key, chunks=snapshot.chunks), []
+    paths = list(_data_files(root))
+    remembered: file_memo.FileHashes | None = None
+    if cache_dir is not None:  # unchanged files need not be read when the start snapshot answers (file_memo)
+        names = {relative_name(root, path): path for path in paths}
+        remembered = file_memo.recall(cache_dir, root, names) if len(names) == len(paths) else None
+        if remembered is not None:
+            found = _from_snapshot(root, cache_dir, remembered)
+            if found is not None:
+                return found, []
+    files = DataFiles.read(root, paths, cache_dir)
+    if cache_dir is not None and files.key is not None:
+        hashes = file_memo.FileHashes(files.key, files.content_hash())
+        found = None if hashes == remembered else _from_snapshot(root, cache_dir, hashes)  # not the same miss twice
+        if found is not None:
+            file_memo.remember(cache_dir, root, files.signatures_by_name(), hashes)
+            return found, []
     sharer = FieldSetSharer()  # each record shares its fields sets as it is made (incidentlib.field_sets)
     concepts = _load_vocab(root, problems, files)
     sharer.share(concepts)
@@ -119,8 +127,24 @@ def _check_library(root: Path, cache_dir: Path | None) -> tuple[LibraryData | No
     _check_incident_links(root, incidents, vocab, problems)
     digest = files.content_hash()  # the bytes just parsed, not a second read that could see a newer file
     files.save()
+    key = snapshot_key(files.key) if cache_dir is not None and files.key is not None else None
+    if key is not None and not problems:
+        assert cache_dir is not None and files.key is not None
+        file_memo.remember(cache_dir, root, files.signatures_by_name(), file_memo.FileHashes(files.key, digest))
     return LibraryData(root=root, vocab=vocab, incidents=incidents, content_hash=digest,
                        snapshot_key=None if problems else key), problems
+
+
+def _from_snapshot(root: Path, cache_dir: Path, hashes: file_memo.FileHashes) -> LibraryData | None:
+    """The library from the start snapshot of the files ``hashes`` describe, or None when there is none (or it
+    fails its checks)."""
+    key = snapshot_key(hashes.files_key)
+    snapshot = start_snapshot.load(cache_dir, key)
+    if snapshot is None:
+        return None
+    # the same bytes through the same code: the same records, and no problem
+    return LibraryData(root=root, vocab=Vocabulary(snapshot.concepts), incidents=snapshot.incidents,
+                       content_hash=hashes.content_hash, snapshot_key=key, chunks=snapshot.chunks)
 
 
 def content_hash(root: Path) -> str:
