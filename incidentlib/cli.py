@@ -37,7 +37,6 @@ from .errors import (
     LibraryError,
     SearchBackendError,
 )
-from .gc_pause import built_for_process_lifetime
 from .library import (
     CACHE_ENV,
     DATA_ENV,
@@ -50,6 +49,7 @@ from .library import (
     SearchMode,
     atomic_write_bytes,
     atomic_write_text,
+    built_for_process_lifetime,
 )
 from .requests import (
     MAX_DEPTH,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
 from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeError
+from .gc_pause import built_for_process_lifetime
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
 from .graph.store import (
@@ -1227,6 +1228,7 @@ __all__ = [
     "SparqlResult",
     "atomic_write_bytes",
     "atomic_write_text",
+    "built_for_process_lifetime",
     "check_k",
     "check_lang",
 ]

@@ -59,6 +59,59 @@ def test_store_builds_then_reuses_then_extends(small: Path, tmp_path: Path) -> N
     assert 0 < third.embedded <= changed + 2  # the new lesson, plus at most the chunks that now read differently
 
 
+def test_a_build_of_the_same_chunks_in_the_same_order_is_reused_without_parsing_its_rows(
+        small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from incidentlib.search import store
+
+    embedder = HashEmbedder()
+    data = load_library(small)
+    engine = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
+    folder = store_dir(tmp_path / "cache", data.content_hash, embedder)
+    built, _ = ensure_index(engine.chunks, data.content_hash, embedder, folder)
+    assert built.meta.rows_digest == store.rows_digest([c.id for c in engine.chunks], [c.digest for c in engine.chunks])
+
+    parsed: list[int] = []
+    real_columns = store._row_columns
+    monkeypatch.setattr(store, "_row_columns", lambda lines: parsed.append(len(lines)) or real_columns(lines))
+    again, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
+    assert report.action == "reused" and parsed == [] and again.rows_are_chunks
+    assert again.chunk_ids == built.chunk_ids and again.digests == tuple(c.digest for c in engine.chunks)
+    assert np.array_equal(again.vectors, built.vectors)
+
+    # the same chunks in another order: another digest, so the rows are read and matched one by one
+    reordered = list(reversed(engine.chunks))
+    other, report = ensure_index(reordered, data.content_hash, embedder, folder)
+    assert report.action == "reused" and parsed == [len(engine.chunks)] and not other.rows_are_chunks
+    assert other.chunk_ids == built.chunk_ids  # row order is the file's
+
+    # an engine on the reused build: identity row maps, and the same answers as with the maps computed
+    fast = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
+    fast.build()
+    assert fast._dense_state.identity and parsed == [len(engine.chunks)]
+    query = "NCCL watchdog timeout"
+    monkeypatch.setattr(store, "rows_digest", lambda ids, digests: "no match")  # the row-by-row path
+    slow = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
+    slow.build()
+    assert parsed == [len(engine.chunks)] * 2 and not slow._dense_state.loaded.rows_are_chunks
+    assert fast.search(query, k=5, mode=SearchMode.dense) == slow.search(query, k=5, mode=SearchMode.dense)
+
+
+def test_a_build_without_a_rows_digest_is_still_reused(small: Path, tmp_path: Path) -> None:
+    embedder = HashEmbedder()
+    data = load_library(small)
+    engine = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
+    folder = store_dir(tmp_path / "cache", data.content_hash, embedder)
+    ensure_index(engine.chunks, data.content_hash, embedder, folder)
+    meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    meta.pop("rows_digest")  # as written before the digest existed
+    (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    again, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
+    assert report.action == "reused" and not again.rows_are_chunks and embedder.documents_encoded == len(engine.chunks)
+    # that start verified the rows and recorded their digest: the next one takes the fast path
+    third, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
+    assert report.action == "reused" and third.rows_are_chunks and third.meta.rows_digest.startswith("xxh3_128:")
+
+
 def test_store_rejects_a_corrupt_row_file(small: Path, tmp_path: Path) -> None:
     embedder = HashEmbedder()
     data = load_library(small)

@@ -18,8 +18,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
-from ..gc_pause import built_for_process_lifetime
-from ..library import Library
+from ..library import Library, built_for_process_lifetime
 from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
 from . import contract, errors
 from .deps import read_access

@@ -274,6 +274,9 @@ class SearchEngine:
         return loaded, report
 
     def _new_state(self, loaded: LoadedIndex, keys: list[RowKey] | None, persisted: bool) -> _DenseState:
+        if loaded.rows_are_chunks and len(loaded.chunk_ids) == len(self.chunks):  # loaded for these very chunks
+            rows = np.arange(len(self.chunks), dtype=np.int64)
+            return _DenseState(loaded, rows, rows.copy(), True, keys, persisted)
         position = {chunk.id: i for i, chunk in enumerate(self.chunks)}
         row_to_chunk = np.fromiter((position.get(chunk_id, -1) if chunk_id else -1 for chunk_id in loaded.chunk_ids),
                                    dtype=np.int64, count=len(loaded.chunk_ids))

@@ -143,7 +143,8 @@ def carry(snapshot: DenseSnapshot, chunks: list[Chunk], content_hash: str, embed
     keys += [(c.id, c.digest) for c in missing]
     meta = snapshot.loaded.meta.model_copy(update={
         "content_hash": content_hash, "chunks": len(keys), "build": "", "built_at": time.time(),
-        "embedded_now": len(missing), "reused": len(keys) - dead - len(missing), "checksums": {}})
+        "embedded_now": len(missing), "reused": len(keys) - dead - len(missing), "checksums": {},
+        "rows_digest": ""})
     loaded = LoadedIndex(grown, [key[0] if key is not None else "" for key in keys], meta)
     report = BuildReport(action="carried", embedder=meta.embedder, chunks=len(current), embedded=len(missing),
                          reused=meta.reused, index_kind=meta.index_kind, path="",

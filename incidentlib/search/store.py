@@ -24,6 +24,11 @@ the embedder's width with only finite values, and an index of the same size.
 A cache that fails any check is rebuilt from scratch with a warning naming the
 reason (``BuildReport.warning``); a damaged cache never stops a command.
 
+``meta.json`` also records :func:`rows_digest` of the build's rows.  When the chunks asked for give the
+same value, the rows file is checked against its checksum but not parsed: its rows are those chunks, in that
+order (at 1.35M rows, parsing the file and matching its rows against the chunks was most of the index's load).  Any other build is
+read and matched row by row, as before the digest existed.
+
 When the library changes, its content key changes too; the build for the new key takes the
 vectors of unchanged chunks (same id and text digest) from a *donor*: the build made from the
 same library directory before (recorded in ``meta.json``), else the most recently used build
@@ -44,12 +49,13 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
 import numpy as np
+import xxhash
 from pydantic import BaseModel
 
 from .. import checksum
@@ -99,6 +105,16 @@ def index_row(chunk: Chunk) -> IndexRow:
     return {"id": chunk.id, "digest": chunk.digest, "incident": chunk.incident_id}
 
 
+def rows_digest(ids: Iterable[str], digests: Iterable[str]) -> str:
+    """XXH3-128 of every row's chunk id, then every row's text digest, in row order (ids and digests hold no newline):
+    equal for two row lists exactly when they name the same chunks with the same texts in the same order."""
+    hasher = xxhash.xxh3_128()
+    hasher.update("\n".join(ids).encode())
+    hasher.update(b"\0")
+    hasher.update("\n".join(digests).encode())
+    return f"{checksum.ALGORITHM}:{hasher.hexdigest()}"
+
+
 def _parse_row(line: str) -> IndexRow:
     value = json.loads(line)
     if not isinstance(value, dict) or not all(isinstance(value.get(key), str) for key in IndexRow.__annotations__):
@@ -121,6 +137,9 @@ class IndexMeta(BaseModel):
     checksums: dict[str, str] = {}
     #: The library directory the build was made from: a hint for choosing a donor, never a key.
     library: str = ""
+    #: :func:`rows_digest` of the build's rows ("" for a build written before it existed): a start whose chunks
+    #: give the same value reuses the build without reading its rows file.
+    rows_digest: str = ""
 
 
 class CacheDamaged(Exception):
@@ -167,6 +186,8 @@ class LoadedIndex:
     meta: IndexMeta
     #: the text digest of each row's chunk, when read from disk (reuse checks them, not only the ids)
     digests: tuple[str, ...] = ()
+    #: row i holds chunk i of the chunk list it was loaded for (the engine's row maps are then the identity)
+    rows_are_chunks: bool = False
 
     @property
     def vectors(self) -> np.ndarray:
@@ -199,12 +220,14 @@ def _matches(path: Path, expected: str | None) -> bool:
     return digest.hexdigest() == expected
 
 
-def _read_build(folder: Path, meta: IndexMeta) -> LoadedIndex:
-    """The verified rows and index of ``meta``'s build; :class:`CacheDamaged` names the failed check."""
+def _read_build(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk] | None = None) -> LoadedIndex:
+    """The verified rows and index of ``meta``'s build; :class:`CacheDamaged` names the failed check.  With
+    ``chunks`` (whose :func:`rows_digest` is the build's): the rows are those chunks, and the rows file is checked
+    against its checksum but not parsed."""
     if not _BUILD_NAME.match(meta.build):
         raise CacheDamaged(f"meta.json names an invalid build folder {meta.build[:40]!r}")
     build = folder / meta.build
-    for name in (ROWS_FILE, *dense.files_for(meta.index_kind)):
+    for name in (ROWS_FILE, *dense.files_for(meta.index_kind)):  # a damaged rows file is found even when not parsed
         try:
             matches = _matches(build / name, meta.checksums.get(name))
         except OSError:
@@ -212,12 +235,16 @@ def _read_build(folder: Path, meta: IndexMeta) -> LoadedIndex:
         if not matches:
             raise CacheDamaged(f"{meta.build}/{name} does not match its checksum")
     try:
-        lines = (build / ROWS_FILE).read_text(encoding="utf-8").splitlines()
+        lines = None if chunks is not None else (build / ROWS_FILE).read_text(encoding="utf-8").splitlines()
         index = dense.load(build, meta.index_kind)
         vectors = index.vectors
     except (OSError, ValueError, RuntimeError) as exc:
         raise CacheDamaged(f"{meta.build} cannot be read ({type(exc).__name__})") from None
-    rows, digests = _row_columns(lines)
+    if lines is None:
+        assert chunks is not None
+        rows, digests = [c.id for c in chunks], [c.digest for c in chunks]
+    else:
+        rows, digests = _row_columns(lines)
     if vectors.ndim != 2 or vectors.dtype != np.float32 or vectors.shape != (len(rows), meta.dim):
         raise CacheDamaged(f"the index holds vectors of shape {vectors.shape} {vectors.dtype}, expected ({len(rows)}, {meta.dim}) float32")
     # vectors on disk were checked finite when written and their file matched its checksum above; scanning them
@@ -226,7 +253,15 @@ def _read_build(folder: Path, meta: IndexMeta) -> LoadedIndex:
         raise CacheDamaged("the index holds NaN or infinite values")
     if len(rows) != meta.chunks or len(index) != len(rows):
         raise CacheDamaged(f"{len(rows)} rows and {len(index)} vectors where meta.json says {meta.chunks}")
-    return LoadedIndex(index, rows, meta, tuple(digests))
+    return LoadedIndex(index, rows, meta, tuple(digests), rows_are_chunks=chunks is not None)
+
+
+def _record_rows_digest(folder: Path, meta: IndexMeta, build: LoadedIndex) -> None:
+    """Add :func:`rows_digest` of ``build``'s verified rows to its ``meta.json`` (replaced atomically); a cache that
+    cannot be written keeps serving as it is."""
+    updated = meta.model_copy(update={"rows_digest": rows_digest(build.chunk_ids, build.digests)})
+    with contextlib.suppress(OSError):
+        atomic_write_text(folder / "meta.json", updated.model_dump_json(indent=2))
 
 
 def _row_columns(lines: list[str]) -> tuple[list[str], list[str]]:
@@ -316,19 +351,29 @@ def ensure_index(
     started = time.perf_counter()
     warning: str | None = None
     expected_kind = dense.kind_for(len(chunks), hnsw_threshold, ivf_threshold)
-    wanted = {(c.id, c.digest) for c in chunks}
     try:
         meta = _read_meta(folder)
+        if (meta is not None and meta.format_version == FORMAT_VERSION and meta.embedder == embedder.name
+                and meta.dim == embedder.dim and meta.content_hash == content_hash and meta.index_kind == expected_kind
+                and meta.chunks == len(chunks) and meta.rows_digest
+                and meta.rows_digest == rows_digest((c.id for c in chunks), (c.digest for c in chunks))):
+            # the rows are these chunks in this order: reused without reading, parsing and matching 1M+ rows
+            reused = _read_build(folder, meta, chunks)
+            _touch(folder)
+            return reused, _report("reused", meta, 0, len(chunks), folder, started)
         current_build = _read_build(folder, meta) if meta is not None and meta.format_version == FORMAT_VERSION else None
     except CacheDamaged as exc:
         warning = f"index cache {folder} was damaged ({exc}); rebuilt it"
         log.warning(warning)
         meta, current_build = None, None
+    wanted = {(c.id, c.digest) for c in chunks}
     if (current_build is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim
             and meta.content_hash == content_hash and meta.index_kind == expected_kind
             and len(current_build.chunk_ids) == len(wanted)
             and set(zip(current_build.chunk_ids, current_build.digests, strict=True)) == wanted):
         _touch(folder)
+        if not meta.rows_digest:  # written before the digest existed: record it, so the next start need not parse
+            _record_rows_digest(folder, meta, current_build)
         return current_build, _report("reused", meta, 0, len(chunks), folder, started)
 
     donor: tuple[Path, IndexMeta] | None = None
@@ -459,6 +504,7 @@ def _finish(action: str, index: VectorIndex, order: list[IndexRow], content_hash
         reused=len(order) - embedded,
         resumed=resumed,
         library=library,
+        rows_digest=rows_digest((row["id"] for row in order), (row["digest"] for row in order)),
     )
     meta = _write_build(folder, meta, order, index)
     shutil.rmtree(folder / PARTIAL_DIR, ignore_errors=True)  # the build is whole: its checkpoints are not needed
