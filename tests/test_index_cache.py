@@ -151,6 +151,16 @@ def test_index_kind_follows_size_and_vectors_are_held_once(tmp_path: Path) -> No
     assert set(small.search(vectors[5], 5, allowed=allowed)[1]) == {3, 5, 250}
 
 
+def test_the_lexical_key_tells_apart_texts_split_differently() -> None:
+    key = lexical_store.lexical_key
+    assert key(["NCCL timeout", "Xid 79"]) == key(["NCCL timeout", "Xid 79"])
+    assert key(["NCCL timeout", "Xid 79"]) != key(["Xid 79", "NCCL timeout"])  # rows are positions: order counts
+    # the same characters cut at another place, the separator itself inside a text: other keys
+    assert len({key(["a\0b", "c"]), key(["a", "b\0c"]), key(["a\0b\0c"]), key(["a", "b", "c"])}) == 4
+    assert key(["타임아웃이 발생", "x"]) != key(["타임아웃이 발생", "y"])
+    assert key(["a", "b"], k1=1.2) != key(["a", "b"], k1=1.5)
+
+
 def test_a_damaged_lexical_cache_is_rebuilt(tmp_path: Path) -> None:
     texts = ["NCCL watchdog timeout on rank 3", "InfiniBand 링크가 끊겼다", ""]
     first, source = cached_lexical_index(texts, tmp_path)

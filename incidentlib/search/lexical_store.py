@@ -11,7 +11,8 @@ Layout::
         tf.npy             int32 term counts beside the weights (memory-mapped when loaded: only updates read it)
         lengths.npy        int32 tokens per chunk
 
-``key = sha256(format version, tokenizer and BM25 source digests, k1, b, every chunk text)``:
+``key = sha256(format version, tokenizer and BM25 source digests, k1, b, XXH3-128 of every chunk
+text's length, XXH3-128 of the texts joined)``:
 a copy of the library elsewhere, or a second process, loads the index instead of tokenizing
 every chunk again; a change to the texts or to the tokenizer's code makes a new key.
 Everything is verified on load (checksums, array shapes and ranges) and a cache that fails
@@ -76,9 +77,11 @@ def _code_digest() -> str:
 def lexical_key(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> str:
     """The cache key of the BM25 index over ``texts`` (see the module docstring), 32 hex digits."""
     digest = hashlib.sha256(f"{LEXICAL_FORMAT}\0{_code_digest()}\0{k1!r}\0{b!r}\0{len(texts)}\0".encode())
-    for text in texts:
-        digest.update(text.encode())
-        digest.update(b"\0")
+    # the texts joined and hashed in one call each, and their lengths (which say where each text ends, whatever
+    # characters it holds): one call per text was 3-4 s of every start at 1.35M chunks
+    lengths = np.fromiter((len(text) for text in texts), dtype=np.int64, count=len(texts))
+    digest.update(checksum.digest(lengths.tobytes()))
+    digest.update(checksum.digest("\0".join(texts).encode("utf-8", "surrogatepass")))
     return digest.hexdigest()[:32]
 
 
