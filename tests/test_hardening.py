@@ -314,6 +314,10 @@ def test_damaged_cache_is_rebuilt_with_a_warning(tiny: Path, tmp_path: Path, dam
         from incidentlib.checksum import checksum_file
 
         meta["checksums"] = {name: checksum_file(build / name) for name in meta["checksums"]}
+        if damage == "empty-rows":
+            # the rows file is parsed when meta.json has no digest of the rows (an older build) or the chunks
+            # differ from them; with the digest, the rows are the chunks and the file's content is never used
+            meta.pop("rows_digest")
         meta_path.write_text(json.dumps(meta))
     lib, report = _build(tiny, cache)
     assert report.action == "built" and report.warning and "damaged" in report.warning
