@@ -159,6 +159,22 @@ def test_the_lexical_key_tells_apart_texts_split_differently() -> None:
     assert len({key(["a\0b", "c"]), key(["a", "b\0c"]), key(["a\0b\0c"]), key(["a", "b", "c"])}) == 4
     assert key(["타임아웃이 발생", "x"]) != key(["타임아웃이 발생", "y"])
     assert key(["a", "b"], k1=1.2) != key(["a", "b"], k1=1.5)
+    # a digest the caller holds replaces hashing the texts; another digest, another key
+    assert key(["a", "b"], texts_digest="d1") not in {key(["a", "b"]), key(["a", "b"], texts_digest="d2")}
+
+
+def test_the_engine_keys_its_lexical_index_by_its_chunk_rows(small: Path, tmp_path: Path) -> None:
+    from incidentlib.search.store import rows_digest
+
+    engine = SearchEngine(load_library(small), SearchConfig(cache_dir=tmp_path / "cache"), HashEmbedder())
+    _ = engine.lexical
+    chunks = engine.chunks
+    assert engine.chunks_digest == rows_digest([c.id for c in chunks], [c.digest for c in chunks])
+    expected = lexical_store.lexical_key([c.text for c in chunks], texts_digest=engine.chunks_digest)
+    assert [p.name for p in (tmp_path / "cache" / LEXICAL_DIR).iterdir()] == [expected]
+    again = SearchEngine(load_library(small), SearchConfig(cache_dir=tmp_path / "cache"), HashEmbedder())
+    _ = again.lexical
+    assert again.lexical_source == "loaded"
 
 
 def test_a_damaged_lexical_cache_is_rebuilt(tmp_path: Path) -> None:

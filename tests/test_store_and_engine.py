@@ -89,7 +89,10 @@ def test_a_build_of_the_same_chunks_in_the_same_order_is_reused_without_parsing_
     fast.build()
     assert fast._dense_state.identity and parsed == [len(engine.chunks)]
     query = "NCCL watchdog timeout"
-    monkeypatch.setattr(store, "rows_digest", lambda ids, digests: "no match")  # the row-by-row path
+    from incidentlib.search import engine as engine_module
+
+    for module in (store, engine_module):  # the row-by-row path
+        monkeypatch.setattr(module, "rows_digest", lambda ids, digests: "no match")
     slow = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
     slow.build()
     assert parsed == [len(engine.chunks)] * 2 and not slow._dense_state.loaded.rows_are_chunks

@@ -43,7 +43,7 @@ from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
 from .layered import DenseSnapshot, RowKey, carry
 from .lexical import LexicalIndex, Postings
 from .lexical_store import cached_lexical_index
-from .store import BuildReport, LoadedIndex, ProgressFn, ensure_index, store_dir
+from .store import BuildReport, LoadedIndex, ProgressFn, ensure_index, rows_digest, store_dir
 
 #: Incidents taken from each ranking before fusion: chosen by hand, not tuned (the fused list can hold
 #: up to twice this many incidents, enough for ``requests.MAX_K``).
@@ -214,9 +214,15 @@ class SearchEngine:
     def lexical(self) -> LexicalIndex:
         """The BM25 index, loaded from the cache when this exact text was indexed before (see :mod:`.lexical_store`)."""
         index, self.lexical_source = cached_lexical_index([c.text for c in self.chunks], self.cache_dir,
-                                                          self._previous_lexical)
+                                                          self._previous_lexical, texts_digest=self.chunks_digest)
         self._previous_lexical = None  # not held past its use
         return index
+
+    @cached_property
+    def chunks_digest(self) -> str:
+        """:func:`~.store.rows_digest` of the chunks (ids and text digests, in order): what both persisted indexes
+        are matched by, computed once."""
+        return rows_digest([c.id for c in self.chunks], [c.digest for c in self.chunks])
 
     def lexical_snapshot(self) -> tuple[list[str], Postings] | None:
         """The chunk texts and BM25 postings of this engine when its lexical index is built, else None."""
@@ -268,7 +274,7 @@ class SearchEngine:
         loaded, report = ensure_index(
             self.chunks, self.data.content_hash, self.embedder, folder, hnsw_threshold=self.config.hnsw_threshold,
             ivf_threshold=self.config.ivf_threshold, progress=progress, library=str(Path(self.data.root).resolve()),
-            memory_donor=None if donor is None else (donor.loaded.vectors, donor.keys),
+            memory_donor=None if donor is None else (donor.loaded.vectors, donor.keys), chunks_digest=self.chunks_digest,
         )
         self.last_build = report
         return loaded, report

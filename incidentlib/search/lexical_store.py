@@ -11,8 +11,10 @@ Layout::
         tf.npy             int32 term counts beside the weights (memory-mapped when loaded: only updates read it)
         lengths.npy        int32 tokens per chunk
 
-``key = sha256(format version, tokenizer and BM25 source digests, k1, b, XXH3-128 of every chunk
-text's length, XXH3-128 of the texts joined)``:
+``key = sha256(format version, tokenizer and BM25 source digests, k1, b, the texts' digest)``, where the
+engine's texts' digest is that of its chunk rows (:func:`~.store.rows_digest`: every chunk's id and the SHA-256
+of its id and text, which the dense store computes anyway), and a caller without one gets XXH3-128 of every
+text's length and of the texts joined:
 a copy of the library elsewhere, or a second process, loads the index instead of tokenizing
 every chunk again; a change to the texts or to the tokenizer's code makes a new key.
 Everything is verified on load (checksums, array shapes and ranges) and a cache that fails
@@ -74,9 +76,14 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
-def lexical_key(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> str:
-    """The cache key of the BM25 index over ``texts`` (see the module docstring), 32 hex digits."""
+def lexical_key(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B, texts_digest: str | None = None) -> str:
+    """The cache key of the BM25 index over ``texts`` (see the module docstring), 32 hex digits.  ``texts_digest``:
+    a digest the caller already holds that determines the texts in order (the engine's is
+    :func:`~.store.rows_digest` of its chunks, whose digests hash each chunk's id and text); it replaces hashing them."""
     digest = hashlib.sha256(f"{LEXICAL_FORMAT}\0{_code_digest()}\0{k1!r}\0{b!r}\0{len(texts)}\0".encode())
+    if texts_digest is not None:
+        digest.update(f"rows\0{texts_digest}".encode())
+        return digest.hexdigest()[:32]
     # the texts joined and hashed in one call each, and their lengths (which say where each text ends, whatever
     # characters it holds): one call per text was 3-4 s of every start at 1.35M chunks
     lengths = np.fromiter((len(text) for text in texts), dtype=np.int64, count=len(texts))
@@ -167,12 +174,13 @@ def save_postings(folder: Path, postings: Postings) -> None:
 
 
 def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
-                         previous: tuple[Sequence[str], Postings] | None = None) -> tuple[LexicalIndex, str]:
+                         previous: tuple[Sequence[str], Postings] | None = None,
+                         texts_digest: str | None = None) -> tuple[LexicalIndex, str]:
     """The BM25 index over ``texts``, loaded from ``cache_dir`` when present; also says how it was obtained:
     ``"loaded"``, ``"updated"`` (from ``previous``, the texts and postings of the index before a change)
-    or ``"built"``.
+    or ``"built"``.  ``texts_digest``: as in :func:`lexical_key`.
     """
-    folder = cache_dir / LEXICAL_DIR / lexical_key(texts)
+    folder = cache_dir / LEXICAL_DIR / lexical_key(texts, texts_digest=texts_digest)
     if (folder / "meta.json").exists():
         try:
             postings = load_postings(folder, len(texts))

@@ -49,7 +49,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -105,7 +105,7 @@ def index_row(chunk: Chunk) -> IndexRow:
     return {"id": chunk.id, "digest": chunk.digest, "incident": chunk.incident_id}
 
 
-def rows_digest(ids: Iterable[str], digests: Iterable[str]) -> str:
+def rows_digest(ids: Sequence[str], digests: Sequence[str]) -> str:
     """XXH3-128 of every row's chunk id, then every row's text digest, in row order (ids and digests hold no newline):
     equal for two row lists exactly when they name the same chunks with the same texts in the same order."""
     hasher = xxhash.xxh3_128()
@@ -334,6 +334,7 @@ def ensure_index(
     library: str = "",
     memory_donor: tuple[np.ndarray, list[tuple[str, str] | None]] | None = None,
     segment: int = RESUME_SEGMENT,
+    chunks_digest: str | None = None,
 ) -> tuple[LoadedIndex, BuildReport]:
     """Return a fresh index for ``chunks``, building or updating the persisted one as needed.
 
@@ -343,6 +344,8 @@ def ensure_index(
     ``memory_donor`` (vectors and the ``(chunk id, digest)`` of each row, None for a dead row) is an
     index held in memory (a carried one, :mod:`.layered`): its vectors are used instead of a donor on
     disk, and the persisted index is always written anew (compaction).
+
+    ``chunks_digest``: :func:`rows_digest` of ``chunks`` when the caller has it (computed otherwise).
 
     Embedding is checkpointed every ``segment`` chunks into ``folder/.partial/``; a build that was
     interrupted (Ctrl-C, a killed process) takes those vectors back on its next run and embeds only
@@ -356,7 +359,7 @@ def ensure_index(
         if (meta is not None and meta.format_version == FORMAT_VERSION and meta.embedder == embedder.name
                 and meta.dim == embedder.dim and meta.content_hash == content_hash and meta.index_kind == expected_kind
                 and meta.chunks == len(chunks) and meta.rows_digest
-                and meta.rows_digest == rows_digest((c.id for c in chunks), (c.digest for c in chunks))):
+                and meta.rows_digest == (chunks_digest or rows_digest([c.id for c in chunks], [c.digest for c in chunks]))):
             # the rows are these chunks in this order: reused without reading, parsing and matching 1M+ rows
             reused = _read_build(folder, meta, chunks)
             _touch(folder)
@@ -504,7 +507,7 @@ def _finish(action: str, index: VectorIndex, order: list[IndexRow], content_hash
         reused=len(order) - embedded,
         resumed=resumed,
         library=library,
-        rows_digest=rows_digest((row["id"] for row in order), (row["digest"] for row in order)),
+        rows_digest=rows_digest([row["id"] for row in order], [row["digest"] for row in order]),
     )
     meta = _write_build(folder, meta, order, index)
     shutil.rmtree(folder / PARTIAL_DIR, ignore_errors=True)  # the build is whole: its checkpoints are not needed
