@@ -34,6 +34,7 @@ import logging
 import os
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,7 +74,7 @@ def memo_path(cache_dir: Path, root: Path) -> Path:
     return cache_dir / MEMO_DIR / f"{name}.json"
 
 
-def recall(cache_dir: Path, root: Path, names: dict[str, Path]) -> FileHashes | None:
+def recall(cache_dir: Path, root: Path, names: Mapping[str, str | Path]) -> FileHashes | None:
     """The hashes remembered for ``root`` when its data files (``names``: relative name → path) are exactly the
     remembered ones with the remembered signatures; None otherwise (then every file is read)."""
     path = memo_path(cache_dir, root)

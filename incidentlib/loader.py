@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -23,7 +24,7 @@ from .field_sets import FieldSetSharer
 from .gc_pause import collector_paused
 from .journal import recover
 from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
-from .parsed_cache import YAML_LOADER, DataFiles, relative_name
+from .parsed_cache import YAML_LOADER, DataFiles
 from .start_snapshot import snapshot_key
 from .vocab import Vocabulary
 
@@ -102,16 +103,14 @@ def _check_library(root: Path, cache_dir: Path | None) -> tuple[LibraryData | No
     if problems:
         return None, problems
 
-    paths = list(_data_files(root))
     remembered: file_memo.FileHashes | None = None
     if cache_dir is not None:  # unchanged files need not be read when the start snapshot answers (file_memo)
-        names = {relative_name(root, path): path for path in paths}
-        remembered = file_memo.recall(cache_dir, root, names) if len(names) == len(paths) else None
+        remembered = file_memo.recall(cache_dir, root, _data_file_names(root))
         if remembered is not None:
             found = _from_snapshot(root, cache_dir, remembered)
             if found is not None:
                 return found, []
-    files = DataFiles.read(root, paths, cache_dir)
+    files = DataFiles.read(root, _data_files(root), cache_dir)
     if cache_dir is not None and files.key is not None:
         hashes = file_memo.FileHashes(files.key, files.content_hash())
         found = None if hashes == remembered else _from_snapshot(root, cache_dir, hashes)  # not the same miss twice
@@ -164,6 +163,21 @@ def _data_files(root: Path) -> Iterable[Path]:
     for sub in (VOCAB_DIR, INCIDENTS_DIR):
         yield from (root / sub).glob("*.yaml")
         yield from (root / sub).glob("*.yml")
+
+
+def _data_file_names(root: Path) -> dict[str, str]:
+    """The files :func:`_data_files` yields, by their name relative to ``root`` (``incidents/IL-0001.yaml``), with
+    their paths as text: the same entries (hidden names skipped, as ``glob`` does) without a ``Path`` object each,
+    which was most of listing 100k files."""
+    found: dict[str, str] = {}
+    for sub in (VOCAB_DIR, INCIDENTS_DIR):
+        folder = os.path.join(root, sub)
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = entry.name
+                if not name.startswith(".") and name.endswith((".yaml", ".yml")):
+                    found[f"{sub}/{name}"] = entry.path
+    return found
 
 
 def _rel(root: Path, path: Path) -> str:

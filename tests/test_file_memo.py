@@ -135,3 +135,19 @@ def test_no_memo_while_a_file_is_newer_than_the_racy_window(tmp_path: Path) -> N
     assert file_memo.remember(tmp_path / "cache", root, aged, hashes)
     # the signature on disk (ctime now) is not the remembered one
     assert file_memo.recall(tmp_path / "cache", root, {"incidents/a.yaml": fresh}) is None
+
+
+def test_the_listing_for_the_memo_is_the_loaders_listing(tmp_path: Path) -> None:
+    from incidentlib.loader import _data_file_names, _data_files
+
+    root = tmp_path / "lib"
+    for sub in ("vocab", "incidents"):
+        (root / sub).mkdir(parents=True)
+        for name in ("a.yaml", "b.yml", ".hidden.yaml", "notes.txt", "c.yaml.bak"):
+            (root / sub / name).write_text("x: 1\n", encoding="utf-8")
+        (root / sub / "folder.yaml").mkdir()
+        (root / sub / "dangling.yml").symlink_to(root / "nowhere")
+    expected = {parsed_cache.relative_name(root, path): str(path) for path in _data_files(root)}
+    assert _data_file_names(root) == expected
+    assert set(expected) == {f"{sub}/{name}" for sub in ("vocab", "incidents")
+                             for name in ("a.yaml", "b.yml", "folder.yaml", "dangling.yml")}
