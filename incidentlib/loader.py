@@ -167,15 +167,14 @@ def _data_files(root: Path) -> Iterable[Path]:
 
 def _data_file_names(root: Path) -> dict[str, str]:
     """The files :func:`_data_files` yields, by their name relative to ``root`` (``incidents/IL-0001.yaml``), with
-    their paths as text: the same entries (hidden names skipped, as ``glob`` does) without a ``Path`` object each,
-    which was most of listing 100k files."""
+    their paths as text: the same entries without a ``Path`` object each, which was most of listing 100k files."""
     found: dict[str, str] = {}
     for sub in (VOCAB_DIR, INCIDENTS_DIR):
         folder = os.path.join(root, sub)
         with os.scandir(folder) as entries:
             for entry in entries:
                 name = entry.name
-                if not name.startswith(".") and name.endswith((".yaml", ".yml")):
+                if name.endswith((".yaml", ".yml")):  # pathlib's glob, unlike the shell's, matches hidden names too
                     found[f"{sub}/{name}"] = entry.path
     return found
 

@@ -150,4 +150,4 @@ def test_the_listing_for_the_memo_is_the_loaders_listing(tmp_path: Path) -> None
     expected = {parsed_cache.relative_name(root, path): str(path) for path in _data_files(root)}
     assert _data_file_names(root) == expected
     assert set(expected) == {f"{sub}/{name}" for sub in ("vocab", "incidents")
-                             for name in ("a.yaml", "b.yml", "folder.yaml", "dangling.yml")}
+                             for name in ("a.yaml", "b.yml", ".hidden.yaml", "folder.yaml", "dangling.yml")}
