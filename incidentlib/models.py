@@ -8,6 +8,7 @@ which sees the whole library at once.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import date as _date
 from enum import Enum
@@ -349,11 +350,21 @@ def check_incident_id(value: str) -> str:
     return value
 
 
+#: Distinct date strings whose check is remembered: more than every day of a century (36,525), so a library's
+#: dates are each checked once however many records and sources share them (247k checks, 1.6 s, at 100k records).
+PARTIAL_DATE_MEMO = 65_536
+
+
 def check_partial_date(value: object) -> str:
     """Accept YYYY-MM-DD, or YYYY-MM / YYYY when the day or month is not public."""
     if isinstance(value, _date):
         return value.isoformat()
-    text = str(value)
+    return _checked_partial_date(str(value))
+
+
+@functools.lru_cache(maxsize=PARTIAL_DATE_MEMO)
+def _checked_partial_date(text: str) -> str:
+    """:func:`check_partial_date` of a string (a refused one raises and is not remembered)."""
     match = _DATE_RE.match(text)
     if not match:
         raise ValueError(f"date {text!r} must be YYYY-MM-DD, or YYYY-MM / YYYY when the day or month is not public")
