@@ -37,9 +37,9 @@ def built_for_process_lifetime() -> Iterator[None]:
     For a long-lived process (``serve``, ``mcp``) around the load of its library: the records, chunks and indexes
     live as long as the process, and without this every later full pass walks all of them (about 0.5 s per pass at
     10k incidents, 2.7M tracked objects, and ten times that at 100k), while requests and background builds keep
-    triggering passes.  Frozen objects are still freed by reference counting when dropped (a live write replaces
-    the records), so the cost is only that cyclic garbage alive at the freeze is never reclaimed: the little a
-    start leaves behind.  Frozen objects are also not written to by the collector, so processes forked afterwards
+    triggering passes.  Frozen objects are still freed by reference counting when dropped, but frozen cycles are
+    not: cyclic garbage alive at the freeze (the little a start leaves behind) is never reclaimed, and a library
+    that drops what it built (a live write) gives everything back to the collector first (:func:`release_frozen`).  Frozen objects are also not written to by the collector, so processes forked afterwards
     (the SPARQL graph process) keep sharing their pages.  Not for library code: the freeze applies to the whole
     process, which only its entry point may decide."""
     was_enabled = gc.isenabled()
@@ -50,3 +50,15 @@ def built_for_process_lifetime() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def release_frozen() -> None:
+    """Give every frozen object back to the collector (:func:`gc.unfreeze`), when any is frozen.
+
+    Called when a library drops what a start built (a live write replaces the records and the search engine):
+    frozen objects are freed by reference counting, but some of what is dropped sits in reference cycles (a
+    search engine does), and a frozen cycle is never reclaimed: every write would keep a whole engine alive.
+    After this the collector walks everything again, as without :func:`built_for_process_lifetime`; what the
+    freeze saved is the passes until the first write."""
+    if gc.get_freeze_count():
+        gc.unfreeze()

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
 from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeError
-from .gc_pause import built_for_process_lifetime
+from .gc_pause import built_for_process_lifetime, release_frozen
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
 from .graph.store import (
@@ -958,6 +958,7 @@ class Library:
                 self.__dict__.pop(name, None)
             self.data = data
             self._seq = seq
+            release_frozen()  # what was just dropped may be frozen in a cycle (incidentlib.gc_pause.release_frozen)
             self._sync_graph_store(previous, changed_ids)  # the graph store follows: patched with the changed incidents
         return True
 

@@ -125,3 +125,29 @@ def test_serve_freezes_its_library_before_it_listens(search_library, data_dir: P
     frozen, enabled = done.stdout.split()[-2:]
     # the loaded records and indexes (hundreds of thousands of objects for the bundled library) are frozen
     assert int(frozen) > 100_000 and enabled == "True"
+
+
+def test_a_live_write_gives_the_frozen_engine_back_to_the_collector(tmp_path: Path, data_dir: Path) -> None:
+    import weakref
+
+    from conftest import small_library
+    from fakes import HashEmbedder
+    from test_store import draft
+
+    from incidentlib import Library
+    from incidentlib.search.engine import SearchConfig
+
+    root = small_library(tmp_path / "lib", data_dir, ["IL-0021", "IL-0025", "IL-0126"])
+    try:
+        with built_for_process_lifetime():  # as serve loads its library
+            library = Library(load_library(root), SearchConfig(cache_dir=tmp_path / "cache"), embedder=HashEmbedder())
+            library.search("NCCL watchdog timeout")
+        engine = weakref.ref(library._search_engine)
+        assert gc.get_freeze_count() > 0
+        library.create_draft(draft("quokka"))  # the write replaces the records and drops the engine
+        assert gc.get_freeze_count() == 0
+        gc.collect()
+        assert engine() is None  # an engine sits in reference cycles: frozen, it would have outlived the write
+        assert library.search("quokka storage tier", k=1).results  # the new engine answers
+    finally:
+        gc.unfreeze()
