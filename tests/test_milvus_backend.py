@@ -248,12 +248,19 @@ def test_cli_rejects_a_bad_backend() -> None:
     assert "--search-backend" in result.output and ".db" in result.output
 
 
+#: Every third eval query: both backends answer the same sample, so the comparison is as strict, and the test was the
+#: slowest of the slow subset (207 s with every query); a third keeps every kind and language of query present.
+EVAL_STRIDE = 3
+
+
 @pytest.mark.slow
 def test_eval_numbers_match_the_local_backend(search_library: Library, cache_dir: Path, tmp_path: Path) -> None:
-    """`incidentlib eval` on the bundled library with the default embedder: every number within 0.02."""
+    """`incidentlib eval` on a third of the bundled eval queries with the default embedder, both backends on the
+    same queries: every number within 0.02."""
     from incidentlib.library import DEFAULT_EMBEDDER
 
-    items = search_library.eval_queries()
+    items = search_library.eval_queries()[::EVAL_STRIDE]
+    assert len({item.lang for item in items}) == len({item.lang for item in search_library.eval_queries()})  # every group
     local = search_library.evaluate(items, [DEFAULT_EMBEDDER], cache_dir=cache_dir)
     config = search_library.search_config.model_copy(update={"backend": f"milvus:{tmp_path / 'eval.db'}"})
     on_milvus = Library(search_library.data, config)
