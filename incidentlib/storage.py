@@ -50,14 +50,3 @@ def atomic_write_bytes(path: str | Path, payload: bytes) -> None:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def keep_newest(folder: Path, pattern: str, keep: int) -> None:
-    """Remove all but the ``keep`` most recently modified files of ``folder`` matching ``pattern`` (a cache's
-    eviction: each cache sets the modification time of a file it uses)."""
-    entries = []
-    for entry in folder.glob(pattern):
-        with contextlib.suppress(OSError):  # removed meanwhile by another process
-            entries.append((entry.stat().st_mtime_ns, entry))
-    for _, entry in sorted(entries, reverse=True)[keep:]:
-        entry.unlink(missing_ok=True)
