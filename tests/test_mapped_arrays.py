@@ -1,0 +1,102 @@
+"""Named arrays in one checksummed file, read back through a copy-on-write memory map."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from incidentlib.mapped_arrays import ALIGNMENT, MAGIC, MappedArraysError, read_arrays, write_arrays
+
+
+def _arrays() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    return {
+        "table": rng.integers(0, 256, size=(37, 11), dtype=np.uint8),
+        "weights": rng.standard_normal((5, 3)).astype(np.float32),
+        "pieces": np.array([b"ab", b"abc", "타임아웃".encode()], dtype="S12"),
+        "empty": np.zeros((0, 4), dtype=np.int32),
+        "scalar_like": np.array([1.5], dtype=np.float64),
+    }
+
+
+def test_arrays_and_meta_come_back_equal_and_aligned(tmp_path: Path) -> None:
+    path = tmp_path / "state.arrays"
+    written = _arrays()
+    write_arrays(path, written, {"made_from": "test", "sizes": [1, 2]})
+    arrays, meta = read_arrays(path)
+    assert meta == {"made_from": "test", "sizes": [1, 2]}
+    assert list(arrays) == list(written)
+    for name, array in written.items():
+        assert arrays[name].dtype == array.dtype and arrays[name].shape == array.shape
+        np.testing.assert_array_equal(arrays[name], array)
+    base = arrays["table"].__array_interface__["data"][0] - _offset_in_file(path, "table")
+    for name in written:  # every array starts on an ALIGNMENT boundary of the file (and so of the map)
+        assert (arrays[name].__array_interface__["data"][0] - base) % ALIGNMENT == 0
+
+
+def _offset_in_file(path: Path, name: str) -> int:
+    import json
+    import struct
+
+    raw = path.read_bytes()
+    (length,) = struct.unpack_from("<Q", raw, 32)
+    header = json.loads(raw[40:40 + length])
+    start = -(-(40 + length) // ALIGNMENT) * ALIGNMENT
+    return start + next(entry["offset"] for entry in header["arrays"] if entry["name"] == name)
+
+
+def test_writing_to_an_array_changes_the_process_copy_only(tmp_path: Path) -> None:
+    path = tmp_path / "state.arrays"
+    write_arrays(path, _arrays(), {})
+    before = path.read_bytes()
+    arrays, _ = read_arrays(path)
+    arrays["weights"][0, 0] = 1234.5
+    assert arrays["weights"][0, 0] == np.float32(1234.5)
+    assert path.read_bytes() == before
+    again, _ = read_arrays(path)
+    np.testing.assert_array_equal(again["weights"], _arrays()["weights"])
+
+
+@pytest.mark.parametrize("where", ["header", "payload", "last byte"])
+def test_a_flipped_byte_is_refused(tmp_path: Path, where: str) -> None:
+    path = tmp_path / "state.arrays"
+    write_arrays(path, _arrays(), {"k": "v"})
+    raw = bytearray(path.read_bytes())
+    position = {"header": 45, "payload": len(raw) // 2, "last byte": len(raw) - 1}[where]
+    raw[position] ^= 0x01
+    path.write_bytes(bytes(raw))
+    with pytest.raises(MappedArraysError, match="checksum mismatch") as caught:
+        read_arrays(path)
+    assert str(path) in str(caught.value)
+
+
+def test_truncated_foreign_and_empty_files_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.arrays"
+    write_arrays(path, _arrays(), {})
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) - 100])
+    with pytest.raises(MappedArraysError, match="checksum mismatch"):
+        read_arrays(path)
+    path.write_bytes(raw[:30])
+    with pytest.raises(MappedArraysError, match="shorter than the arrays header"):
+        read_arrays(path)
+    path.write_bytes(b"PK\x03\x04" + raw[4:])
+    with pytest.raises(MappedArraysError, match="not an incidentlib arrays file"):
+        read_arrays(path)
+    path.write_bytes(MAGIC + raw[16:32] + (10**9).to_bytes(8, "little") + raw[40:])
+    with pytest.raises(MappedArraysError, match="truncated"):
+        read_arrays(path)
+    with pytest.raises(FileNotFoundError):
+        read_arrays(tmp_path / "absent.arrays")
+
+
+def test_object_arrays_are_refused_and_the_stored_file_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "state.arrays"
+    write_arrays(path, _arrays(), {"version": 1})
+    before = path.read_bytes()
+    with pytest.raises(MappedArraysError, match="'names' holds Python objects"):
+        write_arrays(path, {"names": np.array(["a", None], dtype=object)}, {"version": 2})
+    assert path.read_bytes() == before
+    assert [entry.name for entry in tmp_path.iterdir()] == ["state.arrays"]  # no temporary file left behind
