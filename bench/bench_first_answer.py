@@ -3,7 +3,8 @@
     python bench/bench_first_answer.py LIBRARY --run /work/base:/tmp/cache-base --run .:/tmp/cache --rounds 2
 
 Each ``--run TREE:CACHE`` starts ``python -m incidentlib serve --data LIBRARY --cache CACHE --no-mcp`` with
-``PYTHONPATH=TREE`` (so a checkout of an earlier commit runs its own code), polls
+``PYTHONPATH=TREE`` and TREE as its working folder (``-m`` puts the working folder first on the path, so
+both are needed for a checkout of an earlier commit to run its own code), polls
 ``GET /search?q=NCCL watchdog timeout&k=10`` every ``POLL_SECONDS`` until it answers 200, reads the server's
 ``/proc/PID/status`` (RSS, anonymous RSS, peak), and stops it: unlike ``bench_start.py`` it does not wait for
 the graph, which takes minutes at 100k incidents.  Runs alternate round by round, so a busy spell of the
@@ -51,7 +52,8 @@ def first_answer(tree: Path, library: Path, cache: Path) -> dict[str, float]:
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "incidentlib", "serve", "--data", str(library), "--cache", str(cache), "--port", str(port),
-         "--no-mcp"], env={**os.environ, "PYTHONPATH": str(tree)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--no-mcp"], env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
     try:
         while True:
             if process.poll() is not None:
@@ -83,11 +85,11 @@ def main() -> None:
                         help="a source tree and the cache its server uses (repeatable)")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    runs = [(Path(tree).resolve(), Path(cache)) for tree, _, cache in (item.partition(":") for item in args.run)]
+    runs = [(Path(tree).resolve(), Path(cache).resolve()) for tree, _, cache in (item.partition(":") for item in args.run)]
     results: dict[Path, list[dict[str, float]]] = {tree: [] for tree, _ in runs}
     for _ in range(args.rounds):
         for tree, cache in runs:
-            result = first_answer(tree, args.library, cache)
+            result = first_answer(tree, args.library.resolve(), cache)
             results[tree].append(result)
             print(f"{tree}: first answer {result['seconds']:.1f} s, RSS {result['rss_mb']} MB "
                   f"(anonymous {result['anon_mb']} MB), peak {result['peak_mb']} MB", flush=True)

@@ -21,13 +21,14 @@ import json
 import math
 import mmap
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xxhash
 
+from . import checksum
 from .storage import atomic_write_bytes
 
 MAGIC = b"incidentlib-arr\x01"
@@ -104,3 +105,57 @@ def read_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         if isinstance(exc, MappedArraysError):
             raise
         raise MappedArraysError(f"{path}: unreadable header ({type(exc).__name__}: {exc})") from exc
+
+
+#: Elements checked (and hashed) at a time by :func:`map_verified_npy`: a few MB, so a block is still in the CPU's
+#: cache when it is checked right after being hashed. Chosen, not tuned.
+CHECK_ELEMENTS = 1 << 20
+
+
+def map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], str | None] | None = None,
+                     block: int = CHECK_ELEMENTS) -> np.ndarray:
+    """The array of the ``.npy`` file ``path``, mapped read-only, after one pass over the file's bytes that both
+    computes its checksum (compared with ``expected``, a :func:`incidentlib.checksum.checksum_file` value) and
+    runs ``check`` on each block of ``block`` elements (it returns a reason to refuse the file, or None).
+
+    One pass instead of reading the file for its checksum and then again into the heap: the array stays in the
+    page cache, shared by every process that maps the file, and after the pass this process's mapping lets its
+    pages go (``MADV_DONTNEED``; the page cache keeps them), so only what is later read counts in its RSS.
+    Raises ``OSError`` as opening does and :class:`MappedArraysError` naming ``path`` and the reason otherwise.
+    """
+    with path.open("rb") as handle:
+        try:
+            version = np.lib.format.read_magic(handle)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
+            else:
+                raise ValueError(f".npy version {version}")
+        except ValueError as exc:
+            raise MappedArraysError(f"{path}: not a readable .npy file ({exc})") from None
+        offset = handle.tell()
+        size = handle.seek(0, 2)
+        count = math.prod(shape)
+        if fortran or dtype.hasobject or offset + count * dtype.itemsize > size:
+            raise MappedArraysError(f"{path}: {'Fortran-ordered' if fortran else 'object' if dtype.hasobject else 'truncated'} "
+                                    "array")
+        if size == 0 or count == 0:
+            mapped_bytes: bytes | mmap.mmap = path.read_bytes()
+        else:
+            mapped_bytes = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    array = np.frombuffer(mapped_bytes, dtype=dtype, count=count, offset=offset)
+    view = memoryview(mapped_bytes)
+    hasher = xxhash.xxh3_128(view[:offset])
+    for start in range(0, count, block):
+        part = array[start:start + block]
+        hasher.update(part.data)
+        reason = check(part) if check is not None else None
+        if reason is not None:
+            raise MappedArraysError(f"{path}: {reason}")
+    hasher.update(view[offset + count * dtype.itemsize:])
+    if f"{checksum.ALGORITHM}:{hasher.hexdigest()}" != expected:
+        raise MappedArraysError(f"{path}: does not match its checksum")
+    if isinstance(mapped_bytes, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        mapped_bytes.madvise(mmap.MADV_DONTNEED)
+    return array.reshape(shape)

@@ -203,7 +203,9 @@ def test_loaded_term_counts_are_mapped_checked_and_update_as_a_full_build(tmp_pa
     monkeypatch.setattr(lexical_store, "CHECK_BLOCK", 3)  # several blocks, the last one short
     cached_lexical_index(texts, tmp_path)
     loaded, source = cached_lexical_index(texts, tmp_path)
-    assert source == "loaded" and isinstance(loaded.postings.tf, np.memmap)
+    assert source == "loaded"
+    for array in (loaded.postings.indices, loaded.postings.data, loaded.postings.tf):  # mapped from the files, read-only
+        assert not array.flags.owndata and not array.flags.writeable
     assert np.array_equal(loaded.postings.tf, build_postings(texts).tf) and len(loaded.postings.tf) > 2 * 3
     after = [*texts[1:], "a fresh NCCL text"]
     updated = update_postings(loaded.postings, texts, after)
@@ -218,8 +220,36 @@ def test_loaded_term_counts_are_mapped_checked_and_update_as_a_full_build(tmp_pa
     meta = json.loads((folder / "meta.json").read_text())
     meta["checksums"]["tf.npy"] = checksum_file(folder / "tf.npy")
     (folder / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(lexical_store.LexicalDamaged, match="tf or lengths hold counts below 1"):
+    with pytest.raises(lexical_store.LexicalDamaged, match=r"tf\.npy: tf holds counts below 1"):
         lexical_store.load_postings(folder, len(texts))
+
+
+@pytest.mark.parametrize(("name", "position", "value", "reason"), [
+    ("indices", -1, 99, "indices point outside the chunks"),
+    ("indices", 0, -1, "indices point outside the chunks"),
+    ("data", 4, float("nan"), "data holds NaN or infinite weights"),
+    ("lengths", 1, 0, "lengths hold counts below 1"),
+])
+def test_loaded_arrays_out_of_range_are_refused_even_with_a_matching_checksum(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, position: int, value: float, reason: str) -> None:
+    """A file whose checksum was recomputed (a writer's bug, a hand edit) is still checked value by value."""
+    texts = ["NCCL watchdog timeout on rank 3", "InfiniBand 링크가 끊겼다", "timeout timeout nccl nccl nccl"]
+    monkeypatch.setattr(lexical_store, "CHECK_BLOCK", 2)
+    cached_lexical_index(texts, tmp_path)
+    folder = next((tmp_path / LEXICAL_DIR).iterdir())
+    array = np.load(folder / f"{name}.npy")
+    array[position] = value
+    np.save(folder / f"{name}.npy", array)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["checksums"][f"{name}.npy"] = checksum_file(folder / f"{name}.npy")
+    (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(lexical_store.LexicalDamaged, match=rf"{name}\.npy: {reason}"):
+        lexical_store.load_postings(folder, len(texts))
+    (folder / f"{name}.npy").write_bytes((folder / f"{name}.npy").read_bytes()[:-3])  # truncated
+    with pytest.raises(lexical_store.LexicalDamaged, match=rf"{name}\.npy: truncated array"):
+        lexical_store.load_postings(folder, len(texts))
+    _, source = cached_lexical_index(texts, tmp_path)  # and the cache rebuilds it
+    assert source == "built"
 
 
 def test_duplicate_index_finds_what_every_pair_finds(library) -> None:

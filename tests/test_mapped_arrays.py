@@ -100,3 +100,29 @@ def test_object_arrays_are_refused_and_the_stored_file_is_kept(tmp_path: Path) -
         write_arrays(path, {"names": np.array(["a", None], dtype=object)}, {"version": 2})
     assert path.read_bytes() == before
     assert [entry.name for entry in tmp_path.iterdir()] == ["state.arrays"]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(10, dtype=np.int32),
+    np.arange(12, dtype=np.float32).reshape(3, 4),
+    np.zeros(0, dtype=np.int64),
+])
+def test_a_saved_npy_file_is_mapped_after_one_checked_pass(tmp_path: Path, array: np.ndarray) -> None:
+    from incidentlib.checksum import checksum_file
+    from incidentlib.mapped_arrays import map_verified_npy
+
+    path = tmp_path / "values.npy"
+    np.save(path, array)
+    seen: list[int] = []
+    mapped = map_verified_npy(path, checksum_file(path), lambda part: seen.append(len(part)), block=4)  # type: ignore[func-returns-value]
+    np.testing.assert_array_equal(mapped, array)
+    assert mapped.shape == array.shape and not mapped.flags.writeable
+    assert sum(seen) == array.size and all(size <= 4 for size in seen)
+    with pytest.raises(MappedArraysError, match="does not match its checksum"):
+        map_verified_npy(path, "xxh3_128:" + "0" * 32)
+    if array.size:
+        with pytest.raises(MappedArraysError, match=r"values\.npy: too big"):
+            map_verified_npy(path, checksum_file(path), lambda part: "too big" if part.max() > 5 else None, block=4)
+    (tmp_path / "foreign.npy").write_bytes(b"not numpy at all")
+    with pytest.raises(MappedArraysError, match=r"not a readable \.npy file"):
+        map_verified_npy(tmp_path / "foreign.npy", "")

@@ -8,7 +8,7 @@ Layout::
         indptr.npy         int64, terms + 1
         indices.npy        int32 chunk positions, ascending within a term
         data.npy           float32 BM25 weights
-        tf.npy             int32 term counts beside the weights (memory-mapped when loaded: only updates read it)
+        tf.npy             int32 term counts beside the weights (only updates read them)
         lengths.npy        int32 tokens per chunk
 
 ``key = sha256(format version, tokenizer and BM25 source digests, k1, b, the texts' digest)``, where the
@@ -17,8 +17,10 @@ of its id and text, which the dense store computes anyway), and a caller without
 text's length and of the texts joined:
 a copy of the library elsewhere, or a second process, loads the index instead of tokenizing
 every chunk again; a change to the texts or to the tokenizer's code makes a new key.
-Everything is verified on load (checksums, array shapes and ranges) and a cache that fails
-is rebuilt with a logged warning; a cache that cannot be written only costs the next start.
+Everything is verified on load (checksums, array shapes and ranges, one pass over each file) and a
+cache that fails is rebuilt with a logged warning; a cache that cannot be written only costs the next
+start. The arrays stay memory-mapped (read-only): they live in the page cache, shared by every process
+that serves the same index.
 
 After an edit, a live library passes the index it had (texts and postings) as ``previous``: a new
 key that is not cached yet is then computed by :func:`~.lexical.update_postings` (only the new
@@ -34,13 +36,14 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel
 
 from .. import checksum
+from ..mapped_arrays import MappedArraysError, map_verified_npy
 from ..storage import atomic_write_text
 from . import lexical, tokenize
 from .lexical import BM25_B, BM25_K1, LexicalIndex, Postings, build_postings, update_postings
@@ -52,6 +55,9 @@ LEXICAL_DIR = "lexical"
 ARRAYS = ("indptr", "indices", "data", "tf", "lengths")
 #: Lexical indexes kept: the same bound as dense builds per embedder (store.KEEP_BUILDS), for the same reasons.
 KEEP_LEXICAL = 8
+#: Values hashed and checked at a time when an array is loaded (4 MB of int32): the block is still in the CPU's
+#: cache when it is checked right after being hashed. Chosen, not tuned.
+CHECK_BLOCK = 1 << 20
 
 log = logging.getLogger(__name__)
 
@@ -100,56 +106,40 @@ def load_postings(folder: Path, size: int) -> Postings:
         raise LexicalDamaged(f"meta.json is unreadable ({type(exc).__name__})") from None
     if meta.format_version != LEXICAL_FORMAT or meta.chunks != size:
         raise LexicalDamaged(f"format {meta.format_version} over {meta.chunks} chunks, expected {LEXICAL_FORMAT} over {size}")
-    names = ["vocabulary.json", *(f"{name}.npy" for name in ARRAYS)]
-    for name in names:
-        try:
-            if checksum.checksum_file(folder / name) != meta.checksums.get(name):
-                raise LexicalDamaged(f"{name} does not match its checksum")
-        except OSError:
-            raise LexicalDamaged(f"{name} is missing or unreadable") from None
     try:
+        if checksum.checksum_file(folder / "vocabulary.json") != meta.checksums.get("vocabulary.json"):
+            raise LexicalDamaged("vocabulary.json does not match its checksum")
         vocabulary = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
-        indptr, indices, data, lengths = (np.load(folder / f"{name}.npy", allow_pickle=False)
-                                          for name in ARRAYS if name != "tf")
-        # the term counts serve only the next update: mapped from the file, they take no memory until then
-        tf = np.load(folder / "tf.npy", mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise LexicalDamaged(f"the index cannot be read ({type(exc).__name__})") from None
+        raise LexicalDamaged(f"vocabulary.json is missing or unreadable ({type(exc).__name__})") from None
     if not isinstance(vocabulary, list) or not all(isinstance(t, str) for t in vocabulary) or len(vocabulary) != meta.terms:
         raise LexicalDamaged(f"vocabulary.json is not a list of {meta.terms} strings")
+    # Each array is checked (checksum, then its value ranges) in one pass over its mapped file and stays mapped:
+    # the postings live in the page cache, shared by every process that serves the same index.
+    checks: dict[str, Callable[[np.ndarray], str | None]] = {
+        "indices": lambda part: "indices point outside the chunks" if len(part) and (
+            int(part.min()) < 0 or int(part.max()) >= size) else None,
+        "data": lambda part: None if np.isfinite(part).all() else "data holds NaN or infinite weights",
+        "tf": lambda part: "tf holds counts below 1" if len(part) and int(part.min()) < 1 else None,
+        "lengths": lambda part: "lengths hold counts below 1" if len(part) and int(part.min()) < 1 else None,
+    }
+    arrays: dict[str, np.ndarray] = {}
+    for name in ARRAYS:
+        try:
+            arrays[name] = map_verified_npy(folder / f"{name}.npy", meta.checksums.get(f"{name}.npy", ""),
+                                            checks.get(name), block=CHECK_BLOCK)
+        except OSError:
+            raise LexicalDamaged(f"{name}.npy is missing or unreadable") from None
+        except MappedArraysError as exc:
+            raise LexicalDamaged(f"{name}.npy: {str(exc).removeprefix(f'{folder / name}.npy: ')}") from None
+    indptr, indices, data, tf, lengths = (arrays[name] for name in ARRAYS)
     if (indptr.dtype != np.int64 or indptr.shape != (meta.terms + 1,) or indices.dtype != np.int32
             or data.dtype != np.float32 or indices.shape != (meta.postings,) or data.shape != (meta.postings,)
             or tf.dtype != np.int32 or tf.shape != (meta.postings,) or lengths.dtype != np.int32 or lengths.shape != (size,)):
         raise LexicalDamaged("the arrays do not have the recorded types and lengths")
     if int(indptr[0]) != 0 or int(indptr[-1]) != meta.postings or (np.diff(indptr) < 0).any():
         raise LexicalDamaged("indptr is not a non-decreasing offset array over the postings")
-    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= size):
-        raise LexicalDamaged("indices point outside the chunks")
-    if not np.isfinite(data).all():
-        raise LexicalDamaged("data holds NaN or infinite weights")
-    if (len(tf) and _smallest_mapped(tf, folder / "tf.npy") < 1) or (len(lengths) and int(lengths.min()) < 1):
-        raise LexicalDamaged("tf or lengths hold counts below 1")
     return Postings(vocabulary, indptr, indices, data, size, tf, lengths)
-
-
-#: Values read at a time when a mapped array is checked: bounded memory (4 MB of int32) at any index size.
-CHECK_BLOCK = 1 << 20
-
-
-def _smallest_mapped(values: np.ndarray, path: Path) -> int:
-    """The smallest value of ``values``, an array memory-mapped from the ``.npy`` file ``path``, read through
-    ordinary file reads a block at a time, so that checking it does not leave the whole file resident in this
-    process's mapping."""
-    assert isinstance(values, np.memmap)
-    smallest = int(np.iinfo(values.dtype).max)
-    with path.open("rb") as file:
-        file.seek(values.offset)
-        for start in range(0, len(values), CHECK_BLOCK):
-            block = np.fromfile(file, dtype=values.dtype, count=min(CHECK_BLOCK, len(values) - start))
-            if len(block) == 0:
-                raise LexicalDamaged("tf.npy is shorter than its header says")
-            smallest = min(smallest, int(block.min()))
-    return smallest
 
 
 def save_postings(folder: Path, postings: Postings) -> None:
