@@ -10,6 +10,7 @@ so a file hashed another way never matches and is rebuilt, never trusted.
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import xxhash
@@ -39,3 +40,22 @@ def checksum_file(path: Path) -> str:
 def digest(data: bytes | memoryview) -> bytes:
     """The raw XXH3-128 of ``data`` (:data:`DIGEST_BYTES` bytes), for binary headers."""
     return xxhash.xxh3_128_digest(data)
+
+
+def checksum_mapped(mapped: mmap.mmap, start: int = 0) -> str:
+    """:func:`checksum_bytes` of ``mapped[start:]``, a file mapped read-only, read a block at a time; each block's
+    pages are let go from this process's mapping once hashed (``MADV_DONTNEED``: the page cache keeps them), so a
+    pass over a file of gigabytes does not leave it all counted in the process's RSS."""
+    page = mmap.PAGESIZE
+    view = memoryview(mapped)
+    try:
+        hasher = xxhash.xxh3_128()
+        for block_start in range(start, len(mapped), READ_BLOCK):
+            block_end = min(block_start + READ_BLOCK, len(mapped))
+            hasher.update(view[block_start:block_end])
+            release_from = block_start - block_start % page
+            if hasattr(mmap, "MADV_DONTNEED") and block_end > release_from:
+                mapped.madvise(mmap.MADV_DONTNEED, release_from, block_end - release_from)
+        return f"{ALGORITHM}:{hasher.hexdigest()}"
+    finally:
+        view.release()

@@ -126,3 +126,22 @@ def test_a_saved_npy_file_is_mapped_after_one_checked_pass(tmp_path: Path, array
     (tmp_path / "foreign.npy").write_bytes(b"not numpy at all")
     with pytest.raises(MappedArraysError, match=r"not a readable \.npy file"):
         map_verified_npy(tmp_path / "foreign.npy", "")
+
+
+@pytest.mark.parametrize("start", [0, 1, 4097])
+def test_the_checksum_of_a_mapped_file_equals_that_of_its_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 start: int) -> None:
+    """Hashed in blocks that end off page boundaries, each block's pages let go once hashed: the same value."""
+    import mmap
+
+    from incidentlib import checksum
+
+    payload = np.random.default_rng(5).integers(0, 256, size=3 * mmap.PAGESIZE + 123, dtype=np.uint8).tobytes()
+    path = tmp_path / "blob"
+    path.write_bytes(payload)
+    monkeypatch.setattr(checksum, "READ_BLOCK", 5000)
+    with path.open("rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    assert checksum.checksum_mapped(mapped, start) == checksum.checksum_bytes(payload[start:])
+    assert mapped[:] == payload  # the pages let go read back the same
+    mapped.close()

@@ -84,7 +84,7 @@ def test_records_in_several_parts_load_as_one_library(tmp_path: Path, data_dir: 
     assert start_snapshot.load(cache, key) is None
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "header", "garbage"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "header", "garbage", "empty", "no header line"])
 def test_a_damaged_snapshot_is_rebuilt_not_trusted(tmp_path: Path, data_dir: Path, damage: str,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
@@ -98,13 +98,17 @@ def test_a_damaged_snapshot_is_rebuilt_not_trusted(tmp_path: Path, data_dir: Pat
         del blob[len(blob) // 2:]
     elif damage == "header":
         blob = blob.replace(b'"format":%d' % start_snapshot.START_FORMAT_VERSION, b'"format":0', 1)
+    elif damage == "empty":
+        blob = bytearray()
+    elif damage == "no header line":
+        del blob[blob.index(b"\n", len(b"incidentlib-start\n")):]
     else:
         blob = bytearray(b"not a snapshot at all")
     path.write_bytes(bytes(blob))
     with caplog.at_level(logging.WARNING, logger="incidentlib.start_snapshot"):
         reloaded = _open(root, cache)
     assert reloaded.data.chunks is None  # loaded from the YAML
-    assert "is not used" in caplog.text
+    assert ("is unreadable" if damage == "empty" else "is not used") in caplog.text
     fresh = load_library(root)
     assert reloaded.data.incidents == fresh.incidents
     _ = reloaded._search_engine.chunks
