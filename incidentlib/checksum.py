@@ -15,6 +15,8 @@ from pathlib import Path
 
 import xxhash
 
+from .storage import release_pages
+
 ALGORITHM = "xxh3_128"
 #: Bytes read per call while hashing a file: large enough that the call overhead vanishes next to the
 #: hashing, small enough to keep a few MB in memory whatever the file's size.  Chosen, not tuned.
@@ -46,16 +48,13 @@ def checksum_mapped(mapped: mmap.mmap, start: int = 0) -> str:
     """:func:`checksum_bytes` of ``mapped[start:]``, a file mapped read-only, read a block at a time; each block's
     pages are let go from this process's mapping once hashed (``MADV_DONTNEED``: the page cache keeps them), so a
     pass over a file of gigabytes does not leave it all counted in the process's RSS."""
-    page = mmap.PAGESIZE
     view = memoryview(mapped)
     try:
         hasher = xxhash.xxh3_128()
         for block_start in range(start, len(mapped), READ_BLOCK):
             block_end = min(block_start + READ_BLOCK, len(mapped))
             hasher.update(view[block_start:block_end])
-            release_from = block_start - block_start % page
-            if hasattr(mmap, "MADV_DONTNEED") and block_end > release_from:
-                mapped.madvise(mmap.MADV_DONTNEED, release_from, block_end - release_from)
+            release_pages(mapped, block_start, block_end)
         return f"{ALGORITHM}:{hasher.hexdigest()}"
     finally:
         view.release()

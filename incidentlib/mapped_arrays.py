@@ -29,7 +29,7 @@ import numpy as np
 import xxhash
 
 from . import checksum
-from .storage import atomic_write_bytes
+from .storage import atomic_write_bytes, release_pages
 
 MAGIC = b"incidentlib-arr\x01"
 #: Array starts are multiples of this: a cache line, and enough for any dtype's alignment.
@@ -156,6 +156,6 @@ def map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], st
     hasher.update(view[offset + count * dtype.itemsize:])
     if f"{checksum.ALGORITHM}:{hasher.hexdigest()}" != expected:
         raise MappedArraysError(f"{path}: does not match its checksum")
-    if isinstance(mapped_bytes, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-        mapped_bytes.madvise(mmap.MADV_DONTNEED)
+    if isinstance(mapped_bytes, mmap.mmap):
+        release_pages(mapped_bytes, 0, len(mapped_bytes))
     return array.reshape(shape)

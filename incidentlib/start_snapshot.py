@@ -50,13 +50,13 @@ import math
 import mmap
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import checksum
-from .storage import atomic_write_bytes
+from .storage import atomic_write_bytes, release_pages
 
 if TYPE_CHECKING:
     from .models import Concept, Incident
@@ -206,8 +206,13 @@ def _decode(blob: bytes | mmap.mmap, key: str) -> Snapshot:
         if len(sizes) != 2 + math.ceil(header["incidents"] / RECORDS_PER_PART) or sum(sizes) != len(payload):
             raise ValueError("segment sizes differ from the payload")
         ends = list(itertools.accumulate(sizes))
-        concepts, incidents = decode_records(payload[:ends[0]],
-                                             [payload[start:stop] for start, stop in itertools.pairwise(ends[:-1])])
+        bounds = list(itertools.pairwise(ends[:-1]))
+
+        def let_go(part: int) -> None:  # a part's records are made: its bytes are not read again
+            if isinstance(blob, mmap.mmap):
+                release_pages(blob, end + 1 + bounds[part][0], end + 1 + bounds[part][1])
+
+        concepts, incidents = decode_records(payload[:ends[0]], [payload[start:stop] for start, stop in bounds], let_go)
         if len(incidents) != header["incidents"] or len(concepts) != header["concepts"]:
             raise ValueError("counts differ from the header")
         chunks = decode_chunks(payload[ends[-2]:], incidents, header["chunks"])
@@ -215,10 +220,11 @@ def _decode(blob: bytes | mmap.mmap, key: str) -> Snapshot:
     return Snapshot(concepts, {incident.id: incident for incident in incidents}, chunks)
 
 
-def decode_records(concepts: bytes | memoryview, parts: Sequence[bytes | memoryview]) -> tuple[list[Concept], list[Incident]]:
+def decode_records(concepts: bytes | memoryview, parts: Sequence[bytes | memoryview],
+                   done: Callable[[int], None] | None = None) -> tuple[list[Concept], list[Incident]]:
     """The concepts and the incidents (each part a JSON array of records), validated again by today's model classes
     (pydantic's JSON validation of whole arrays: module docstring), part by part, each part's fields sets shared as
-    it is made (:mod:`incidentlib.field_sets`)."""
+    it is made (:mod:`incidentlib.field_sets`); ``done(i)`` is called once part ``i`` is read."""
     from pydantic import TypeAdapter
 
     from .field_sets import FieldSetSharer
@@ -229,8 +235,10 @@ def decode_records(concepts: bytes | memoryview, parts: Sequence[bytes | memoryv
     sharer.share(vocabulary)
     incidents: list[Incident] = []
     records = TypeAdapter(list[Incident])
-    for part in parts:
+    for index, part in enumerate(parts):
         validated = records.validate_json(bytes(part))
+        if done is not None:
+            done(index)
         sharer.share(validated)
         incidents.extend(validated)
     return vocabulary, incidents

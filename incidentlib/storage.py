@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import tempfile
 from pathlib import Path
@@ -50,3 +51,14 @@ def atomic_write_bytes(path: str | Path, payload: bytes) -> None:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def release_pages(mapped: mmap.mmap, start: int, stop: int) -> None:
+    """Let this process's mapping of ``mapped[start:stop]`` go (``MADV_DONTNEED``; a file's page cache keeps the
+    pages, and reading them again maps them back): whole pages only, from the page holding ``start`` to the one
+    holding the byte before ``stop``, so bytes outside the range are at most re-read, never lost. No-op where
+    the platform has no ``madvise``."""
+    if not hasattr(mmap, "MADV_DONTNEED") or stop <= start:
+        return
+    first = start - start % mmap.PAGESIZE
+    mapped.madvise(mmap.MADV_DONTNEED, first, min(stop, len(mapped)) - first)
