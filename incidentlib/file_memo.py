@@ -27,7 +27,6 @@ start.  The cache directory is trusted as the other caches are (see :mod:`incide
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -38,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .storage import atomic_write_bytes
+from .storage import atomic_write_bytes, keep_newest
 
 log = logging.getLogger(__name__)
 
@@ -114,17 +113,8 @@ def remember(cache_dir: Path, root: Path, signatures: dict[str, Signature], hash
     target = memo_path(cache_dir, root)
     try:
         atomic_write_bytes(target, json.dumps(memo, separators=(",", ":")).encode())
-        _prune(target.parent)
+        keep_newest(target.parent, "*.json", MAX_MEMOS)
     except OSError as exc:
         log.warning("could not write the file memo %s (%s)", target, exc)
         return False
     return True
-
-
-def _prune(folder: Path) -> None:
-    entries = []
-    for entry in folder.glob("*.json"):
-        with contextlib.suppress(OSError):  # removed meanwhile by another process
-            entries.append((entry.stat().st_mtime_ns, entry))
-    for _, entry in sorted(entries, reverse=True)[MAX_MEMOS:]:
-        entry.unlink(missing_ok=True)

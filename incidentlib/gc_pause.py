@@ -39,8 +39,9 @@ def built_for_process_lifetime() -> Iterator[None]:
     10k incidents, 2.7M tracked objects, and ten times that at 100k), while requests and background builds keep
     triggering passes.  Frozen objects are still freed by reference counting when dropped, but frozen cycles are
     not: cyclic garbage alive at the freeze (the little a start leaves behind) is never reclaimed, and a library
-    that drops what it built (a live write) gives everything back to the collector first (:func:`release_frozen`).  Frozen objects are also not written to by the collector, so processes forked afterwards
-    (the SPARQL graph process) keep sharing their pages.  Not for library code: the freeze applies to the whole
+    that drops what it built (a live write) gives everything back to the collector first (:func:`release_frozen`).
+    Frozen objects are also not written to by the collector, so processes forked afterwards (the SPARQL graph
+    process) keep sharing their pages.  Not for library code: the freeze applies to the whole
     process, which only its entry point may decide."""
     was_enabled = gc.isenabled()
     gc.disable()

@@ -43,7 +43,7 @@ import yaml
 
 from . import checksum
 from .file_memo import Signature, signature
-from .storage import atomic_write_bytes
+from .storage import atomic_write_bytes, keep_newest
 
 log = logging.getLogger(__name__)
 
@@ -238,11 +238,4 @@ def _load(path: Path) -> dict[str, object] | None:
 
 def _prune(folder: Path) -> None:
     """Keep the :data:`MAX_PARSED_FILES` newest cache files of ``folder``."""
-    entries = []
-    for entry in folder.glob("*.pkl"):
-        try:
-            entries.append((entry.stat().st_mtime_ns, entry))
-        except OSError:
-            continue  # removed meanwhile by another process
-    for _, entry in sorted(entries, reverse=True)[MAX_PARSED_FILES:]:
-        entry.unlink(missing_ok=True)
+    keep_newest(folder, "*.pkl", MAX_PARSED_FILES)

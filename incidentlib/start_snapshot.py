@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import checksum
-from .storage import atomic_write_bytes, release_pages
+from .storage import atomic_write_bytes, keep_newest, release_pages
 
 if TYPE_CHECKING:
     from .models import Concept, Incident
@@ -278,14 +278,7 @@ def decode_chunks(blob: bytes | memoryview, incidents: Sequence[Incident], count
 
 def _prune(folder: Path) -> None:
     """Keep the :data:`MAX_SNAPSHOTS` most recently used snapshots of ``folder``."""
-    entries = []
-    for entry in folder.glob("*.snap"):
-        try:
-            entries.append((entry.stat().st_mtime_ns, entry))
-        except OSError:
-            continue  # removed meanwhile by another process
-    for _, entry in sorted(entries, reverse=True)[MAX_SNAPSHOTS:]:
-        entry.unlink(missing_ok=True)
+    keep_newest(folder, "*.snap", MAX_SNAPSHOTS)
     stale = time.time() - STALE_TEMP_SECONDS
     for entry in folder.glob(".*.snap.*.tmp"):  # atomic_write_bytes's temporary names
         with contextlib.suppress(OSError):

@@ -62,3 +62,14 @@ def release_pages(mapped: mmap.mmap, start: int, stop: int) -> None:
         return
     first = start - start % mmap.PAGESIZE
     mapped.madvise(mmap.MADV_DONTNEED, first, min(stop, len(mapped)) - first)
+
+
+def keep_newest(folder: Path, pattern: str, keep: int) -> None:
+    """Remove all but the ``keep`` most recently modified files of ``folder`` matching ``pattern`` (a cache's
+    eviction: each cache sets the modification time of a file it uses)."""
+    entries = []
+    for entry in folder.glob(pattern):
+        with contextlib.suppress(OSError):  # removed meanwhile by another process
+            entries.append((entry.stat().st_mtime_ns, entry))
+    for _, entry in sorted(entries, reverse=True)[keep:]:
+        entry.unlink(missing_ok=True)

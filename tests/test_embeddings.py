@@ -114,8 +114,12 @@ def test_use_m3_tokenizer_is_parsed_once_and_a_damaged_cache_is_rebuilt(tmp_path
     from incidentlib.embeddings.use import cached_tokenizer
 
     text = "NCCL watchdog 타임아웃이 발생했다: WorkNCCL(SeqNum=408951)"
+    for stale in range(3):  # tokenizers of earlier installs: the two newest files are kept
+        (tmp_path / f"use-m3-tokenizer-old{stale}.pkl").write_bytes(b"old")
+        os.utime(tmp_path / f"use-m3-tokenizer-old{stale}.pkl", ns=(stale * 10**9, stale * 10**9))
     parsed = cached_tokenizer(tmp_path)
-    [saved] = tmp_path.glob("use-m3-tokenizer-*.pkl")
+    assert sorted(entry.name for entry in tmp_path.glob("use-m3-tokenizer-old*.pkl")) == ["use-m3-tokenizer-old2.pkl"]
+    [saved] = [entry for entry in tmp_path.glob("use-m3-tokenizer-*.pkl") if "old" not in entry.name]
     again = cached_tokenizer(tmp_path)
     assert again is not parsed and isinstance(again, UseTokenizer)  # read back from the file, not parsed
     assert again.encode(text) == parsed.encode(text) and len(again.encode(text)) > 5

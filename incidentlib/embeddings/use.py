@@ -15,7 +15,7 @@ import numpy as np
 
 from ..mapped_arrays import MappedArraysError
 from ..paths import default_cache_dir
-from ..storage import atomic_write_bytes
+from ..storage import atomic_write_bytes, keep_newest
 from .base import DEFAULT_BATCH_SIZE, empty, normalize
 from .use_state import ModelState, prune_states, state_path, write_state
 
@@ -28,6 +28,9 @@ DEFAULT_THREADS = 2
 #: machine waiting for that thread cost 0.2 s per query against 1-5 ms on one thread (measured with the
 #: bundled model under load 5 on 2 cores); the vectors are bit-for-bit the same. Index builds keep ``threads``.
 ONE_THREAD_QUERIES = 16
+#: Parsed tokenizers kept in the cache directory (newest first): the key follows the model file's modification time,
+#: so every reinstall of the package writes a new one; two let an upgrade and a rollback both start fast.
+KEEP_TOKENIZER_FILES = 2
 
 
 class UseM3Embedder:
@@ -188,6 +191,7 @@ def cached_tokenizer(cache_dir: Path) -> Any:
     tokenizer = UseTokenizer(str(model))
     try:
         atomic_write_bytes(path, pickle.dumps(tokenizer, protocol=pickle.HIGHEST_PROTOCOL))
+        keep_newest(cache_dir, "use-m3-tokenizer-*.pkl", KEEP_TOKENIZER_FILES)
     except OSError as exc:
         log.warning("could not cache the use-m3 tokenizer in %s (%s)", path, exc)
     return tokenizer

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..mapped_arrays import MappedArraysError, read_arrays, write_arrays
+from ..storage import keep_newest
 
 log = logging.getLogger(__name__)
 
@@ -220,11 +221,4 @@ class ModelState:
 
 def prune_states(cache_dir: Path, keep: int = KEEP_STATE_FILES) -> None:
     """Keep the ``keep`` newest state files."""
-    entries = []
-    for entry in cache_dir.glob("use-m3-state-*.arrays"):
-        try:
-            entries.append((entry.stat().st_mtime_ns, entry))
-        except OSError:
-            continue
-    for _, entry in sorted(entries, reverse=True)[keep:]:
-        entry.unlink(missing_ok=True)
+    keep_newest(cache_dir, "use-m3-state-*.arrays", keep)
