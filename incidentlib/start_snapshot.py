@@ -8,8 +8,9 @@ at the last start, the answer is the same, so it is kept in one file,
     b"incidentlib-start\\n"
     header: one JSON line {"format": START_FORMAT_VERSION, "key": key, "checksum": "xxh3_128:...",
                            "sizes": [bytes of each part], "concepts": n, "incidents": n, "chunks": n}
-    payload: JSON documents back to back: the concepts, the incidents as arrays of at most
-             RECORDS_PER_PART records each, the chunks {column: [...]}
+    payload: the concepts, the incidents as JSON arrays of at most RECORDS_PER_PART records each, the
+             chunks' columns {column: [...]} (JSON), then the chunk texts' ends (little-endian int64, one
+             more than the chunks, the first 0) and the texts (UTF-8, end to end)
 
 where
 
@@ -36,12 +37,19 @@ copied 100 times (32,200 records) added 820 MB to the process's RSS validated as
 with their chunks, this format's whole load held 0.78x the memory of format 1's for 1.21x its time
 (``bench/bench_records_memory.py``, docs/benchmarks.md, "Loaded records").
 
+Why the chunk texts apart, as raw UTF-8 with their ends: a server reads a chunk's text only to show a passage
+or to rebuild an index, yet held all of them as strings (about 0.7 GB at 100k incidents). Loaded chunks are
+:class:`~.search.chunks.StoredChunk` objects that make their text from the mapped file when it is read, so the
+texts stay in the page cache (shared, and only what is read counts in the process's RSS) and a start does not
+decode them.
+
 A missing, stale, damaged or unreadable snapshot means loading as without it (and writing a new one);
 a snapshot that cannot be written costs only the next start.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import hashlib
 import itertools
@@ -49,11 +57,12 @@ import logging
 import math
 import mmap
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from . import checksum
 from .storage import atomic_write_bytes, keep_newest, release_pages
@@ -65,7 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Bump when the file layout or what is stored changes: older files are then ignored.
-START_FORMAT_VERSION = 2
+START_FORMAT_VERSION = 3
 #: Folder of the snapshots inside the cache directory.
 START_DIR = "start"
 #: Snapshots kept (most recently used first). Each is about as large as the library's text twice over
@@ -88,7 +97,7 @@ _CODE = ("models.py", "vocab.py", "loader.py", "strict.py", "start_snapshot.py",
 #: its kind and language are stored as numbers into the ``kinds`` and ``langs`` lists: decoded, the chunks then share
 #: one string object for each, as when the chunker makes them, instead of three strings of their own (about 160
 #: bytes a chunk, 0.2 GB at 1.35M chunks, measured with ``tracemalloc`` on the bundled chunks).
-_COLUMNS = ("id", "kind", "lang", "text", "digest")
+_COLUMNS = ("id", "kind", "lang", "digest")
 
 
 @cache
@@ -135,15 +144,19 @@ def save(cache_dir: Path, key: str, concepts: Sequence[Concept], incidents: Mapp
     kinds, langs = sorted({c.kind for c in flat}), sorted({c.lang for c in flat})
     kind_number, lang_number = {kind: n for n, kind in enumerate(kinds)}, {lang: n for n, lang in enumerate(langs)}
     columns = {"id": [c.id for c in flat], "kind": [kind_number[c.kind] for c in flat],
-               "lang": [lang_number[c.lang] for c in flat], "text": [c.text for c in flat],
+               "lang": [lang_number[c.lang] for c in flat],
                "digest": [c.digest for c in flat], "kinds": kinds, "langs": langs,
                "count": [len(chunks[incident_id]) for incident_id in incidents]}
+    texts = [c.text.encode("utf-8") for c in flat]
+    ends = array.array("q", itertools.accumulate(map(len, texts), initial=0))
+    if sys.byteorder != "little":  # pragma: no cover - the offsets are stored little-endian
+        ends.byteswap()
     # defaults left out: less to validate on load, and the same records (a round trip test checks it)
     records = list(incidents.values())
     parts = [orjson.dumps([c.model_dump(mode="json", exclude_defaults=True) for c in concepts]),
              *(orjson.dumps([i.model_dump(mode="json", exclude_defaults=True) for i in records[start:start + RECORDS_PER_PART]])
                for start in range(0, len(records), RECORDS_PER_PART)),
-             orjson.dumps(columns)]
+             orjson.dumps(columns), ends.tobytes(), b"".join(texts)]
     payload = b"".join(parts)
     header = orjson.dumps({"format": START_FORMAT_VERSION, "key": key, "checksum": checksum.checksum_bytes(payload),
                            "sizes": [len(part) for part in parts], "concepts": len(concepts),
@@ -162,7 +175,8 @@ def load(cache_dir: Path, key: str) -> Snapshot | None:
     """The snapshot for ``key``, or None when it is absent or fails any check (logged: it is then rebuilt).
 
     The file is mapped, not read: its bytes stay in the page cache instead of a copy of the whole file in the heap
-    while the records are made (1.6 GB at 100k records), and the checksum's pass lets each block go once hashed."""
+    while the records are made (1.6 GB at 100k records), and the checksum's pass lets each block go once hashed.
+    The chunks keep reading their texts from the map for as long as they live."""
     path = snapshot_path(cache_dir, key)
     try:
         with path.open("rb") as handle:
@@ -176,10 +190,11 @@ def load(cache_dir: Path, key: str) -> Snapshot | None:
         snapshot = _decode(mapped, key)
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         log.warning("start snapshot %s is not used (%s); loading the records", path, exc)
-        return None
-    finally:
         with contextlib.suppress(BufferError):  # a view still held elsewhere: the map goes with it
             mapped.close()
+        return None
+    # the map stays open: the chunks read their texts from it (TextColumn), and the file is only ever replaced
+    # by a rename, never written in place, so what is mapped does not change under them
     with contextlib.suppress(OSError):  # last use: what _prune keeps
         os.utime(path)
     return snapshot
@@ -203,10 +218,10 @@ def _decode(blob: bytes | mmap.mmap, key: str) -> Snapshot:
     with memoryview(blob) as whole:
         payload = whole[end + 1:]
         sizes = header["sizes"]
-        if len(sizes) != 2 + math.ceil(header["incidents"] / RECORDS_PER_PART) or sum(sizes) != len(payload):
+        if len(sizes) != 4 + math.ceil(header["incidents"] / RECORDS_PER_PART) or sum(sizes) != len(payload):
             raise ValueError("segment sizes differ from the payload")
         ends = list(itertools.accumulate(sizes))
-        bounds = list(itertools.pairwise(ends[:-1]))
+        bounds = list(itertools.pairwise(ends[:-3]))
 
         def let_go(part: int) -> None:  # a part's records are made: its bytes are not read again
             if isinstance(blob, mmap.mmap):
@@ -215,7 +230,8 @@ def _decode(blob: bytes | mmap.mmap, key: str) -> Snapshot:
         concepts, incidents = decode_records(payload[:ends[0]], [payload[start:stop] for start, stop in bounds], let_go)
         if len(incidents) != header["incidents"] or len(concepts) != header["concepts"]:
             raise ValueError("counts differ from the header")
-        chunks = decode_chunks(payload[ends[-2]:], incidents, header["chunks"])
+        texts = TextColumn(blob, end + 1 + ends[-2], payload[ends[-3]:ends[-2]], sizes[-1])
+        chunks = decode_chunks(payload[ends[-4]:ends[-3]], incidents, header["chunks"], texts)
         payload.release()
     return Snapshot(concepts, {incident.id: incident for incident in incidents}, chunks)
 
@@ -244,16 +260,50 @@ def decode_records(concepts: bytes | memoryview, parts: Sequence[bytes | memoryv
     return vocabulary, incidents
 
 
-def decode_chunks(blob: bytes | memoryview, incidents: Sequence[Incident], count: int) -> dict[str, list[Chunk]]:
-    """The chunks of ``incidents`` from their columns (``count`` in all), rebuilt without any check (module docstring)."""
+class TextColumn(Sequence[str]):
+    """The chunk texts, UTF-8 end to end in the snapshot's mapped file: text ``i`` is made when it is read.
+
+    ``offsets`` is the segment of ``count + 1`` little-endian int64 ends (the first 0) of the texts in the
+    segment of ``size`` bytes at ``start`` of ``buffer``; checked to rise from 0 to ``size`` when made."""
+
+    def __init__(self, buffer: bytes | mmap.mmap, start: int, offsets: bytes | memoryview, size: int) -> None:
+        import numpy as np
+
+        ends = np.frombuffer(offsets, dtype="<i8").copy()  # off the map: read on every access
+        if len(ends) == 0 or ends[0] != 0 or ends[-1] != size or (len(ends) > 1 and (np.diff(ends) < 0).any()):
+            raise ValueError("the chunk text offsets do not rise from 0 to the texts' size")
+        self._buffer = buffer
+        self._start = start
+        self._ends = ends
+
+    def __len__(self) -> int:
+        return len(self._ends) - 1
+
+    @overload
+    def __getitem__(self, row: int) -> str: ...
+    @overload
+    def __getitem__(self, row: slice) -> list[str]: ...
+    def __getitem__(self, row: int | slice) -> str | list[str]:
+        if isinstance(row, slice):
+            return [self[index] for index in range(*row.indices(len(self)))]
+        if not -len(self) <= row < len(self):
+            raise IndexError(row)
+        row %= len(self)
+        return str(self._buffer[self._start + int(self._ends[row]):self._start + int(self._ends[row + 1])], "utf-8")
+
+
+def decode_chunks(blob: bytes | memoryview, incidents: Sequence[Incident], count: int,
+                  texts: Sequence[str]) -> dict[str, list[Chunk]]:
+    """The chunks of ``incidents`` from their columns (``count`` in all) and their texts (kept where they are:
+    :class:`~.search.chunks.StoredChunk`), rebuilt without any check (module docstring)."""
     import orjson
 
-    from .search.chunks import Chunk
+    from .search.chunks import StoredChunk
 
     columns = orjson.loads(blob)
     counts = columns["count"]
     if [len(columns[name]) for name in _COLUMNS] != [count] * len(_COLUMNS) or sum(counts) != count \
-            or len(counts) != len(incidents):
+            or len(counts) != len(incidents) or len(texts) != count:
         raise ValueError("counts differ from the header")
     kinds, langs = columns["kinds"], columns["langs"]
     for numbers, names in ((columns["kind"], kinds), (columns["lang"], langs)):
@@ -261,11 +311,8 @@ def decode_chunks(blob: bytes | memoryview, incidents: Sequence[Incident], count
             raise ValueError("a chunk's kind or language number is out of range")
     owners = [incident.id for incident, size in zip(incidents, counts, strict=True) for _ in range(size)]
     # C-level loops over the columns; every kind, language and incident id is one shared object
-    flat = list(map(Chunk, columns["id"], owners, map(kinds.__getitem__, columns["kind"]),
-                    map(langs.__getitem__, columns["lang"]), columns["text"]))
-    set_field = object.__setattr__
-    for chunk, digest in zip(flat, columns["digest"], strict=True):
-        set_field(chunk, "_digest", digest)  # the cached digest, as Chunk.digest itself stores it
+    flat: list[Chunk] = list(map(StoredChunk, columns["id"], owners, map(kinds.__getitem__, columns["kind"]),
+                    map(langs.__getitem__, columns["lang"]), itertools.repeat(texts), range(count), columns["digest"]))
     chunks: dict[str, list[Chunk]] = {}
     start = 0
     for incident, size in zip(incidents, counts, strict=True):

@@ -76,7 +76,7 @@ def test_records_in_several_parts_load_as_one_library(tmp_path: Path, data_dir: 
     assert key is not None
     blob = start_snapshot.snapshot_path(cache, key).read_bytes()
     header = json.loads(blob.split(b"\n")[1])
-    assert len(header["sizes"]) == 4  # concepts, two parts of incidents, chunks
+    assert len(header["sizes"]) == 6  # concepts, two parts of incidents, chunk columns, text ends, texts
     again = _open(root, cache)
     assert again.data.chunks is not None
     _same_as_fresh(again.data, root)
@@ -198,3 +198,53 @@ def test_the_server_writes_the_snapshot_after_it_answers(tmp_path: Path, data_di
         assert path.exists()
     again = _open(root, cache)
     _same_as_fresh(again.data, root)
+
+
+def test_snapshot_chunks_read_their_texts_from_the_mapped_file(tmp_path: Path, data_dir: Path) -> None:
+    """Loaded chunks hold a row, not a string: equal to fresh chunks, pickled as plain ones, written back the same."""
+    import pickle
+
+    from incidentlib.search.chunks import Chunk, StoredChunk
+
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    _started(root, cache)
+    data = _open(root, cache).data
+    assert data.chunks is not None
+    flat = [chunk for chunks in data.chunks.values() for chunk in chunks]
+    assert flat and all(type(chunk) is StoredChunk for chunk in flat)
+    assert any(any("\uac00" <= char <= "\ud7a3" for char in chunk.text) for chunk in flat)  # UTF-8 beyond ASCII
+    fresh = [chunk for incident in data.incidents.values() for chunk in incident_chunks(incident, data.vocab)]
+    assert [chunk.text for chunk in flat] == [chunk.text for chunk in fresh]
+    assert flat == fresh and fresh == flat and {hash(c) for c in flat} == {hash(c) for c in fresh}
+    copied = pickle.loads(pickle.dumps(flat[0]))
+    assert type(copied) is Chunk and copied == flat[0] and copied.text == flat[0].text
+    # a snapshot written from loaded chunks holds the same bytes as the one written from cut chunks
+    key = data.snapshot_key
+    assert key is not None
+    before = start_snapshot.snapshot_path(cache, key).read_bytes()
+    assert start_snapshot.save(cache, key, list(data.vocab), data.incidents, data.chunks)
+    assert start_snapshot.snapshot_path(cache, key).read_bytes() == before
+
+
+def test_text_ends_that_do_not_rise_are_refused_even_with_a_matching_checksum(
+        tmp_path: Path, data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import struct
+
+    from incidentlib import checksum
+
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    key = _started(root, cache).data.snapshot_key
+    assert key is not None
+    path = start_snapshot.snapshot_path(cache, key)
+    blob = path.read_bytes()
+    magic_end = len(b"incidentlib-start\n")
+    line_end = blob.index(b"\n", magic_end)
+    header = json.loads(blob[magic_end:line_end])
+    payload = bytearray(blob[line_end + 1:])
+    ends_at = sum(header["sizes"][:-2])
+    struct.pack_into("<q", payload, ends_at + 8, 10**9)  # the first text's end far past the texts
+    header["checksum"] = checksum.checksum_bytes(bytes(payload))
+    path.write_bytes(blob[:magic_end] + json.dumps(header, separators=(",", ":")).encode() + b"\n" + bytes(payload))
+    with caplog.at_level(logging.WARNING, logger="incidentlib.start_snapshot"):
+        reloaded = _open(root, cache)
+    assert reloaded.data.chunks is None and "do not rise from 0" in caplog.text
