@@ -141,7 +141,7 @@ class Library:
         self._background = threading.Lock()
         self._recognizer: ConceptRecognizer | None = None
         # texts and BM25 postings of the last engine a refresh dropped: the next one updates them, not rebuilds
-        self._lexical_carry: tuple[list[str], Postings] | None = None
+        self._lexical_carry: tuple[Sequence[str], Postings] | None = None
         # the dense index of the engine a refresh dropped: the next engine carries it (search.layered)
         self._dense_carry: DenseSnapshot | None = None
         # each incident's chunks, reused by the next engine for the incidents a change left alone

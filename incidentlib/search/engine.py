@@ -23,12 +23,13 @@ cores; each leg computes exactly what it computes alone, so the fused ranking is
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -140,9 +141,31 @@ class Hit:
     dense_rank: int | None = None
 
 
+
+class ChunkTexts(Sequence[str]):
+    """The texts of ``chunks``, read from each chunk when asked: a list of them would hold every text at once
+    (about 0.7 GB at 100k incidents) where a loaded index needs only their number and a build reads each once;
+    chunks loaded from the start snapshot make their text on each read (:class:`~.chunks.StoredChunk`)."""
+
+    def __init__(self, chunks: Sequence[Chunk]) -> None:
+        self._chunks = chunks
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [chunk.text for chunk in self._chunks[index]]
+        return self._chunks[index].text
+
+
 class SearchEngine:
     def __init__(self, data: LibraryData, config: SearchConfig | None = None, embedder: Embedder | None = None,
-                 previous_lexical: tuple[list[str], Postings] | None = None,
+                 previous_lexical: tuple[Sequence[str], Postings] | None = None,
                  previous_dense: DenseSnapshot | None = None, chunk_memo: ChunkMemo | None = None) -> None:
         """``previous_lexical`` / ``previous_dense``: the BM25 postings (with chunk texts) and the dense index of
         the engine this one replaces after a change to a live library (:meth:`lexical_snapshot`,
@@ -213,7 +236,7 @@ class SearchEngine:
     @cached_property
     def lexical(self) -> LexicalIndex:
         """The BM25 index, loaded from the cache when this exact text was indexed before (see :mod:`.lexical_store`)."""
-        index, self.lexical_source = cached_lexical_index([c.text for c in self.chunks], self.cache_dir,
+        index, self.lexical_source = cached_lexical_index(ChunkTexts(self.chunks), self.cache_dir,
                                                           self._previous_lexical, texts_digest=self.chunks_digest)
         self._previous_lexical = None  # not held past its use
         return index
@@ -224,11 +247,11 @@ class SearchEngine:
         are matched by, computed once."""
         return rows_digest([c.id for c in self.chunks], [c.digest for c in self.chunks])
 
-    def lexical_snapshot(self) -> tuple[list[str], Postings] | None:
+    def lexical_snapshot(self) -> tuple[Sequence[str], Postings] | None:
         """The chunk texts and BM25 postings of this engine when its lexical index is built, else None."""
         if "lexical" not in self.__dict__:  # a cached_property not computed yet
             return None
-        return [c.text for c in self.chunks], self.lexical.postings
+        return ChunkTexts(self.chunks), self.lexical.postings
 
     # ---- dense ---------------------------------------------------------------
     @cached_property
