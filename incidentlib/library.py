@@ -331,13 +331,14 @@ class Library:
         self.prepare_sparql()
 
     def warm_search(self, save_snapshot: bool = True) -> None:
-        """Build now what a search needs: the concept recognizer and the BM25 index (the dense index is loaded
-        by :meth:`build_index`).  A persistent graph store is opened here too (a hash check when current): the
+        """Build now what a search needs: the concept recognizer, the BM25 index and what the embedder's queries
+        need (the dense index is loaded by :meth:`build_index`).  A persistent graph store is opened here too (a hash check when current): the
         SPARQL hosts ``serve`` forks must inherit the open embedded store, which one process opens at a time.
         This is what ``serve`` waits for before it listens; the graph follows (:meth:`prepare_graph`).
         ``save_snapshot=False`` leaves the start snapshot to the caller: ``serve`` writes it after it listens."""
         self.open_graph_store()
         _ = self._search_service.recognizer, self._search_engine.lexical
+        self._search_engine.prepare_embedder()
         if save_snapshot:
             self.save_start_snapshot()
 

@@ -115,6 +115,30 @@ def test_only_the_newest_state_files_are_kept(tmp_path: Path) -> None:
     assert sorted(entry.name for entry in tmp_path.iterdir()) == ["use-m3-state-2.arrays", "use-m3-state-3.arrays"]
 
 
+def test_the_engine_prepares_only_an_embedder_it_has_made() -> None:
+    """``serve``'s warm-up asks the engine's embedder to load what its queries need, when the embedder has that."""
+    from types import SimpleNamespace
+
+    from incidentlib.search.engine import SearchConfig, SearchEngine
+
+    class Preparing:
+        name, dim, prepared = "preparing", 4, 0
+
+        def prepare(self) -> None:
+            self.prepared += 1
+
+    embedder = Preparing()
+    engine = SearchEngine(SimpleNamespace(incidents={}), SearchConfig(), embedder)  # type: ignore[arg-type]
+    engine.prepare_embedder()
+    assert embedder.prepared == 0  # not made yet by this engine: nothing is created for the warm-up
+    assert engine.embedder is embedder
+    engine.prepare_embedder()
+    assert embedder.prepared == 1
+    plain = SearchEngine(SimpleNamespace(incidents={}), SearchConfig(), SimpleNamespace(name="plain", dim=4))  # type: ignore[arg-type]
+    _ = plain.embedder
+    plain.prepare_embedder()  # an embedder without ``prepare``: nothing to do, no error
+
+
 #: Largest difference allowed between two float32 computations of the same unit vector: a few units in the last
 #: place (see tests/test_startup.py's FLOAT32_ROUNDING, which says why it is not zero).
 FLOAT32_ROUNDING = 1e-6
@@ -155,6 +179,24 @@ def test_real_model_from_the_state_file(tmp_path: Path, monkeypatch: pytest.Monk
     expected = normalize(np.atleast_2d(package.encode(queries)))
     np.testing.assert_allclose(ours.encode_queries(queries), expected, rtol=0, atol=FLOAT32_ROUNDING)
     np.testing.assert_allclose(ours.encode_documents(queries), expected, rtol=0, atol=FLOAT32_ROUNDING)
+
+    # the tokenizer each query batch gets: sorted pieces while short and the dict is not loaded, else the dict
+    from incidentlib.embeddings.use import LIGHT_QUERY_CHARS
+
+    fresh = UseM3Embedder(threads=1)
+    long_query = " ".join(texts)[: LIGHT_QUERY_CHARS + 500]
+    assert len(long_query) > LIGHT_QUERY_CHARS
+    expected_long = normalize(np.atleast_2d(package.encode([long_query])))
+    np.testing.assert_allclose(fresh.encode_queries(queries[:1]), expected[:1], rtol=0, atol=FLOAT32_ROUNDING)
+    assert fresh._light is not None and not fresh._documents_ready()  # the dict tokenizer not loaded
+    np.testing.assert_allclose(fresh.encode_queries([long_query]), expected_long, rtol=0, atol=FLOAT32_ROUNDING)
+    assert fresh._documents_ready() and fresh._one_thread is not None and fresh._one_thread.sp is not fresh._light.sp
+    np.testing.assert_allclose(fresh.encode_queries(queries[:1]), expected[:1], rtol=0, atol=FLOAT32_ROUNDING)
+    prepared = UseM3Embedder(threads=1)
+    prepared.prepare()
+    assert prepared._documents_ready()
+    np.testing.assert_allclose(prepared.encode_queries(queries), expected, rtol=0, atol=FLOAT32_ROUNDING)
+    assert prepared._light is None  # a prepared embedder never needs the sorted pieces
 
     raw = bytearray(path.read_bytes())
     raw[len(raw) // 2] ^= 0xFF

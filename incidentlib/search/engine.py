@@ -259,6 +259,13 @@ class SearchEngine:
         """The embedder given to the constructor, else the one ``config.embedder`` names."""
         return self._given_embedder or create_embedder(self.config.embedder)
 
+    def prepare_embedder(self) -> None:
+        """Have the embedder, when this engine has made it, load what its later queries need now (its ``prepare``,
+        when it has one: use-m3's dict tokenizer): for a server, before it listens."""
+        prepare = getattr(self.__dict__.get("embedder"), "prepare", None)
+        if callable(prepare):
+            prepare()
+
     @property
     def cache_dir(self) -> Path:
         return self.config.cache_dir or default_cache_dir()
