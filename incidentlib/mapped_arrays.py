@@ -13,6 +13,9 @@ file is refused (:class:`MappedArraysError`), never half used. The header names 
 offset. Arrays come back as views of a copy-on-write map: a read costs the checksum's one pass over the bytes
 (page-cache speed) instead of copying them into the heap, pages are shared with every process that maps the
 same file, and an array written to changes only the process's own copy of a page, never the file.
+
+:func:`map_verified_npy` does the same for one array in NumPy's own ``.npy`` format (the BM25 index's files):
+mapped read-only after one pass that computes its checksum and checks its values block by block.
 """
 
 from __future__ import annotations
