@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import mmap
+import os
 import struct
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from . import checksum
+from . import checksum, file_memo, verified_memo
 from .storage import atomic_write_bytes, release_pages
 
 MAGIC = b"incidentlib-arr\x01"
@@ -116,7 +117,7 @@ CHECK_ELEMENTS = 1 << 20
 
 
 def map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], str | None] | None = None,
-                     block: int = CHECK_ELEMENTS) -> np.ndarray:
+                     block: int = CHECK_ELEMENTS, memo_checks: str | None = None) -> np.ndarray:
     """The array of the ``.npy`` file ``path``, mapped read-only, after one pass over the file's bytes that both
     computes its checksum (compared with ``expected``, a :func:`incidentlib.checksum.checksum_file` value) and
     runs ``check`` on each block of ``block`` elements (it returns a reason to refuse the file, or None).
@@ -124,9 +125,13 @@ def map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], st
     One pass instead of reading the file for its checksum and then again into the heap: the array stays in the
     page cache, shared by every process that maps the file, and after the pass this process's mapping lets its
     pages go (``MADV_DONTNEED``; the page cache keeps them), so only what is later read counts in its RSS.
+
+    With ``memo_checks`` (the caller's name for what ``check`` verifies, with its parameters), a pass that succeeds
+    is remembered beside the file (:mod:`incidentlib.verified_memo`) and skipped while the file is unchanged.
     Raises ``OSError`` as opening does and :class:`MappedArraysError` naming ``path`` and the reason otherwise.
     """
     with path.open("rb") as handle:
+        before = file_memo.signature(os.fstat(handle.fileno()))  # of the bytes mapped below
         try:
             version = np.lib.format.read_magic(handle)
             if version == (1, 0):
@@ -148,6 +153,8 @@ def map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], st
         else:
             mapped_bytes = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     array = np.frombuffer(mapped_bytes, dtype=dtype, count=count, offset=offset)
+    if memo_checks is not None and verified_memo.recall(path, expected, memo_checks, before):
+        return array.reshape(shape)
     view = memoryview(mapped_bytes)
     hasher = xxhash.xxh3_128(view[:offset])
     for start in range(0, count, block):
@@ -161,4 +168,6 @@ def map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], st
         raise MappedArraysError(f"{path}: does not match its checksum")
     if isinstance(mapped_bytes, mmap.mmap):
         release_pages(mapped_bytes, 0, len(mapped_bytes))
+    if memo_checks is not None:
+        verified_memo.remember(path, before, expected, memo_checks)
     return array.reshape(shape)

@@ -64,7 +64,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from . import checksum
+from . import checksum, file_memo, verified_memo
+from .file_memo import Signature
 from .storage import atomic_write_bytes, keep_newest, release_pages
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ STALE_TEMP_SECONDS = 3600
 #: makes a call long enough (~0.2 s) that the per-call cost is nothing.
 RECORDS_PER_PART = 1_000
 _MAGIC = b"incidentlib-start\n"
+#: What a snapshot's verified memo vouches for: its payload's checksum (the header's value), nothing more.
+_MEMO_CHECKS = "start snapshot payload"
 #: The modules whose code decides what a record or a chunk is: a change to any of them changes the key.
 _CODE = ("models.py", "vocab.py", "loader.py", "strict.py", "start_snapshot.py", "search/chunks.py")
 #: Chunk fields stored as one value a chunk.  A chunk's incident is not stored (its record's id, from the counts) and
@@ -180,6 +183,7 @@ def load(cache_dir: Path, key: str) -> Snapshot | None:
     path = snapshot_path(cache_dir, key)
     try:
         with path.open("rb") as handle:
+            before = file_memo.signature(os.fstat(handle.fileno()))  # of the bytes mapped below
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except FileNotFoundError:
         return None
@@ -187,7 +191,7 @@ def load(cache_dir: Path, key: str) -> Snapshot | None:
         log.warning("start snapshot %s is unreadable (%s); loading the records", path, exc)
         return None
     try:
-        snapshot = _decode(mapped, key)
+        snapshot = _decode(mapped, key, path, before)
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         log.warning("start snapshot %s is not used (%s); loading the records", path, exc)
         with contextlib.suppress(BufferError):  # a view still held elsewhere: the map goes with it
@@ -195,12 +199,13 @@ def load(cache_dir: Path, key: str) -> Snapshot | None:
         return None
     # the map stays open: the chunks read their texts from it (TextColumn), and the file is only ever replaced
     # by a rename, never written in place, so what is mapped does not change under them
-    with contextlib.suppress(OSError):  # last use: what _prune keeps
-        os.utime(path)
+    verified_memo.touch(path)  # last use: what _prune keeps (the memo's time when there is one: module verified_memo)
     return snapshot
 
 
-def _decode(blob: bytes | mmap.mmap, key: str) -> Snapshot:
+def _decode(blob: bytes | mmap.mmap, key: str, path: Path | None = None, before: Signature | None = None) -> Snapshot:
+    """The snapshot in ``blob``; with the file's ``path`` and its signature ``before`` it was mapped, its checksum
+    pass is skipped while the file is as it was when last found to match (:mod:`incidentlib.verified_memo`)."""
     import orjson
 
     if blob[:len(_MAGIC)] != _MAGIC:
@@ -211,10 +216,14 @@ def _decode(blob: bytes | mmap.mmap, key: str) -> Snapshot:
     header: dict[str, Any] = orjson.loads(blob[len(_MAGIC):end])
     if header.get("format") != START_FORMAT_VERSION or header.get("key") != key:
         raise ValueError(f"format {header.get('format')!r} or key differs")
-    found = checksum.checksum_mapped(blob, end + 1) if isinstance(blob, mmap.mmap) else \
-        checksum.checksum_bytes(memoryview(blob)[end + 1:])
-    if found != header.get("checksum"):
-        raise ValueError("checksum mismatch (damaged)")
+    expected = str(header.get("checksum"))
+    if path is None or before is None or not verified_memo.recall(path, expected, _MEMO_CHECKS, before):
+        found = checksum.checksum_mapped(blob, end + 1) if isinstance(blob, mmap.mmap) else \
+            checksum.checksum_bytes(memoryview(blob)[end + 1:])
+        if found != expected:
+            raise ValueError("checksum mismatch (damaged)")
+        if path is not None and before is not None:
+            verified_memo.remember(path, before, expected, _MEMO_CHECKS)
     with memoryview(blob) as whole:
         payload = whole[end + 1:]
         sizes = header["sizes"]
@@ -325,7 +334,11 @@ def decode_chunks(blob: bytes | memoryview, incidents: Sequence[Incident], count
 
 def _prune(folder: Path) -> None:
     """Keep the :data:`MAX_SNAPSHOTS` most recently used snapshots of ``folder``."""
-    keep_newest(folder, "*.snap", MAX_SNAPSHOTS)
+    keep_newest(folder, "*.snap", MAX_SNAPSHOTS, used=verified_memo.last_used)
+    for memo in folder.glob(f"*.snap{verified_memo.SUFFIX}"):  # the memos of snapshots just removed
+        if not memo.with_name(memo.name.removesuffix(verified_memo.SUFFIX)).exists():
+            with contextlib.suppress(OSError):
+                memo.unlink()
     stale = time.time() - STALE_TEMP_SECONDS
     for entry in folder.glob(".*.snap.*.tmp"):  # atomic_write_bytes's temporary names
         with contextlib.suppress(OSError):

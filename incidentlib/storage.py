@@ -6,6 +6,7 @@ import contextlib
 import mmap
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -64,12 +65,13 @@ def release_pages(mapped: mmap.mmap, start: int, stop: int) -> None:
     mapped.madvise(mmap.MADV_DONTNEED, first, min(stop, len(mapped)) - first)
 
 
-def keep_newest(folder: Path, pattern: str, keep: int) -> None:
+def keep_newest(folder: Path, pattern: str, keep: int, used: Callable[[Path], int] | None = None) -> None:
     """Remove all but the ``keep`` most recently modified files of ``folder`` matching ``pattern`` (a cache's
-    eviction: each cache sets the modification time of a file it uses)."""
+    eviction: each cache sets the modification time of a file it uses), or most recently used by ``used``
+    (nanoseconds; raises ``OSError`` for a file gone)."""
     entries = []
     for entry in folder.glob(pattern):
         with contextlib.suppress(OSError):  # removed meanwhile by another process
-            entries.append((entry.stat().st_mtime_ns, entry))
+            entries.append((entry.stat().st_mtime_ns if used is None else used(entry), entry))
     for _, entry in sorted(entries, reverse=True)[keep:]:
         entry.unlink(missing_ok=True)

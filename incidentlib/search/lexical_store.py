@@ -58,6 +58,9 @@ KEEP_LEXICAL = 8
 #: Values hashed and checked at a time when an array is loaded (4 MB of int32): the block is still in the CPU's
 #: cache when it is checked right after being hashed. Chosen, not tuned.
 CHECK_BLOCK = 1 << 20
+#: Bump when the value checks of :func:`load_postings` change: files verified by the older checks are then checked
+#: again instead of being taken from their verified memo (:mod:`incidentlib.verified_memo`).
+RANGE_CHECKS_VERSION = 1
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +130,8 @@ def load_postings(folder: Path, size: int) -> Postings:
     for name in ARRAYS:
         try:
             arrays[name] = map_verified_npy(folder / f"{name}.npy", meta.checksums.get(f"{name}.npy", ""),
-                                            checks.get(name), block=CHECK_BLOCK)
+                                            checks.get(name), block=CHECK_BLOCK,
+                                            memo_checks=f"postings ranges v{RANGE_CHECKS_VERSION}: {name} over {size} chunks")
         except OSError:
             raise LexicalDamaged(f"{name}.npy is missing or unreadable") from None
         except MappedArraysError as exc:

@@ -48,7 +48,7 @@ import xxhash
 from pydantic import BaseModel
 from scipy import sparse  # type: ignore[import-untyped]
 
-from .. import checksum
+from .. import checksum, verified_memo
 from ..errors import DataError
 from ..storage import atomic_write_text
 from . import boilerplate as boilerplate_module
@@ -165,7 +165,7 @@ def load_artefact(folder: Path, key: str, incidents: int, chunks: int) -> Simila
             f"expected format {SIMILARITY_FORMAT}, key {key}, {incidents} incidents, {chunks} chunks")
     for name in FILES:
         try:
-            if checksum.checksum_file(folder / name) != meta.checksums.get(name):
+            if not verified_memo.file_matches(folder / name, meta.checksums.get(name), lambda path, _: checksum.checksum_file(path)):
                 raise SimilarityArtefactDamaged(f"{folder / name}: does not match its checksum")
         except OSError:
             raise SimilarityArtefactDamaged(f"{folder / name}: missing or unreadable") from None

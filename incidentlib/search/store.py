@@ -58,7 +58,7 @@ import numpy as np
 import xxhash
 from pydantic import BaseModel
 
-from .. import checksum
+from .. import checksum, verified_memo
 from ..embeddings import Embedder
 from ..storage import atomic_write_text
 from . import dense
@@ -206,18 +206,22 @@ def _read_meta(folder: Path) -> IndexMeta | None:
 
 def _matches(path: Path, expected: str | None) -> bool:
     """Whether the file's checksum is ``expected``: XXH3-128 when the value names it, else (a format-3 build)
-    SHA-256, the only other algorithm a build was ever written with; raises ``OSError`` as reading does."""
-    if expected is None:
-        return False
+    SHA-256, the only other algorithm a build was ever written with; raises ``OSError`` as reading does.  Not read
+    again while the file is as it was when last found to match (:mod:`incidentlib.verified_memo`)."""
+    return verified_memo.file_matches(path, expected, _file_checksum)
+
+
+def _file_checksum(path: Path, expected: str) -> str | None:
+    """The file's checksum by the algorithm ``expected`` names (None for a value of neither kind)."""
     if expected.startswith(f"{checksum.ALGORITHM}:"):
-        return checksum.checksum_file(path) == expected
+        return checksum.checksum_file(path)
     if not _SHA256_HEX.match(expected):
-        return False
+        return None
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while block := handle.read(checksum.READ_BLOCK):
             digest.update(block)
-    return digest.hexdigest() == expected
+    return digest.hexdigest()
 
 
 def _read_build(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk] | None = None) -> LoadedIndex:
