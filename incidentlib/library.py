@@ -149,9 +149,6 @@ class Library:
         self._compaction: threading.Thread | None = None
         self._graph_ready = threading.Event()  # set by prepare_graph (see graph_ready)
         self._snapshot_saved: str | None = None
-        if data.chunks is not None:  # from the start snapshot: the engine takes them instead of cutting the records
-            self._chunk_memo = {i: (incident, data.vocab, data.chunks[i]) for i, incident in data.incidents.items()
-                                if i in data.chunks}
         if self._store.exists:
             self.refresh()
 
@@ -933,6 +930,7 @@ class Library:
             if seq == self._seq:
                 return False
             changes = self._store.changes_since(self._seq)
+            self._memo_snapshot_chunks()
             seq = max([seq, *(c.seq for c in changes)])
             previous: LibraryData | None = None
             changed_ids: set[str] | None = None
@@ -962,6 +960,15 @@ class Library:
             release_frozen()  # what was just dropped may be frozen in a cycle (incidentlib.gc_pause.release_frozen)
             self._sync_graph_store(previous, changed_ids)  # the graph store follows: patched with the changed incidents
         return True
+
+    def _memo_snapshot_chunks(self) -> None:
+        """Put the chunks of data loaded from the start snapshot in the chunk memo, so that the engine after a change
+        cuts only the changed incidents again.  Not done at load: it needs every record object, and records from the
+        snapshot are validated when first read (``start_snapshot.RecordParts``)."""
+        data = self.data
+        if data.chunks is not None and not self._chunk_memo:
+            self._chunk_memo.update({i: (incident, data.vocab, data.chunks[i]) for i, incident in data.incidents.items()
+                                     if i in data.chunks})
 
     def prepare_search(self) -> None:
         """Build now what the next search, similar or related request would build after a change:

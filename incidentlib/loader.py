@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
@@ -60,7 +60,7 @@ class LibraryData:
 
     root: Path
     vocab: Vocabulary
-    incidents: dict[str, Incident]
+    incidents: Mapping[str, Incident]
     content_hash: str
     snapshot_key: str | None = dataclass_field(default=None, compare=False, repr=False)
     chunks: dict[str, list[Chunk]] | None = dataclass_field(default=None, compare=False, repr=False)

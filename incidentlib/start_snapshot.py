@@ -58,8 +58,9 @@ import math
 import mmap
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, ValuesView
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
@@ -69,13 +70,16 @@ from .file_memo import Signature
 from .storage import atomic_write_bytes, keep_newest, release_pages
 
 if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from .field_sets import FieldSetSharer
     from .models import Concept, Incident
     from .search.chunks import Chunk
 
 log = logging.getLogger(__name__)
 
 #: Bump when the file layout or what is stored changes: older files are then ignored.
-START_FORMAT_VERSION = 3
+START_FORMAT_VERSION = 4
 #: Folder of the snapshots inside the cache directory.
 START_DIR = "start"
 #: Snapshots kept (most recently used first). Each is about as large as the library's text twice over
@@ -127,7 +131,7 @@ def snapshot_path(cache_dir: Path, key: str) -> Path:
 class Snapshot:
     """What a snapshot holds: the concepts, the incidents (id order) and each incident's chunks."""
 
-    def __init__(self, concepts: list[Concept], incidents: dict[str, Incident], chunks: dict[str, list[Chunk]]) -> None:
+    def __init__(self, concepts: list[Concept], incidents: Mapping[str, Incident], chunks: dict[str, list[Chunk]]) -> None:
         self.concepts = concepts
         self.incidents = incidents
         self.chunks = chunks
@@ -149,7 +153,7 @@ def save(cache_dir: Path, key: str, concepts: Sequence[Concept], incidents: Mapp
     columns = {"id": [c.id for c in flat], "kind": [kind_number[c.kind] for c in flat],
                "lang": [lang_number[c.lang] for c in flat],
                "digest": [c.digest for c in flat], "kinds": kinds, "langs": langs,
-               "count": [len(chunks[incident_id]) for incident_id in incidents]}
+               "count": [len(chunks[incident_id]) for incident_id in incidents], "incidents": list(incidents)}
     texts = [c.text.encode("utf-8") for c in flat]
     ends = array.array("q", itertools.accumulate(map(len, texts), initial=0))
     if sys.byteorder != "little":  # pragma: no cover - the offsets are stored little-endian
@@ -231,18 +235,27 @@ def _decode(blob: bytes | mmap.mmap, key: str, path: Path | None = None, before:
             raise ValueError("segment sizes differ from the payload")
         ends = list(itertools.accumulate(sizes))
         bounds = list(itertools.pairwise(ends[:-3]))
-
-        def let_go(part: int) -> None:  # a part's records are made: its bytes are not read again
-            if isinstance(blob, mmap.mmap):
-                release_pages(blob, end + 1 + bounds[part][0], end + 1 + bounds[part][1])
-
-        concepts, incidents = decode_records(payload[:ends[0]], [payload[start:stop] for start, stop in bounds], let_go)
-        if len(incidents) != header["incidents"] or len(concepts) != header["concepts"]:
+        concepts = decode_concepts(payload[:ends[0]])
+        if len(concepts) != header["concepts"]:
             raise ValueError("counts differ from the header")
         texts = TextColumn(blob, end + 1 + ends[-2], payload[ends[-3]:ends[-2]], sizes[-1])
-        chunks = decode_chunks(payload[ends[-4]:ends[-3]], incidents, header["chunks"], texts)
+        ids, chunks = decode_chunks(payload[ends[-4]:ends[-3]], header["incidents"], header["chunks"], texts)
         payload.release()
-    return Snapshot(concepts, {incident.id: incident for incident in incidents}, chunks)
+    name = str(path) if path is not None else "start snapshot"
+    incidents = RecordParts(blob, ids, [(end + 1 + start, end + 1 + stop) for start, stop in bounds], name)
+    return Snapshot(concepts, incidents, chunks)
+
+
+def decode_concepts(blob: bytes | memoryview) -> list[Concept]:
+    """The vocabulary's concepts, validated again by today's model classes."""
+    from pydantic import TypeAdapter
+
+    from .field_sets import FieldSetSharer
+    from .models import Concept
+
+    vocabulary = TypeAdapter(list[Concept]).validate_json(bytes(blob))
+    FieldSetSharer().share(vocabulary)
+    return vocabulary
 
 
 def decode_records(concepts: bytes | memoryview, parts: Sequence[bytes | memoryview],
@@ -301,35 +314,131 @@ class TextColumn(Sequence[str]):
         return str(self._buffer[self._start + int(self._ends[row]):self._start + int(self._ends[row + 1])], "utf-8")
 
 
-def decode_chunks(blob: bytes | memoryview, incidents: Sequence[Incident], count: int,
-                  texts: Sequence[str]) -> dict[str, list[Chunk]]:
-    """The chunks of ``incidents`` from their columns (``count`` in all) and their texts (kept where they are:
-    :class:`~.search.chunks.StoredChunk`), rebuilt without any check (module docstring)."""
+def decode_chunks(blob: bytes | memoryview, incidents: int, count: int,
+                  texts: Sequence[str]) -> tuple[list[str], dict[str, list[Chunk]]]:
+    """The ids of the ``incidents`` incidents (in order) and their chunks from the columns (``count`` chunks in all)
+    and texts (kept where they are: :class:`~.search.chunks.StoredChunk`), rebuilt without any check (module
+    docstring) but that every chunk's id names the incident the counts give it."""
     import orjson
 
     from .search.chunks import StoredChunk
 
     columns = orjson.loads(blob)
-    counts = columns["count"]
+    counts, ids = columns["count"], columns["incidents"]
     if [len(columns[name]) for name in _COLUMNS] != [count] * len(_COLUMNS) or sum(counts) != count \
-            or len(counts) != len(incidents) or len(texts) != count:
+            or len(counts) != incidents or len(ids) != incidents or len(set(ids)) != incidents or len(texts) != count:
         raise ValueError("counts differ from the header")
     kinds, langs = columns["kinds"], columns["langs"]
     for numbers, names in ((columns["kind"], kinds), (columns["lang"], langs)):
         if numbers and not 0 <= min(numbers) <= max(numbers) < len(names):
             raise ValueError("a chunk's kind or language number is out of range")
-    owners = [incident.id for incident, size in zip(incidents, counts, strict=True) for _ in range(size)]
+    owners = [incident_id for incident_id, size in zip(ids, counts, strict=True) for _ in range(size)]
     # C-level loops over the columns; every kind, language and incident id is one shared object
     flat: list[Chunk] = list(map(StoredChunk, columns["id"], owners, map(kinds.__getitem__, columns["kind"]),
                     map(langs.__getitem__, columns["lang"]), itertools.repeat(texts), range(count), columns["digest"]))
     chunks: dict[str, list[Chunk]] = {}
     start = 0
-    for incident, size in zip(incidents, counts, strict=True):
-        chunks[incident.id] = own = flat[start:start + size]
+    for incident_id, size in zip(ids, counts, strict=True):
+        chunks[incident_id] = own = flat[start:start + size]
         start += size
-        if own and not (own[0].id.startswith(f"{incident.id}/") and own[-1].id.startswith(f"{incident.id}/")):
-            raise ValueError(f"the chunks of {incident.id} are not where the counts put them")
-    return chunks
+        if own and not (own[0].id.startswith(f"{incident_id}/") and own[-1].id.startswith(f"{incident_id}/")):
+            raise ValueError(f"the chunks of {incident_id} are not where the counts put them")
+    return ids, chunks
+
+
+class RecordParts(Mapping[str, "Incident"]):
+    """The snapshot's incidents by id (in id order), each part of :data:`RECORDS_PER_PART` records validated by
+    today's model classes the first time one of its records is read, its fields sets shared as it is made
+    (:mod:`incidentlib.field_sets`).  Thread-safe: a part is validated once, under a lock.
+
+    Why on first read: validating all 100k records of a library took 15-20 s of a 30 s start, and a server answers
+    its first searches with a few of them (the hits'); the rest are validated by whatever first reads them (the graph
+    built after the server listens).  Ids, length and membership need no record.  The bytes were checked against the
+    snapshot's checksum when it was opened and come from this very code (the key covers it), so a part that fails
+    validation later means a fault of this program, not of the file: :class:`SnapshotRecordsError` says which."""
+
+    def __init__(self, buffer: bytes | mmap.mmap, ids: list[str], bounds: Sequence[tuple[int, int]], name: str) -> None:
+        if len(bounds) != math.ceil(len(ids) / RECORDS_PER_PART):
+            raise ValueError("segment sizes differ from the payload")
+        self._buffer = buffer
+        self._ids = ids
+        self._position = {incident_id: n for n, incident_id in enumerate(ids)}
+        self._bounds = list(bounds)
+        self._parts: list[list[Incident] | None] = [None] * len(bounds)
+        self._name = name
+        self._lock = threading.Lock()
+        self._sharer: FieldSetSharer | None = None
+        self._adapter: TypeAdapter[list[Incident]] | None = None
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._position
+
+    def __getitem__(self, key: str) -> Incident:
+        position = self._position[key]
+        part, row = divmod(position, RECORDS_PER_PART)
+        records = self._parts[part]
+        if records is None:
+            records = self._validate(part)
+        return records[row]
+
+    def values(self) -> ValuesView[Incident]:  # a part at a time, not a look-up per record
+        return _PartValues(self)
+
+    @property
+    def validated(self) -> int:
+        """How many records have been validated so far."""
+        return sum(len(part) for part in self._parts if part is not None)
+
+    def _validate(self, part: int) -> list[Incident]:
+        from pydantic import TypeAdapter, ValidationError
+
+        from .field_sets import FieldSetSharer
+        from .models import Incident
+
+        with self._lock:
+            records = self._parts[part]
+            if records is not None:  # validated by another thread meanwhile
+                return records
+            start, stop = self._bounds[part]
+            expected = self._ids[part * RECORDS_PER_PART:(part + 1) * RECORDS_PER_PART]
+            try:
+                if self._adapter is None:
+                    self._adapter = TypeAdapter(list[Incident])
+                records = self._adapter.validate_json(self._buffer[start:stop])
+            except ValidationError as exc:
+                raise SnapshotRecordsError(f"{self._name}: records part {part} does not validate ({exc.error_count()} "
+                                           "errors); remove the file to load the data files") from None
+            if [record.id for record in records] != expected:
+                raise SnapshotRecordsError(f"{self._name}: records part {part} holds other ids than its index")
+            if isinstance(self._buffer, mmap.mmap):  # its bytes are not read again
+                release_pages(self._buffer, start, stop)
+            if self._sharer is None:
+                self._sharer = FieldSetSharer()
+            self._sharer.share(records)
+            self._parts[part] = records
+            return records
+
+
+class _PartValues(ValuesView["Incident"]):
+    """The records of a :class:`RecordParts` in id order, read a part at a time (no look-up per record)."""
+
+    _mapping: RecordParts
+
+    def __iter__(self) -> Iterator[Incident]:
+        parts = self._mapping
+        for index in range(len(parts._parts)):
+            records = parts._parts[index]
+            yield from records if records is not None else parts._validate(index)
+
+
+class SnapshotRecordsError(RuntimeError):
+    """A record part of a checked start snapshot did not validate: a fault of this program (RecordParts says why)."""
 
 
 def _prune(folder: Path) -> None:

@@ -11,7 +11,7 @@ curator) but are still checked for duplicates.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from .dedupe import TEXT_SIMILARITY_THRESHOLD, shared_urls, similar_texts
 from .loader import INCIDENTS_DIR, LibraryData, Problem
@@ -100,7 +100,7 @@ def check_incident(incident: Incident, file: str) -> list[Problem]:
     return found
 
 
-def check_duplicates(incidents: dict[str, Incident], file_of: dict[str, str],
+def check_duplicates(incidents: Mapping[str, Incident], file_of: dict[str, str],
                      threshold: float = TEXT_SIMILARITY_THRESHOLD) -> list[Problem]:
     """Records that cite the same source URL, or whose text is ≥ ``threshold`` similar.
 

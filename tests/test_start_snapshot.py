@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -62,8 +63,11 @@ def test_chunks_from_the_snapshot_share_their_repeated_strings(tmp_path: Path, d
     data = _open(root, cache).data
     assert data.chunks is not None
     flat = [chunk for chunks in data.chunks.values() for chunk in chunks]
-    assert all(chunk.incident_id is data.incidents[incident_id].id for incident_id, chunks in data.chunks.items()
-               for chunk in chunks)  # the record's own id string, not a copy per chunk
+    ids = list(data.incidents)
+    # one id string an incident, shared by its chunks (and by the mapping's keys), not a copy per chunk
+    assert all(chunk.incident_id is incident_id for incident_id, chunks in zip(ids, data.chunks.values(), strict=True)
+               for chunk in chunks)
+    assert all(chunk.incident_id == data.incidents[chunk.incident_id].id for chunk in flat)
     assert len({id(chunk.kind) for chunk in flat}) == len({chunk.kind for chunk in flat}) > 1
     assert len({id(chunk.lang) for chunk in flat}) == len({chunk.lang for chunk in flat}) >= 2
 
@@ -248,3 +252,74 @@ def test_text_ends_that_do_not_rise_are_refused_even_with_a_matching_checksum(
     with caplog.at_level(logging.WARNING, logger="incidentlib.start_snapshot"):
         reloaded = _open(root, cache)
     assert reloaded.data.chunks is None and "do not rise from 0" in caplog.text
+
+
+def test_records_from_the_snapshot_are_validated_a_part_at_a_time_when_first_read(
+        tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 2)  # 4 records: two parts
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    _started(root, cache)
+    library = _open(root, cache)
+    records = library.data.incidents
+    assert isinstance(records, start_snapshot.RecordParts)
+    # ids, length, membership and the engine's chunks need no record
+    assert list(records) == IDS and len(records) == 4 and "IL-0126" in records and "IL-9999" not in records
+    assert len(library._search_engine.chunks) > 4 * 2
+    assert records.validated == 0
+    fresh = load_library(root)
+    third = records["IL-0126"]
+    assert third == fresh.incidents["IL-0126"] and records.validated == 2  # its part only
+    assert records["IL-0133"] == fresh.incidents["IL-0133"]  # the same part
+    assert records["IL-0126"] is third  # validated once
+    assert records.validated == 2
+    with pytest.raises(KeyError):
+        records["IL-9999"]
+    assert list(records.values()) == list(fresh.incidents.values()) and records.validated == 4
+    assert records == fresh.incidents and dict(records.items()) == fresh.incidents
+
+
+def test_threads_reading_one_part_get_the_same_records(tmp_path: Path, data_dir: Path) -> None:
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    _started(root, cache)
+    records = _open(root, cache).data.incidents
+    barrier = threading.Barrier(8)
+    seen: list[object] = []
+
+    def read() -> None:
+        barrier.wait()
+        seen.append(records["IL-0025"])
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 8 and all(record is seen[0] for record in seen)
+
+
+def test_a_part_that_does_not_validate_is_named(tmp_path: Path) -> None:
+    good = b'[{"id": "IL-0001"}]'
+    records = start_snapshot.RecordParts(good, ["IL-0001"], [(0, len(good))], "/cache/start/k.snap")
+    with pytest.raises(start_snapshot.SnapshotRecordsError, match=r"/cache/start/k\.snap: records part 0 does not validate"):
+        records["IL-0001"]
+    with pytest.raises(ValueError, match="segment sizes"):
+        start_snapshot.RecordParts(good, ["IL-0001", "IL-0002"] * 2000, [(0, len(good))], "k.snap")
+
+
+def test_a_write_after_a_start_from_the_snapshot_cuts_only_the_changed_incident(tmp_path: Path, data_dir: Path) -> None:
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    _started(root, cache)
+    library = _open(root, cache)
+    assert library.data.chunks is not None
+    before = dict(library.data.chunks)
+    record = library.record("IL-0025")
+    library.update_incident("IL-0025", {"severity": "sev2"}, record.etag)
+    assert library.data.chunks is None  # the data now has a live write
+    after = library._search_engine.chunks
+    by_incident: dict[str, list[object]] = {}
+    for chunk in after:
+        by_incident.setdefault(chunk.incident_id, []).append(chunk)
+    for incident_id in IDS:
+        unchanged = incident_id != "IL-0025"
+        assert all((new is old) == unchanged for new, old in zip(by_incident[incident_id], before[incident_id], strict=True)), \
+            incident_id
