@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
@@ -63,7 +63,7 @@ class LibraryData:
     incidents: Mapping[str, Incident]
     content_hash: str
     snapshot_key: str | None = dataclass_field(default=None, compare=False, repr=False)
-    chunks: dict[str, list[Chunk]] | None = dataclass_field(default=None, compare=False, repr=False)
+    chunks: Mapping[str, Sequence[Chunk]] | None = dataclass_field(default=None, compare=False, repr=False)
 
 
 NOT_A_FILE = "not a regular file (a directory, or a symbolic link to nothing); remove or rename it"

@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 
     from .field_sets import FieldSetSharer
     from .models import Concept, Incident
-    from .search.chunks import Chunk
+    from .search.chunks import Chunk, IncidentChunks
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +90,14 @@ MAX_SNAPSHOTS = 2
 #: writes the snapshot in a background thread after it listens, and may be stopped meanwhile): removed by the
 #: next write.  A write takes seconds at 10k records; an hour leaves any write still running alone.
 STALE_TEMP_SECONDS = 3600
-#: Records validated per call at load.  RSS added a record with the fields sets shared, one trial each (docs/benchmarks.md,
-#: "Loaded records"): 13.4 KB in parts of 322 records, 13.6 of 966, 14.8 of 3,864, 19.5 of 15,456, 25.9 as one array
-#: of 32,200 (validating one large array holds more of the heap).  A thousand is in the flat part of that curve and
-#: makes a call long enough (~0.2 s) that the per-call cost is nothing.
-RECORDS_PER_PART = 1_000
+#: Records validated per call (a part is validated when one of its records is first read: :class:`RecordParts`).
+#: A search's first answer validates one part per incident it shows, so a part is small: 100 records take about
+#: 15 ms, and ten hits at most 1,000 records where parts of 1,000 made a first answer at 100k incidents validate
+#: 7,000 (2.4 s).  Validating in parts of 1,000, 100 or 25 costs the same a record (154, 165 and 134 ms per 1,000
+#: bundled records, best of 5, one run), and smaller parts hold less heap while validated (RSS added a record with
+#: the fields sets shared, docs/benchmarks.md "Loaded records": 13.4 KB in parts of 322 records, 13.6 of 966,
+#: 25.9 as one array of 32,200).  Chosen from those figures, not tuned.
+RECORDS_PER_PART = 100
 _MAGIC = b"incidentlib-start\n"
 #: What a snapshot's verified memo vouches for: its payload's checksum (the header's value), nothing more.
 _MEMO_CHECKS = "start snapshot payload"
@@ -131,7 +134,7 @@ def snapshot_path(cache_dir: Path, key: str) -> Path:
 class Snapshot:
     """What a snapshot holds: the concepts, the incidents (id order) and each incident's chunks."""
 
-    def __init__(self, concepts: list[Concept], incidents: Mapping[str, Incident], chunks: dict[str, list[Chunk]]) -> None:
+    def __init__(self, concepts: list[Concept], incidents: Mapping[str, Incident], chunks: IncidentChunks) -> None:
         self.concepts = concepts
         self.incidents = incidents
         self.chunks = chunks
@@ -315,13 +318,13 @@ class TextColumn(Sequence[str]):
 
 
 def decode_chunks(blob: bytes | memoryview, incidents: int, count: int,
-                  texts: Sequence[str]) -> tuple[list[str], dict[str, list[Chunk]]]:
-    """The ids of the ``incidents`` incidents (in order) and their chunks from the columns (``count`` chunks in all)
-    and texts (kept where they are: :class:`~.search.chunks.StoredChunk`), rebuilt without any check (module
-    docstring) but that every chunk's id names the incident the counts give it."""
+                  texts: Sequence[str]) -> tuple[list[str], IncidentChunks]:
+    """The ids of the ``incidents`` incidents (in order) and their chunks, as the columns (``count`` chunks in all)
+    and texts they are stored as (:class:`~.search.chunks.ChunkTable`: a chunk object is made when read), rebuilt
+    without any check (module docstring) but that every chunk's id names the incident the counts give it."""
     import orjson
 
-    from .search.chunks import StoredChunk
+    from .search.chunks import ChunkTable, IncidentChunks
 
     columns = orjson.loads(blob)
     counts, ids = columns["count"], columns["incidents"]
@@ -332,18 +335,17 @@ def decode_chunks(blob: bytes | memoryview, incidents: int, count: int,
     for numbers, names in ((columns["kind"], kinds), (columns["lang"], langs)):
         if numbers and not 0 <= min(numbers) <= max(numbers) < len(names):
             raise ValueError("a chunk's kind or language number is out of range")
-    owners = [incident_id for incident_id, size in zip(ids, counts, strict=True) for _ in range(size)]
-    # C-level loops over the columns; every kind, language and incident id is one shared object
-    flat: list[Chunk] = list(map(StoredChunk, columns["id"], owners, map(kinds.__getitem__, columns["kind"]),
-                    map(langs.__getitem__, columns["lang"]), itertools.repeat(texts), range(count), columns["digest"]))
-    chunks: dict[str, list[Chunk]] = {}
+    chunk_ids = columns["id"]
     start = 0
     for incident_id, size in zip(ids, counts, strict=True):
-        chunks[incident_id] = own = flat[start:start + size]
-        start += size
-        if own and not (own[0].id.startswith(f"{incident_id}/") and own[-1].id.startswith(f"{incident_id}/")):
+        if size and not (chunk_ids[start].startswith(f"{incident_id}/") and chunk_ids[start + size - 1].startswith(f"{incident_id}/")):
             raise ValueError(f"the chunks of {incident_id} are not where the counts put them")
-    return ids, chunks
+        start += size
+    # C-level loops over the columns; every kind, language and incident id is one shared object
+    owners = list(itertools.chain.from_iterable(map(itertools.repeat, ids, counts)))
+    table = ChunkTable(chunk_ids, owners, list(map(kinds.__getitem__, columns["kind"])),
+                       list(map(langs.__getitem__, columns["lang"])), columns["digest"], texts)
+    return ids, IncidentChunks(table, ids, counts)
 
 
 class RecordParts(Mapping[str, "Incident"]):

@@ -15,7 +15,7 @@ from conftest import small_library
 from incidentlib import start_snapshot
 from incidentlib.library import Library
 from incidentlib.loader import LibraryData, load_library
-from incidentlib.search.chunks import incident_chunks
+from incidentlib.search.chunks import Chunk, IncidentChunks, StoredChunk, incident_chunks
 from incidentlib.search.engine import SearchConfig
 
 IDS = ["IL-0021", "IL-0025", "IL-0126", "IL-0133"]
@@ -50,10 +50,11 @@ def test_a_start_from_the_snapshot_equals_a_fresh_load(tmp_path: Path, data_dir:
     first = _started(root, cache)
     again = _open(root, cache)
     _same_as_fresh(again.data, root)
-    # the engine takes the snapshot's chunks (the very objects) instead of cutting the records again
+    # the engine takes the snapshot's chunks instead of cutting the records again
     assert again._search_engine.chunks == first._search_engine.chunks
     assert again.data.chunks is not None
-    assert again._search_engine.chunks[0] is again.data.chunks[IDS[0]][0]
+    assert isinstance(again.data.chunks, IncidentChunks)
+    assert again._search_engine.chunks is again.data.chunks.table  # the snapshot's columns themselves
     assert not again.save_start_snapshot()  # read from a snapshot: nothing to write
 
 
@@ -311,15 +312,20 @@ def test_a_write_after_a_start_from_the_snapshot_cuts_only_the_changed_incident(
     _started(root, cache)
     library = _open(root, cache)
     assert library.data.chunks is not None
-    before = dict(library.data.chunks)
+    before = {incident_id: list(chunks) for incident_id, chunks in library.data.chunks.items()}
     record = library.record("IL-0025")
     library.update_incident("IL-0025", {"severity": "sev2"}, record.etag)
     assert library.data.chunks is None  # the data now has a live write
     after = library._search_engine.chunks
-    by_incident: dict[str, list[object]] = {}
+    by_incident: dict[str, list[Chunk]] = {}
     for chunk in after:
         by_incident.setdefault(chunk.incident_id, []).append(chunk)
+    assert set(by_incident) == set(IDS)
     for incident_id in IDS:
-        unchanged = incident_id != "IL-0025"
-        assert all((new is old) == unchanged for new, old in zip(by_incident[incident_id], before[incident_id], strict=True)), \
-            incident_id
+        # unchanged: the snapshot's chunks, kept in the memo (stored chunks); changed: cut again from the record
+        expected_type = Chunk if incident_id == "IL-0025" else StoredChunk
+        assert all(type(chunk) is expected_type for chunk in by_incident[incident_id]), incident_id
+        if incident_id != "IL-0025":
+            assert by_incident[incident_id] == before[incident_id]
+            assert all(new is old for new, old in zip(by_incident[incident_id], library._chunk_memo[incident_id][2],
+                                                      strict=True))

@@ -14,10 +14,11 @@ and one ``signal`` chunk per verbatim error string (language ``raw``).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, overload
 
 from ..models import LANGS, Incident
 from ..vocab import Vocabulary
@@ -103,6 +104,128 @@ class StoredChunk(Chunk):
     def __reduce__(self) -> tuple[type[Chunk], tuple[str, str, str, str, str]]:
         return (Chunk, self._fields())
 
+class ChunkTable(Sequence[Chunk]):
+    """Chunks kept as columns (the start snapshot's), each made as a :class:`StoredChunk` when it is read.
+
+    At 100k incidents, making the 1.35M chunk objects of a start took 3 s of its decoding and the engine's first
+    passes over them (every chunk's id and digest for the index key, its incident for the grouping, the title
+    chunks) 3 s more; a server reads a handful of chunks per answer.  The columns are plain lists sharing their
+    strings (one incident id, kind and language object for all the chunks that have it), and the passes that need
+    one field of every chunk read its column (:func:`chunk_ids`, :func:`chunk_digests`, :func:`chunk_incident_ids`,
+    :func:`chunk_texts`).  Equal to any sequence of the same chunks in the same order."""
+
+    __slots__ = ("digests", "ids", "incident_ids", "kinds", "langs", "texts")
+
+    def __init__(self, ids: Sequence[str], incident_ids: Sequence[str], kinds: Sequence[str], langs: Sequence[str],
+                 digests: Sequence[str], texts: Sequence[str]) -> None:
+        if not len(ids) == len(incident_ids) == len(kinds) == len(langs) == len(digests) == len(texts):
+            raise ValueError("the chunk columns differ in length")
+        self.ids, self.incident_ids, self.kinds, self.langs = ids, incident_ids, kinds, langs
+        self.digests, self.texts = digests, texts
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, row: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, row: slice) -> list[Chunk]: ...
+    def __getitem__(self, row: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(row, slice):
+            return [self[index] for index in range(*row.indices(len(self)))]
+        if not -len(self) <= row < len(self):
+            raise IndexError(row)
+        row %= len(self)
+        return StoredChunk(self.ids[row], self.incident_ids[row], self.kinds[row],  # type: ignore[arg-type]
+                           self.langs[row], self.texts, row, self.digests[row])
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return map(StoredChunk, self.ids, self.incident_ids, self.kinds, self.langs, itertools.repeat(self.texts),
+                   itertools.count(), self.digests)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable columns, as a list
+
+
+def chunk_ids(chunks: Sequence[Chunk]) -> Sequence[str]:
+    """Every chunk's id, in order: a :class:`ChunkTable`'s column, else read from each chunk."""
+    return chunks.ids if isinstance(chunks, ChunkTable) else [chunk.id for chunk in chunks]
+
+
+def chunk_digests(chunks: Sequence[Chunk]) -> Sequence[str]:
+    """Every chunk's text digest, in order (as :func:`chunk_ids`)."""
+    return chunks.digests if isinstance(chunks, ChunkTable) else [chunk.digest for chunk in chunks]
+
+
+def chunk_incident_ids(chunks: Sequence[Chunk]) -> Sequence[str]:
+    """Every chunk's incident id, in order (as :func:`chunk_ids`)."""
+    return chunks.incident_ids if isinstance(chunks, ChunkTable) else [chunk.incident_id for chunk in chunks]
+
+
+def chunk_texts(chunks: Sequence[Chunk]) -> Sequence[str]:
+    """Every chunk's text, in order, read when asked (a list of them all would hold about 0.7 GB at 100k incidents):
+    a :class:`ChunkTable`'s text column, else a view reading each chunk's."""
+    return chunks.texts if isinstance(chunks, ChunkTable) else _ChunkTexts(chunks)
+
+
+def title_rows(chunks: Sequence[Chunk]) -> dict[tuple[str, str], int]:
+    """The position of every ``title`` chunk by its incident and language (as :func:`chunk_ids`: read from the
+    columns of a :class:`ChunkTable`)."""
+    if isinstance(chunks, ChunkTable):
+        return {(incident_id, lang): row for row, (incident_id, kind, lang)
+                in enumerate(zip(chunks.incident_ids, chunks.kinds, chunks.langs, strict=True)) if kind == "title"}
+    return {(c.incident_id, c.lang): row for row, c in enumerate(chunks) if c.kind == "title"}
+
+
+class _ChunkTexts(Sequence[str]):
+    """The texts of ``chunks``, read from each chunk when asked."""
+
+    def __init__(self, chunks: Sequence[Chunk]) -> None:
+        self._chunks = chunks
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [chunk.text for chunk in self._chunks[index]]
+        return self._chunks[index].text
+
+
+class IncidentChunks(Mapping[str, Sequence[Chunk]]):
+    """Each incident's chunks (id order) as runs of one :class:`ChunkTable`: ``table``, with ``counts[i]`` chunks for
+    incident ``ids[i]``; an incident's list of chunks is made when it is read."""
+
+    def __init__(self, table: ChunkTable, ids: Sequence[str], counts: Sequence[int]) -> None:
+        if len(ids) != len(counts) or sum(counts) != len(table):
+            raise ValueError("the chunk counts differ from the incidents or the chunks")
+        self.table = table
+        self._ids = ids
+        starts = list(itertools.accumulate(counts, initial=0))
+        self._runs = {incident_id: (start, stop) for incident_id, start, stop in zip(ids, starts[:-1], starts[1:], strict=True)}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._runs
+
+    def __getitem__(self, incident_id: str) -> list[Chunk]:
+        start, stop = self._runs[incident_id]
+        return self.table[start:stop]
+
+
 def _split_long(text: str) -> list[str]:
     """Keep chunks under ``MAX_CHUNK_CHARS`` by splitting on sentence ends."""
     if len(text) <= MAX_CHUNK_CHARS:
@@ -168,7 +291,7 @@ def incident_chunks(incident: Incident, vocab: Vocabulary) -> list[Chunk]:
 
 
 #: Chunks of each incident by id, with the incident object and vocabulary they were cut from.
-ChunkMemo = dict[str, tuple[Incident, Vocabulary, list[Chunk]]]
+ChunkMemo = dict[str, tuple[Incident, Vocabulary, Sequence[Chunk]]]
 
 
 def library_chunks(incidents: Iterable[Incident], vocab: Vocabulary, memo: ChunkMemo | None = None) -> list[Chunk]:

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
-from typing import overload
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -39,7 +38,16 @@ from ..embeddings import Embedder, EmbedderConfig, create_embedder
 from ..loader import LibraryData
 from ..paths import default_cache_dir
 from .backend import LOCAL, SearchBackend, open_backend, parse_search_backend
-from .chunks import Chunk, ChunkMemo, library_chunks
+from .chunks import (
+    Chunk,
+    ChunkMemo,
+    IncidentChunks,
+    chunk_digests,
+    chunk_ids,
+    chunk_incident_ids,
+    chunk_texts,
+    library_chunks,
+)
 from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD
 from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
 from .layered import DenseSnapshot, RowKey, carry
@@ -143,25 +151,6 @@ class Hit:
 
 
 
-class ChunkTexts(Sequence[str]):
-    """The texts of ``chunks``, read from each chunk when asked: a list of them would hold every text at once
-    (about 0.7 GB at 100k incidents) where a loaded index needs only their number and a build reads each once;
-    chunks loaded from the start snapshot make their text on each read (:class:`~.chunks.StoredChunk`)."""
-
-    def __init__(self, chunks: Sequence[Chunk]) -> None:
-        self._chunks = chunks
-
-    def __len__(self) -> int:
-        return len(self._chunks)
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [chunk.text for chunk in self._chunks[index]]
-        return self._chunks[index].text
 
 
 class SearchEngine:
@@ -199,9 +188,11 @@ class SearchEngine:
 
     # ---- corpus ------------------------------------------------------------
     @cached_property
-    def chunks(self) -> list[Chunk]:
+    def chunks(self) -> Sequence[Chunk]:
         given = self.data.chunks
         if given is not None:  # from the start snapshot, cut from these very records: no record need be read
+            if isinstance(given, IncidentChunks) and list(given) == list(self.data.incidents):
+                return given.table  # the snapshot's columns, in this order already
             return list(itertools.chain.from_iterable(given[incident_id] for incident_id in self.data.incidents))
         return library_chunks(self.data.incidents.values(), self.data.vocab, self._chunk_memo)
 
@@ -216,7 +207,7 @@ class SearchEngine:
     @cached_property
     def _chunk_incident(self) -> np.ndarray:
         position = self._incident_position
-        return np.fromiter((position[c.incident_id] for c in self.chunks), dtype=np.int64, count=len(self.chunks))
+        return np.fromiter(map(position.__getitem__, chunk_incident_ids(self.chunks)), dtype=np.int64, count=len(self.chunks))
 
     @cached_property
     def _incident_chunks(self) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -240,7 +231,7 @@ class SearchEngine:
     @cached_property
     def lexical(self) -> LexicalIndex:
         """The BM25 index, loaded from the cache when this exact text was indexed before (see :mod:`.lexical_store`)."""
-        index, self.lexical_source = cached_lexical_index(ChunkTexts(self.chunks), self.cache_dir,
+        index, self.lexical_source = cached_lexical_index(chunk_texts(self.chunks), self.cache_dir,
                                                           self._previous_lexical, texts_digest=self.chunks_digest)
         self._previous_lexical = None  # not held past its use
         return index
@@ -249,13 +240,13 @@ class SearchEngine:
     def chunks_digest(self) -> str:
         """:func:`~.store.rows_digest` of the chunks (ids and text digests, in order): what both persisted indexes
         are matched by, computed once."""
-        return rows_digest([c.id for c in self.chunks], [c.digest for c in self.chunks])
+        return rows_digest(chunk_ids(self.chunks), chunk_digests(self.chunks))
 
     def lexical_snapshot(self) -> tuple[Sequence[str], Postings] | None:
         """The chunk texts and BM25 postings of this engine when its lexical index is built, else None."""
         if "lexical" not in self.__dict__:  # a cached_property not computed yet
             return None
-        return ChunkTexts(self.chunks), self.lexical.postings
+        return chunk_texts(self.chunks), self.lexical.postings
 
     # ---- dense ---------------------------------------------------------------
     @cached_property

@@ -18,6 +18,7 @@ how much dead weight a carry may leave before it compacts at once.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -123,7 +124,7 @@ class DenseSnapshot:
         return sum(key is None for key in self.keys)
 
 
-def carry(snapshot: DenseSnapshot, chunks: list[Chunk], content_hash: str, embedder: Embedder,
+def carry(snapshot: DenseSnapshot, chunks: Sequence[Chunk], content_hash: str, embedder: Embedder,
           batch_size: int = EMBED_BATCH) -> tuple[LoadedIndex, list[RowKey], BuildReport] | None:
     """The previous index turned into one for ``chunks``: stale rows dead, new chunks embedded and appended.
 

@@ -18,6 +18,7 @@ from ..models import Incident
 from ..requests import check_query
 from ..tagging.tagger import ConceptTagger
 from ..views import MatchedChunk, SearchResult, Why
+from .chunks import title_rows
 from .concepts import ConceptRecognizer, Mention
 from .engine import Hit, SearchEngine, SearchMode
 
@@ -123,7 +124,7 @@ class SearchService:
 
     @cached_property
     def _title_chunks(self) -> dict[tuple[str, str], int]:
-        return {(c.incident_id, c.lang): i for i, c in enumerate(self.engine.chunks) if c.kind == "title"}
+        return title_rows(self.engine.chunks)
 
     def _title_chunk(self, incident_id: str, lang: str = "en") -> int:
         return self._title_chunks[(incident_id, lang)]

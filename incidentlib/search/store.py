@@ -62,7 +62,7 @@ from .. import checksum, verified_memo
 from ..embeddings import Embedder
 from ..storage import atomic_write_text
 from . import dense
-from .chunks import Chunk
+from .chunks import Chunk, chunk_digests, chunk_ids
 from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD, VectorIndex
 
 #: On-disk layout version; a different number means "rebuild" (2: meta.json holds a checksum per build file;
@@ -246,7 +246,7 @@ def _read_build(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk] | None = 
         raise CacheDamaged(f"{meta.build} cannot be read ({type(exc).__name__})") from None
     if lines is None:
         assert chunks is not None
-        rows, digests = [c.id for c in chunks], [c.digest for c in chunks]
+        rows, digests = list(chunk_ids(chunks)), list(chunk_digests(chunks))
     else:
         rows, digests = _row_columns(lines)
     if vectors.ndim != 2 or vectors.dtype != np.float32 or vectors.shape != (len(rows), meta.dim):
@@ -327,7 +327,7 @@ def _donor(folder: Path, embedder: Embedder, library: str) -> tuple[Path, IndexM
 
 
 def ensure_index(
-    chunks: list[Chunk],
+    chunks: Sequence[Chunk],
     content_hash: str,
     embedder: Embedder,
     folder: Path,
@@ -363,7 +363,7 @@ def ensure_index(
         if (meta is not None and meta.format_version == FORMAT_VERSION and meta.embedder == embedder.name
                 and meta.dim == embedder.dim and meta.content_hash == content_hash and meta.index_kind == expected_kind
                 and meta.chunks == len(chunks) and meta.rows_digest
-                and meta.rows_digest == (chunks_digest or rows_digest([c.id for c in chunks], [c.digest for c in chunks]))):
+                and meta.rows_digest == (chunks_digest or rows_digest(chunk_ids(chunks), chunk_digests(chunks)))):
             # the rows are these chunks in this order: reused without reading, parsing and matching 1M+ rows
             reused = _read_build(folder, meta, chunks)
             _touch(folder)
