@@ -9,8 +9,9 @@ at the last start, the answer is the same, so it is kept in one file,
     header: one JSON line {"format": START_FORMAT_VERSION, "key": key, "checksum": "xxh3_128:...",
                            "sizes": [bytes of each part], "concepts": n, "incidents": n, "chunks": n}
     payload: the concepts, the incidents as JSON arrays of at most RECORDS_PER_PART records each, the
-             chunks' columns {column: [...]} (JSON), then the chunk texts' ends (little-endian int64, one
-             more than the chunks, the first 0) and the texts (UTF-8, end to end)
+             chunks' columns {column: [...]} (JSON, with the incident ids in order and each one's number of
+             chunks), then the chunk texts' ends (little-endian int64, one more than the chunks, the first 0)
+             and the texts (UTF-8, end to end)
 
 where
 
@@ -20,7 +21,8 @@ where
 
 so any change of a data file, of the model classes, of the loader's checks or of the chunker gives another
 key, and a snapshot is only ever used for exactly the inputs it was made from.  The checksum covers the
-payload (:mod:`incidentlib.checksum`); the file is written to a temporary name and renamed.
+payload (:mod:`incidentlib.checksum`; checked once per version of the file, :mod:`incidentlib.verified_memo`);
+the file is written to a temporary name and renamed.
 
 Why JSON and not a pickle of the validated objects: measured at 10k records (docs/benchmarks.md), a pickle
 of the pydantic models loads no faster than validating the records again (each model is rebuilt through
@@ -42,6 +44,13 @@ or to rebuild an index, yet held all of them as strings (about 0.7 GB at 100k in
 :class:`~.search.chunks.StoredChunk` objects that make their text from the mapped file when it is read, so the
 texts stay in the page cache (shared, and only what is read counts in the process's RSS) and a start does not
 decode them.
+
+Why nothing is made per record or per chunk at load (format 4): at 100k incidents, validating every record took
+15-20 s and making 1.35M chunk objects 3 s more, of a 30 s start whose first answer reads ten records.  The
+records are now validated a part at a time when one of the part's records is first read (:class:`RecordParts`;
+ids, length and membership come from the ids column), and the chunks stay columns (:class:`~.search.chunks
+.ChunkTable`), a chunk object made when one is read.  What reads every record (the graph, built after a server
+listens) validates them all then.
 
 A missing, stale, damaged or unreadable snapshot means loading as without it (and writing a new one);
 a snapshot that cannot be written costs only the next start.

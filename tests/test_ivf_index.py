@@ -157,3 +157,28 @@ def test_a_deep_search_rescores_only_its_head() -> None:
         np.testing.assert_allclose(scores, vectors[ids] @ query, atol=0.02)  # the tail keeps the codes' scores
         np.testing.assert_allclose(scores[:100], want_scores[:100], rtol=1e-6)  # the head is exact
         assert len(set(ids.tolist()) & set(want.tolist())) >= 980
+
+
+def test_a_loaded_index_maps_its_lists_and_reads_a_copy_before_it_grows(tmp_path: Path) -> None:
+    vectors = clustered(4000, seed=7)
+    built = IvfIndex.build(vectors[:3000])
+    folder = tmp_path / "ivf"
+    folder.mkdir()
+    built.save(folder)
+    loaded = dense.load(folder, "ivf")
+    assert isinstance(loaded, IvfIndex) and loaded.mapped and not built.mapped
+    for query in vectors[3000:3010]:
+        np.testing.assert_array_equal(loaded.search(query, 10)[1], built.search(query, 10)[1])
+    # the file's name goes (a newer build replaced it) before the index grows: the copy comes from the open file
+    (folder / "ivf.faiss").rename(tmp_path / "moved.faiss")
+    (tmp_path / "moved.faiss").unlink()
+    grown = loaded.add(vectors[3000:])
+    assert isinstance(grown, IvfIndex) and not grown.mapped and len(grown) == 4000 and grown.nprobe == built.nprobe
+    for row in (3000, 3500, 3999):
+        assert grown.search(vectors[row], 1)[1][0] == row
+    again = tmp_path / "again"
+    again.mkdir()
+    grown.save(again)
+    reloaded = dense.load(again, "ivf")
+    assert isinstance(reloaded, IvfIndex) and len(reloaded) == 4000 and reloaded.mapped
+    np.testing.assert_array_equal(reloaded.search(vectors[3999], 5)[1], grown.search(vectors[3999], 5)[1])

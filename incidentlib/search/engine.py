@@ -308,7 +308,7 @@ class SearchEngine:
         if loaded.rows_are_chunks and len(loaded.chunk_ids) == len(self.chunks):  # loaded for these very chunks
             rows = np.arange(len(self.chunks), dtype=np.int64)
             return _DenseState(loaded, rows, rows.copy(), True, keys, persisted)
-        position = {chunk.id: i for i, chunk in enumerate(self.chunks)}
+        position = {chunk_id: i for i, chunk_id in enumerate(chunk_ids(self.chunks))}
         row_to_chunk = np.fromiter((position.get(chunk_id, -1) if chunk_id else -1 for chunk_id in loaded.chunk_ids),
                                    dtype=np.int64, count=len(loaded.chunk_ids))
         live = np.flatnonzero(row_to_chunk >= 0)
@@ -364,7 +364,7 @@ class SearchEngine:
             return self._previous_dense  # not built since the last change: the one it would have carried
         if state.keys is not None:
             return DenseSnapshot(state.loaded, state.keys)
-        digest = {chunk.id: chunk.digest for chunk in self.chunks}
+        digest = dict(zip(chunk_ids(self.chunks), chunk_digests(self.chunks), strict=True))
         return DenseSnapshot(state.loaded, [(cid, digest[cid]) if cid in digest else None for cid in state.loaded.chunk_ids])
 
     def compact(self, progress: ProgressFn | None = None) -> BuildReport | None:

@@ -373,7 +373,7 @@ def ensure_index(
         warning = f"index cache {folder} was damaged ({exc}); rebuilt it"
         log.warning(warning)
         meta, current_build = None, None
-    wanted = {(c.id, c.digest) for c in chunks}
+    wanted = set(zip(chunk_ids(chunks), chunk_digests(chunks), strict=True))
     if (current_build is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim
             and meta.content_hash == content_hash and meta.index_kind == expected_kind
             and len(current_build.chunk_ids) == len(wanted)
