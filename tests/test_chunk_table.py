@@ -4,8 +4,11 @@ time, and the column helpers give what reading every chunk gives."""
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
+from conftest import small_library
+from fakes import HashEmbedder
 
 from incidentlib.loader import load_library
 from incidentlib.search.chunks import (
@@ -19,8 +22,8 @@ from incidentlib.search.chunks import (
     chunk_texts,
     incident_chunks,
     library_chunks,
-    title_rows,
 )
+from incidentlib.search.engine import SearchConfig, SearchEngine
 
 IDS = ["IL-0021", "IL-0025", "IL-0126"]
 
@@ -59,9 +62,7 @@ def test_the_column_helpers_equal_reading_every_chunk() -> None:
         assert list(chunk_digests(source)) == [c.digest for c in chunks]
         assert list(chunk_incident_ids(source)) == [c.incident_id for c in chunks]
         assert list(chunk_texts(source)) == [c.text for c in chunks] and chunk_texts(source)[1:3] == [c.text for c in chunks[1:3]]
-        assert title_rows(source) == {(c.incident_id, c.lang): row for row, c in enumerate(chunks) if c.kind == "title"}
     assert chunk_ids(table) is table.ids  # the column itself, not a copy
-    assert len(title_rows(table)) >= len(IDS)
 
 
 def test_incident_runs_of_a_table() -> None:
@@ -81,3 +82,14 @@ def test_incident_runs_of_a_table() -> None:
     memo = {i: (data.incidents[i], data.vocab, by_incident[i]) for i in IDS}
     again = library_chunks([data.incidents[i] for i in IDS], data.vocab, memo)
     assert again == chunks and all(type(chunk) is StoredChunk for chunk in again)
+
+
+def test_the_engine_finds_an_incidents_title_chunk_among_its_own(tmp_path: Path, data_dir: Path) -> None:
+    root = small_library(tmp_path / "lib", data_dir, IDS)
+    engine = SearchEngine(load_library(root), SearchConfig(cache_dir=tmp_path / "cache"), HashEmbedder())
+    titles = {(c.incident_id, c.lang): row for row, c in enumerate(engine.chunks) if c.kind == "title"}
+    assert {incident_id for incident_id, _ in titles} == set(IDS)
+    for (incident_id, lang), row in titles.items():
+        assert engine.title_chunk(incident_id, lang) == row
+    with pytest.raises(KeyError):
+        engine.title_chunk(IDS[0], "xx")

@@ -172,16 +172,6 @@ def chunk_texts(chunks: Sequence[Chunk]) -> Sequence[str]:
     return chunks.texts if isinstance(chunks, ChunkTable) else _ChunkTexts(chunks)
 
 
-def title_rows(chunks: Sequence[Chunk]) -> dict[tuple[str, str], int]:
-    """The position of every ``title`` chunk by its incident and language (as :func:`chunk_ids`: read from the
-    columns of a :class:`ChunkTable`)."""
-    if isinstance(chunks, ChunkTable):  # the title rows picked at C level (one in six or so), then read
-        rows = itertools.compress(itertools.count(), map("title".__eq__, chunks.kinds))
-        incident_ids, langs = chunks.incident_ids, chunks.langs
-        return {(incident_ids[row], langs[row]): row for row in rows}
-    return {(c.incident_id, c.lang): row for row, c in enumerate(chunks) if c.kind == "title"}
-
-
 class _ChunkTexts(Sequence[str]):
     """The texts of ``chunks``, read from each chunk when asked."""
 

@@ -294,6 +294,18 @@ class SearchEngine:
         """The incident's place in the library's order (ties in a ranking go to the earlier one)."""
         return self._incident_position[incident_id]
 
+    def title_chunk(self, incident_id: str, lang: str) -> int:
+        """The position of the incident's ``title`` chunk in ``lang``; ``KeyError`` when it has none.  Found among the
+        incident's own chunks (a dozen or so), not through a map of every title chunk: building that took 0.2 s of a
+        first answer at 100k incidents."""
+        order, offsets, _ = self._incident_chunks
+        position = self._incident_position[incident_id]
+        for row in order[offsets[position]:offsets[position + 1]].tolist():
+            chunk = self.chunks[row]
+            if chunk.kind == "title" and chunk.lang == lang:
+                return int(row)
+        raise KeyError((incident_id, lang))
+
     def _ensure(self, progress: ProgressFn | None, donor: DenseSnapshot | None = None) -> tuple[LoadedIndex, BuildReport]:
         folder = store_dir(self.cache_dir, self.data.content_hash, self.embedder)
         loaded, report = ensure_index(

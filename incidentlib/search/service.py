@@ -18,7 +18,6 @@ from ..models import Incident
 from ..requests import check_query
 from ..tagging.tagger import ConceptTagger
 from ..views import MatchedChunk, SearchResult, Why
-from .chunks import title_rows
 from .concepts import ConceptRecognizer, Mention
 from .engine import Hit, SearchEngine, SearchMode
 
@@ -122,12 +121,8 @@ class SearchService:
         concept = self.engine.data.vocab.get(concept_id)
         return concept.kind.value if concept else ""
 
-    @cached_property
-    def _title_chunks(self) -> dict[tuple[str, str], int]:
-        return title_rows(self.engine.chunks)
-
     def _title_chunk(self, incident_id: str, lang: str = "en") -> int:
-        return self._title_chunks[(incident_id, lang)]
+        return self.engine.title_chunk(incident_id, lang)
 
     def _result(self, hit: Hit, query: str, mentions: list[Mention], lang: str, score: float | None = None,
                 graph_score: float | None = None) -> SearchResult:
