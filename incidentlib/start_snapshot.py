@@ -72,10 +72,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence, ValuesView
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from . import checksum, file_memo, verified_memo
 from .file_memo import Signature
+from .row_sequence import RowSequence
 from .storage import atomic_write_bytes, keep_newest, release_pages
 
 if TYPE_CHECKING:
@@ -294,7 +295,7 @@ def decode_records(concepts: bytes | memoryview, parts: Sequence[bytes | memoryv
     return vocabulary, incidents
 
 
-class TextColumn(Sequence[str]):
+class TextColumn(RowSequence[str]):
     """The chunk texts, UTF-8 end to end in the snapshot's mapped file: text ``i`` is made when it is read.
 
     ``offsets`` is the segment of ``count + 1`` little-endian int64 ends (the first 0) of the texts in the
@@ -313,16 +314,7 @@ class TextColumn(Sequence[str]):
     def __len__(self) -> int:
         return len(self._ends) - 1
 
-    @overload
-    def __getitem__(self, row: int) -> str: ...
-    @overload
-    def __getitem__(self, row: slice) -> list[str]: ...
-    def __getitem__(self, row: int | slice) -> str | list[str]:
-        if isinstance(row, slice):
-            return [self[index] for index in range(*row.indices(len(self)))]
-        if not -len(self) <= row < len(self):
-            raise IndexError(row)
-        row %= len(self)
+    def _row(self, row: int) -> str:
         return str(self._buffer[self._start + int(self._ends[row]):self._start + int(self._ends[row + 1])], "utf-8")
 
 

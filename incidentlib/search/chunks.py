@@ -18,9 +18,10 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, overload
+from typing import Literal
 
 from ..models import LANGS, Incident
+from ..row_sequence import RowSequence
 from ..vocab import Vocabulary
 
 ChunkKind = Literal["title", "body", "detail", "concepts", "signal"]
@@ -104,7 +105,7 @@ class StoredChunk(Chunk):
     def __reduce__(self) -> tuple[type[Chunk], tuple[str, str, str, str, str]]:
         return (Chunk, self._fields())
 
-class ChunkTable(Sequence[Chunk]):
+class ChunkTable(RowSequence[Chunk]):
     """Chunks kept as columns (the start snapshot's), each made as a :class:`StoredChunk` when it is read.
 
     At 100k incidents, making the 1.35M chunk objects of a start took 3 s of its decoding and the engine's first
@@ -126,16 +127,7 @@ class ChunkTable(Sequence[Chunk]):
     def __len__(self) -> int:
         return len(self.ids)
 
-    @overload
-    def __getitem__(self, row: int) -> Chunk: ...
-    @overload
-    def __getitem__(self, row: slice) -> list[Chunk]: ...
-    def __getitem__(self, row: int | slice) -> Chunk | list[Chunk]:
-        if isinstance(row, slice):
-            return [self[index] for index in range(*row.indices(len(self)))]
-        if not -len(self) <= row < len(self):
-            raise IndexError(row)
-        row %= len(self)
+    def _row(self, row: int) -> Chunk:
         return StoredChunk(self.ids[row], self.incident_ids[row], self.kinds[row],  # type: ignore[arg-type]
                            self.langs[row], self.texts, row, self.digests[row])
 
@@ -172,7 +164,7 @@ def chunk_texts(chunks: Sequence[Chunk]) -> Sequence[str]:
     return chunks.texts if isinstance(chunks, ChunkTable) else _ChunkTexts(chunks)
 
 
-class _ChunkTexts(Sequence[str]):
+class _ChunkTexts(RowSequence[str]):
     """The texts of ``chunks``, read from each chunk when asked."""
 
     def __init__(self, chunks: Sequence[Chunk]) -> None:
@@ -181,14 +173,8 @@ class _ChunkTexts(Sequence[str]):
     def __len__(self) -> int:
         return len(self._chunks)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [chunk.text for chunk in self._chunks[index]]
-        return self._chunks[index].text
+    def _row(self, row: int) -> str:
+        return self._chunks[row].text
 
 
 class IncidentChunks(Mapping[str, Sequence[Chunk]]):
