@@ -156,6 +156,7 @@ class IvfIndex:
             raise
         loaded = cls(index, vectors)
         loaded._mapped_from = source
+        weakref.finalize(loaded, source.close)  # closed with the index (closing twice is harmless)
         return loaded
 
     def _own_lists(self) -> None:
