@@ -53,14 +53,15 @@ def rss_mb() -> float:
 
 
 def split_snapshot(blob: bytes) -> tuple[dict, bytes, list[bytes], bytes]:
-    """The header, the concepts, the incident parts and the chunk columns of a snapshot file's bytes."""
+    """The header, the concepts, the incident parts and the chunk columns of a snapshot file's bytes (segments:
+    concepts, the parts, the chunk columns, the chunk texts' ends, the texts)."""
     end = blob.index(b"\n", len(MAGIC))
     header = json.loads(blob[len(MAGIC):end])
     offsets = [end + 1]
     for size in header["sizes"]:
         offsets.append(offsets[-1] + size)
-    parts = [blob[start:stop] for start, stop in zip(offsets[1:-2], offsets[2:-1], strict=True)]
-    return header, blob[offsets[0]:offsets[1]], parts, blob[offsets[-2]:offsets[-1]]
+    parts = [blob[start:stop] for start, stop in zip(offsets[1:-4], offsets[2:-3], strict=True)]
+    return header, blob[offsets[0]:offsets[1]], parts, blob[offsets[-4]:offsets[-3]]
 
 
 def write_inputs(folder: Path, copies: int) -> int:
@@ -90,7 +91,7 @@ def write_inputs(folder: Path, copies: int) -> int:
     decoded = orjson.loads(columns)
     flat = [chunk for incident_id in incidents for chunk in chunks[incident_id]]
     old = {"id": decoded["id"], "incident": [c.incident_id for c in flat], "kind": [c.kind for c in flat],
-           "lang": [c.lang for c in flat], "text": decoded["text"], "digest": decoded["digest"], "count": decoded["count"]}
+           "lang": [c.lang for c in flat], "text": [c.text for c in flat], "digest": decoded["digest"], "count": decoded["count"]}
     (folder / "format1-chunks.json").write_bytes(orjson.dumps(old))
     return len(incidents)
 
