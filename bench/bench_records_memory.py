@@ -10,8 +10,8 @@ reading its input bytes:
 
 - records, **one array**: every record in one ``validate_json`` call, as format 1 loaded them;
 - records, **parts**: one call per part of ``RECORDS_PER_PART`` records, nothing shared;
-- records, **parts, shared** (this version): ``start_snapshot.decode_records``, each part's fields sets
-  shared as it is made (``incidentlib.field_sets``);
+- records, **parts, shared** (this version): every record read from ``start_snapshot.RecordParts``, each part's
+  fields sets shared as it is made (``incidentlib.field_sets``);
 - **whole load, format 1**: the records as one array and the chunks from their string columns, as format 1's
   ``_decode`` did (reproduced here);
 - **whole load, format 2** (this version): ``start_snapshot._decode`` on the snapshot's bytes.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import statistics
 import subprocess
@@ -52,14 +53,20 @@ def rss_mb() -> float:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-def split_snapshot(blob: bytes) -> tuple[dict, bytes, list[bytes], bytes]:
-    """The header, the concepts, the incident parts and the chunk columns of a snapshot file's bytes (segments:
-    concepts, the parts, the chunk columns, the chunk texts' ends, the texts)."""
+def segment_offsets(blob: bytes) -> tuple[dict, list[int]]:
+    """The header of a snapshot file's bytes and where each segment starts (and the last one ends)."""
     end = blob.index(b"\n", len(MAGIC))
     header = json.loads(blob[len(MAGIC):end])
     offsets = [end + 1]
     for size in header["sizes"]:
         offsets.append(offsets[-1] + size)
+    return header, offsets
+
+
+def split_snapshot(blob: bytes) -> tuple[dict, bytes, list[bytes], bytes]:
+    """The header, the concepts, the incident parts and the chunk columns of a snapshot file's bytes (segments:
+    concepts, the parts, the chunk columns, the chunk texts' ends, the texts)."""
+    header, offsets = segment_offsets(blob)
     parts = [blob[start:stop] for start, stop in zip(offsets[1:-4], offsets[2:-3], strict=True)]
     return header, blob[offsets[0]:offsets[1]], parts, blob[offsets[-4]:offsets[-3]]
 
@@ -137,18 +144,25 @@ def load_once(folder: Path, mode: str) -> dict[str, float]:
         started = time.perf_counter()
         kept = start_snapshot._decode(inputs[0], KEY)
         loaded = list(kept.incidents.values())
+    elif mode == "records, parts, shared":  # every record read from a start's RecordParts, as the graph build does
+        inputs = [start_snapshot.snapshot_path(folder, KEY).read_bytes()]
+        _, offsets = segment_offsets(inputs[0])
+        ids = json.loads(inputs[0][offsets[-4]:offsets[-3]])["incidents"]
+        started = time.perf_counter()
+        start_snapshot.decode_concepts(memoryview(inputs[0])[offsets[0]:offsets[1]])
+        parts = start_snapshot.RecordParts(inputs[0], ids, list(itertools.pairwise(offsets[1:-3])), "bench")
+        loaded = list(parts.values())
+        del parts  # it holds the input bytes
+        kept = None
     else:
         pieces = split_snapshot(start_snapshot.snapshot_path(folder, KEY).read_bytes())
-        concepts, parts = pieces[1], pieces[2]
-        inputs = [concepts, *parts]
+        concepts, parts_bytes = pieces[1], pieces[2]
+        inputs = [concepts, *parts_bytes]
         del pieces  # the chunk columns, not used here
         started = time.perf_counter()
-        if mode == "records, parts, shared":
-            loaded = start_snapshot.decode_records(concepts, parts)[1]
-        else:
-            concepts_adapter.validate_json(concepts)
-            loaded = [record for part in parts for record in records.validate_json(part)]
-        del concepts, parts
+        concepts_adapter.validate_json(concepts)
+        loaded = [record for part in parts_bytes for record in records.validate_json(part)]
+        del concepts, parts_bytes
         kept = None
     seconds = time.perf_counter() - started
     del inputs

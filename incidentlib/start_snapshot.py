@@ -69,7 +69,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence, ValuesView
+from collections.abc import Iterator, Mapping, Sequence, ValuesView
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -271,30 +271,6 @@ def decode_concepts(blob: bytes | memoryview) -> list[Concept]:
     return vocabulary
 
 
-def decode_records(concepts: bytes | memoryview, parts: Sequence[bytes | memoryview],
-                   done: Callable[[int], None] | None = None) -> tuple[list[Concept], list[Incident]]:
-    """The concepts and the incidents (each part a JSON array of records), validated again by today's model classes
-    (pydantic's JSON validation of whole arrays: module docstring), part by part, each part's fields sets shared as
-    it is made (:mod:`incidentlib.field_sets`); ``done(i)`` is called once part ``i`` is read."""
-    from pydantic import TypeAdapter
-
-    from .field_sets import FieldSetSharer
-    from .models import Concept, Incident
-
-    sharer = FieldSetSharer()
-    vocabulary = TypeAdapter(list[Concept]).validate_json(bytes(concepts))
-    sharer.share(vocabulary)
-    incidents: list[Incident] = []
-    records = TypeAdapter(list[Incident])
-    for index, part in enumerate(parts):
-        validated = records.validate_json(bytes(part))
-        if done is not None:
-            done(index)
-        sharer.share(validated)
-        incidents.extend(validated)
-    return vocabulary, incidents
-
-
 class TextColumn(RowSequence[str]):
     """The chunk texts, UTF-8 end to end in the snapshot's mapped file: text ``i`` is made when it is read.
 
@@ -418,7 +394,8 @@ class RecordParts(Mapping[str, "Incident"]):
                 raise SnapshotRecordsError(f"{self._name}: records part {part} does not validate ({exc.error_count()} "
                                            "errors); remove the file to load the data files") from None
             if [record.id for record in records] != expected:
-                raise SnapshotRecordsError(f"{self._name}: records part {part} holds other ids than its index")
+                raise SnapshotRecordsError(f"{self._name}: records part {part} holds other ids than its index; "
+                                           "remove the file to load the data files")
             if isinstance(self._buffer, mmap.mmap):  # its bytes are not read again
                 release_pages(self._buffer, start, stop)
             if self._sharer is None:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import file_memo
+from . import checksum, file_memo
 from .file_memo import Signature
 from .storage import atomic_write_bytes
 
@@ -94,16 +94,18 @@ def remember(path: Path, before: Signature, expected: str, checks: str = "") -> 
     return True
 
 
-def file_matches(path: Path, expected: str | None, compute: Callable[[Path, str], str | None]) -> bool:
+def file_matches(path: Path, expected: str | None, compute: Callable[[Path, str], str | None] | None = None) -> bool:
     """Whether the file hashes to ``expected`` (``compute(path, expected)`` gives its checksum by the algorithm
-    ``expected`` names, or None when it names none it knows): from the memo when the file is as it was when last
-    found to match, else computed, and a match remembered.  Raises ``OSError`` as reading does."""
+    ``expected`` names, or None when it names none it knows; by default :func:`incidentlib.checksum.checksum_file`):
+    from the memo when the file is as it was when last found to match, else computed, and a match remembered.
+    Raises ``OSError`` as reading does."""
     if not expected:
         return False
     before = current_signature(path)
     if before is not None and recall(path, expected, signature=before):
         return True
-    matches = compute(path, expected) == expected
+    found = checksum.checksum_file(path) if compute is None else compute(path, expected)
+    matches = found == expected
     if matches and before is not None:
         remember(path, before, expected)
     return matches
@@ -129,9 +131,3 @@ def last_used(path: Path) -> int:
     with contextlib.suppress(OSError):
         used = max(used, memo_path(path).stat().st_mtime_ns)
     return used
-
-
-def forget(path: Path) -> None:
-    """Remove ``path``'s memo, when there is one (its file is removed)."""
-    with contextlib.suppress(OSError):
-        memo_path(path).unlink()

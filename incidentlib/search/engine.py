@@ -150,9 +150,6 @@ class Hit:
     dense_rank: int | None = None
 
 
-
-
-
 class SearchEngine:
     def __init__(self, data: LibraryData, config: SearchConfig | None = None, embedder: Embedder | None = None,
                  previous_lexical: tuple[Sequence[str], Postings] | None = None,

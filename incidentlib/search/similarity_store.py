@@ -165,7 +165,7 @@ def load_artefact(folder: Path, key: str, incidents: int, chunks: int) -> Simila
             f"expected format {SIMILARITY_FORMAT}, key {key}, {incidents} incidents, {chunks} chunks")
     for name in FILES:
         try:
-            if not verified_memo.file_matches(folder / name, meta.checksums.get(name), lambda path, _: checksum.checksum_file(path)):
+            if not verified_memo.file_matches(folder / name, meta.checksums.get(name)):
                 raise SimilarityArtefactDamaged(f"{folder / name}: does not match its checksum")
         except OSError:
             raise SimilarityArtefactDamaged(f"{folder / name}: missing or unreadable") from None
