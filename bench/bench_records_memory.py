@@ -63,12 +63,18 @@ def segment_offsets(blob: bytes) -> tuple[dict, list[int]]:
     return header, offsets
 
 
+#: Segments of the chunk table after the incident parts (``start_snapshot._CHUNK_SEGMENTS``): names and counts (JSON),
+#: kind codes, language codes, ids, digests, text ends, texts.
+CHUNK_SEGMENTS = 7
+
+
 def split_snapshot(blob: bytes) -> tuple[dict, bytes, list[bytes], bytes]:
-    """The header, the concepts, the incident parts and the chunk columns of a snapshot file's bytes (segments:
-    concepts, the parts, the chunk columns, the chunk texts' ends, the texts)."""
+    """The header, the concepts, the incident parts and the chunk table's JSON segment (the incident ids in order and
+    their chunk counts) of a snapshot file's bytes."""
     header, offsets = segment_offsets(blob)
-    parts = [blob[start:stop] for start, stop in zip(offsets[1:-4], offsets[2:-3], strict=True)]
-    return header, blob[offsets[0]:offsets[1]], parts, blob[offsets[-4]:offsets[-3]]
+    first_chunk_segment = len(offsets) - 1 - CHUNK_SEGMENTS
+    parts = [blob[start:stop] for start, stop in itertools.pairwise(offsets[1:first_chunk_segment + 1])]
+    return header, blob[offsets[0]:offsets[1]], parts, blob[offsets[first_chunk_segment]:offsets[first_chunk_segment + 1]]
 
 
 def write_inputs(folder: Path, copies: int) -> int:
@@ -97,8 +103,9 @@ def write_inputs(folder: Path, copies: int) -> int:
     (folder / "format1-incidents.json").write_bytes(b"[" + b",".join(part[1:-1] for part in parts) + b"]")
     decoded = orjson.loads(columns)
     flat = [chunk for incident_id in incidents for chunk in chunks[incident_id]]
-    old = {"id": decoded["id"], "incident": [c.incident_id for c in flat], "kind": [c.kind for c in flat],
-           "lang": [c.lang for c in flat], "text": [c.text for c in flat], "digest": decoded["digest"], "count": decoded["count"]}
+    old = {"id": [c.id for c in flat], "incident": [c.incident_id for c in flat], "kind": [c.kind for c in flat],
+           "lang": [c.lang for c in flat], "text": [c.text for c in flat], "digest": [c.digest for c in flat],
+           "count": decoded["count"]}
     (folder / "format1-chunks.json").write_bytes(orjson.dumps(old))
     return len(incidents)
 
@@ -147,10 +154,12 @@ def load_once(folder: Path, mode: str) -> dict[str, float]:
     elif mode == "records, parts, shared":  # every record read from a start's RecordParts, as the graph build does
         inputs = [start_snapshot.snapshot_path(folder, KEY).read_bytes()]
         _, offsets = segment_offsets(inputs[0])
-        ids = json.loads(inputs[0][offsets[-4]:offsets[-3]])["incidents"]
+        first_chunk_segment = len(offsets) - 1 - CHUNK_SEGMENTS
+        ids = json.loads(inputs[0][offsets[first_chunk_segment]:offsets[first_chunk_segment + 1]])["incidents"]
         started = time.perf_counter()
         start_snapshot.decode_concepts(memoryview(inputs[0])[offsets[0]:offsets[1]])
-        parts = start_snapshot.RecordParts(inputs[0], ids, list(itertools.pairwise(offsets[1:-3])), "bench")
+        parts = start_snapshot.RecordParts(inputs[0], ids, list(itertools.pairwise(offsets[1:first_chunk_segment + 1])),
+                                           "bench")
         loaded = list(parts.values())
         del parts  # it holds the input bytes
         kept = None

@@ -8,10 +8,11 @@ at the last start, the answer is the same, so it is kept in one file,
     b"incidentlib-start\\n"
     header: one JSON line {"format": START_FORMAT_VERSION, "key": key, "checksum": "xxh3_128:...",
                            "sizes": [bytes of each part], "concepts": n, "incidents": n, "chunks": n}
-    payload: the concepts, the incidents as JSON arrays of at most RECORDS_PER_PART records each, the
-             chunks' columns {column: [...]} (JSON, with the incident ids in order and each one's number of
-             chunks), then the chunk texts' ends (little-endian int64, one more than the chunks, the first 0)
-             and the texts (UTF-8, end to end)
+    payload: the concepts, the incidents as JSON arrays of at most RECORDS_PER_PART records each, then the
+             chunk table: {"kinds": [...], "langs": [...], "incidents": [ids in order], "count": [chunks of
+             each]} (JSON), each chunk's kind and language as one byte each (an index into those lists), the
+             chunk ids and the chunk digests (UTF-8, one a line, joined by "\\n"), the chunk texts' ends
+             (little-endian int64, one more than the chunks, the first 0) and the texts (UTF-8, end to end)
 
 where
 
@@ -52,6 +53,12 @@ ids, length and membership come from the ids column), and the chunks stay column
 .ChunkTable`), a chunk object made when one is read.  What reads every record (the graph, built after a server
 listens) validates them all then.
 
+Why the chunk ids and digests as lines, and kinds and languages as bytes (format 5): as JSON lists, parsing them was
+0.8 s of a 100k start (1.35M ids and digests made as strings, and lists of them), though a start reads them only to
+digest them (both persisted indexes are matched by the rows digest: ``search.store.rows_digest``, which hashes exactly
+these joined lines) and then a row at a time.  The columns now stay in the mapped file
+(:mod:`incidentlib.row_sequence`): a start scans them once for their line breaks and makes nothing per chunk.
+
 A missing, stale, damaged or unreadable snapshot means loading as without it (and writing a new one);
 a snapshot that cannot be written costs only the next start.
 """
@@ -89,7 +96,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Bump when the file layout or what is stored changes: older files are then ignored.
-START_FORMAT_VERSION = 4
+START_FORMAT_VERSION = 5
 #: Folder of the snapshots inside the cache directory.
 START_DIR = "start"
 #: Snapshots kept (most recently used first). Each is about as large as the library's text twice over
@@ -113,11 +120,13 @@ _MAGIC = b"incidentlib-start\n"
 _MEMO_CHECKS = "start snapshot payload"
 #: The modules whose code decides what a record or a chunk is: a change to any of them changes the key.
 _CODE = ("models.py", "vocab.py", "loader.py", "strict.py", "start_snapshot.py", "search/chunks.py")
-#: Chunk fields stored as one value a chunk.  A chunk's incident is not stored (its record's id, from the counts) and
-#: its kind and language are stored as numbers into the ``kinds`` and ``langs`` lists: decoded, the chunks then share
-#: one string object for each, as when the chunker makes them, instead of three strings of their own (about 160
-#: bytes a chunk, 0.2 GB at 1.35M chunks, measured with ``tracemalloc`` on the bundled chunks).
-_COLUMNS = ("id", "kind", "lang", "digest")
+#: Segments of the chunk table, after the records: a JSON object (the kind and language names, the incident ids in
+#: order and each one's number of chunks), a byte a chunk numbering its kind, one numbering its language, the ids and
+#: the digests one a line, the text ends, the texts (module docstring).  A chunk's incident is not stored (its record's
+#: id, from the counts); decoded, every chunk of a kind, a language or an incident shares one string object for it.
+_CHUNK_SEGMENTS = 7
+#: Kinds or languages a snapshot can number in its one-byte code columns (there are five kinds and three languages).
+_MAX_CODES = 256
 
 
 @cache
@@ -159,14 +168,18 @@ def save(cache_dir: Path, key: str, concepts: Sequence[Concept], incidents: Mapp
     if set(chunks) != set(incidents):
         return False
     flat = [chunk for incident_id in incidents for chunk in chunks[incident_id]]
-    if any(chunk.incident_id != incident_id for incident_id in incidents for chunk in chunks[incident_id]):
-        return False  # the incident of a chunk is not stored: it must be the one it is listed under
+    if any(chunk.incident_id != incident_id or not chunk.id.startswith(f"{incident_id}/")
+           for incident_id in incidents for chunk in chunks[incident_id]):
+        return False  # a chunk's incident is not stored: it must be the one it is listed under, which its id names
     kinds, langs = sorted({c.kind for c in flat}), sorted({c.lang for c in flat})
+    if max(len(kinds), len(langs)) > _MAX_CODES:
+        return False
+    ids, digests = [c.id for c in flat], [c.digest for c in flat]
+    if any("\n" in value for value in itertools.chain(ids, digests)):
+        return False  # stored one a line (LineColumn)
     kind_number, lang_number = {kind: n for n, kind in enumerate(kinds)}, {lang: n for n, lang in enumerate(langs)}
-    columns = {"id": [c.id for c in flat], "kind": [kind_number[c.kind] for c in flat],
-               "lang": [lang_number[c.lang] for c in flat],
-               "digest": [c.digest for c in flat], "kinds": kinds, "langs": langs,
-               "count": [len(chunks[incident_id]) for incident_id in incidents], "incidents": list(incidents)}
+    columns = {"kinds": kinds, "langs": langs, "count": [len(chunks[incident_id]) for incident_id in incidents],
+               "incidents": list(incidents)}
     texts = [c.text.encode("utf-8") for c in flat]
     ends = array.array("q", itertools.accumulate(map(len, texts), initial=0))
     if sys.byteorder != "little":  # pragma: no cover - the offsets are stored little-endian
@@ -176,7 +189,8 @@ def save(cache_dir: Path, key: str, concepts: Sequence[Concept], incidents: Mapp
     parts = [orjson.dumps([c.model_dump(mode="json", exclude_defaults=True) for c in concepts]),
              *(orjson.dumps([i.model_dump(mode="json", exclude_defaults=True) for i in records[start:start + RECORDS_PER_PART]])
                for start in range(0, len(records), RECORDS_PER_PART)),
-             orjson.dumps(columns), ends.tobytes(), b"".join(texts)]
+             orjson.dumps(columns), bytes(kind_number[c.kind] for c in flat), bytes(lang_number[c.lang] for c in flat),
+             "\n".join(ids).encode("utf-8"), "\n".join(digests).encode("utf-8"), ends.tobytes(), b"".join(texts)]
     payload = b"".join(parts)
     header = orjson.dumps({"format": START_FORMAT_VERSION, "key": key, "checksum": checksum.checksum_bytes(payload),
                            "sizes": [len(part) for part in parts], "concepts": len(concepts),
@@ -244,15 +258,17 @@ def _decode(blob: bytes | mmap.mmap, key: str, path: Path | None = None, before:
     with memoryview(blob) as whole:
         payload = whole[end + 1:]
         sizes = header["sizes"]
-        if len(sizes) != 4 + math.ceil(header["incidents"] / RECORDS_PER_PART) or sum(sizes) != len(payload):
+        if len(sizes) != _CHUNK_SEGMENTS + 1 + math.ceil(header["incidents"] / RECORDS_PER_PART) or sum(sizes) != len(payload):
             raise ValueError("segment sizes differ from the payload")
-        ends = list(itertools.accumulate(sizes))
-        bounds = list(itertools.pairwise(ends[:-3]))
-        concepts = decode_concepts(payload[:ends[0]])
+        ends = list(itertools.accumulate(sizes, initial=0))
+        bounds = list(itertools.pairwise(ends[1:-_CHUNK_SEGMENTS]))
+        concepts = decode_concepts(payload[:ends[1]])
         if len(concepts) != header["concepts"]:
             raise ValueError("counts differ from the header")
-        texts = TextColumn(blob, end + 1 + ends[-2], payload[ends[-3]:ends[-2]], sizes[-1])
-        ids, chunks = decode_chunks(payload[ends[-4]:ends[-3]], header["incidents"], header["chunks"], texts)
+        # the chunk segments, as offsets of the whole blob: columns, kind codes, language codes, ids, digests, text
+        # ends, texts
+        segments = [(end + 1 + low, end + 1 + high) for low, high in itertools.pairwise(ends[-_CHUNK_SEGMENTS - 1:])]
+        ids, chunks = decode_chunks(blob, segments, header["incidents"], header["chunks"])
         payload.release()
     name = str(path) if path is not None else "start snapshot"
     incidents = RecordParts(blob, ids, [(end + 1 + start, end + 1 + stop) for start, stop in bounds], name)
@@ -294,34 +310,31 @@ class TextColumn(RowSequence[str]):
         return str(self._buffer[self._start + int(self._ends[row]):self._start + int(self._ends[row + 1])], "utf-8")
 
 
-def decode_chunks(blob: bytes | memoryview, incidents: int, count: int,
-                  texts: Sequence[str]) -> tuple[list[str], IncidentChunks]:
-    """The ids of the ``incidents`` incidents (in order) and their chunks, as the columns (``count`` chunks in all)
-    and texts they are stored as (:class:`~.search.chunks.ChunkTable`: a chunk object is made when read), rebuilt
-    without any check (module docstring) but that every chunk's id names the incident the counts give it."""
+def decode_chunks(blob: bytes | mmap.mmap, segments: Sequence[tuple[int, int]], incidents: int,
+                  count: int) -> tuple[list[str], IncidentChunks]:
+    """The ids of the ``incidents`` incidents (in order) and their chunks (``count`` in all), from the chunk
+    segments of ``blob`` (``(start, stop)`` each, in the order :func:`save` writes them): a
+    :class:`~.search.chunks.ChunkTable` over columns that stay in ``blob`` (:mod:`incidentlib.row_sequence`), a
+    chunk made when it is read.  Only the shapes are checked (every column ``count`` rows, codes in range, text
+    ends rising): what the rows hold was checked by :func:`save` and is covered by the checksum."""
     import orjson
 
+    from .row_sequence import CodedColumn, LineColumn, RunColumn
     from .search.chunks import ChunkTable, IncidentChunks
 
-    columns = orjson.loads(blob)
+    (columns_at, kinds_at, langs_at, ids_at, digests_at, ends_at, texts_at) = segments
+    columns = orjson.loads(blob[columns_at[0]:columns_at[1]])
     counts, ids = columns["count"], columns["incidents"]
-    if [len(columns[name]) for name in _COLUMNS] != [count] * len(_COLUMNS) or sum(counts) != count \
-            or len(counts) != incidents or len(ids) != incidents or len(set(ids)) != incidents or len(texts) != count:
+    if sum(counts) != count or len(counts) != incidents or len(ids) != incidents or len(set(ids)) != incidents \
+            or kinds_at[1] - kinds_at[0] != count or langs_at[1] - langs_at[0] != count:
         raise ValueError("counts differ from the header")
-    kinds, langs = columns["kinds"], columns["langs"]
-    for numbers, names in ((columns["kind"], kinds), (columns["lang"], langs)):
-        if numbers and not 0 <= min(numbers) <= max(numbers) < len(names):
-            raise ValueError("a chunk's kind or language number is out of range")
-    chunk_ids = columns["id"]
-    start = 0
-    for incident_id, size in zip(ids, counts, strict=True):
-        if size and not (chunk_ids[start].startswith(f"{incident_id}/") and chunk_ids[start + size - 1].startswith(f"{incident_id}/")):
-            raise ValueError(f"the chunks of {incident_id} are not where the counts put them")
-        start += size
-    # C-level loops over the columns; every kind, language and incident id is one shared object
-    owners = list(itertools.chain.from_iterable(map(itertools.repeat, ids, counts)))
-    table = ChunkTable(chunk_ids, owners, list(map(kinds.__getitem__, columns["kind"])),
-                       list(map(langs.__getitem__, columns["lang"])), columns["digest"], texts)
+    texts = TextColumn(blob, texts_at[0], blob[ends_at[0]:ends_at[1]], texts_at[1] - texts_at[0])
+    if len(texts) != count:
+        raise ValueError("counts differ from the header")
+    table = ChunkTable(LineColumn(blob, ids_at[0], ids_at[1] - ids_at[0], count), RunColumn(ids, counts),
+                       CodedColumn(columns["kinds"], blob[kinds_at[0]:kinds_at[1]]),
+                       CodedColumn(columns["langs"], blob[langs_at[0]:langs_at[1]]),
+                       LineColumn(blob, digests_at[0], digests_at[1] - digests_at[0], count), texts)
     return ids, IncidentChunks(table, ids, counts)
 
 

@@ -15,6 +15,7 @@ from conftest import small_library
 from incidentlib import start_snapshot
 from incidentlib.library import Library
 from incidentlib.loader import LibraryData, load_library
+from incidentlib.row_sequence import LineColumn, RunColumn
 from incidentlib.search.chunks import Chunk, IncidentChunks, StoredChunk, incident_chunks
 from incidentlib.search.engine import SearchConfig
 
@@ -56,6 +57,14 @@ def test_a_start_from_the_snapshot_equals_a_fresh_load(tmp_path: Path, data_dir:
     assert isinstance(again.data.chunks, IncidentChunks)
     assert again._search_engine.chunks is again.data.chunks.table  # the snapshot's columns themselves
     assert not again.save_start_snapshot()  # read from a snapshot: nothing to write
+    # the columns stay stored (format 5): the digest both indexes are matched by, and each chunk's incident, come
+    # from them without a row made, and equal what the cut chunks give
+    table = again.data.chunks.table
+    assert isinstance(table.ids, LineColumn) and isinstance(table.digests, LineColumn)
+    assert isinstance(table.incident_ids, RunColumn)
+    assert again._search_engine.chunks_digest == first._search_engine.chunks_digest
+    assert again._search_engine._chunk_incident.tolist() == first._search_engine._chunk_incident.tolist()
+    assert again.search("NCCL watchdog", k=3).model_dump() == first.search("NCCL watchdog", k=3).model_dump()
 
 
 def test_chunks_from_the_snapshot_share_their_repeated_strings(tmp_path: Path, data_dir: Path) -> None:
@@ -81,7 +90,9 @@ def test_records_in_several_parts_load_as_one_library(tmp_path: Path, data_dir: 
     assert key is not None
     blob = start_snapshot.snapshot_path(cache, key).read_bytes()
     header = json.loads(blob.split(b"\n")[1])
-    assert len(header["sizes"]) == 6  # concepts, two parts of incidents, chunk columns, text ends, texts
+    # concepts, two parts of incidents, then the chunk table: names and counts, kind and language codes, ids, digests,
+    # text ends, texts
+    assert len(header["sizes"]) == 10
     again = _open(root, cache)
     assert again.data.chunks is not None
     _same_as_fresh(again.data, root)

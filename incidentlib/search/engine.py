@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..embeddings import Embedder, EmbedderConfig, create_embedder
 from ..loader import LibraryData
 from ..paths import default_cache_dir
+from ..row_sequence import RunColumn
 from .backend import LOCAL, SearchBackend, open_backend, parse_search_backend
 from .chunks import (
     Chunk,
@@ -203,8 +204,11 @@ class SearchEngine:
 
     @cached_property
     def _chunk_incident(self) -> np.ndarray:
+        owners = chunk_incident_ids(self.chunks)
+        if isinstance(owners, RunColumn) and owners.names == self._incident_ids:  # the snapshot's table, in this order
+            return owners.positions()
         position = self._incident_position
-        return np.fromiter(map(position.__getitem__, chunk_incident_ids(self.chunks)), dtype=np.int64, count=len(self.chunks))
+        return np.fromiter(map(position.__getitem__, owners), dtype=np.int64, count=len(self.chunks))
 
     @cached_property
     def _incident_chunks(self) -> tuple[np.ndarray, np.ndarray, bool]:

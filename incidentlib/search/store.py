@@ -60,6 +60,7 @@ from pydantic import BaseModel
 
 from .. import checksum, verified_memo
 from ..embeddings import Embedder
+from ..row_sequence import LineColumn
 from ..storage import atomic_write_text
 from . import dense
 from .chunks import Chunk, chunk_digests, chunk_ids
@@ -109,10 +110,16 @@ def rows_digest(ids: Sequence[str], digests: Sequence[str]) -> str:
     """XXH3-128 of every row's chunk id, then every row's text digest, in row order (ids and digests hold no newline):
     equal for two row lists exactly when they name the same chunks with the same texts in the same order."""
     hasher = xxhash.xxh3_128()
-    hasher.update("\n".join(ids).encode())
+    hasher.update(_joined_lines(ids))
     hasher.update(b"\0")
-    hasher.update("\n".join(digests).encode())
+    hasher.update(_joined_lines(digests))
     return f"{checksum.ALGORITHM}:{hasher.hexdigest()}"
+
+
+def _joined_lines(rows: Sequence[str]) -> bytes:
+    """``"\\n".join(rows).encode()``; a :class:`~incidentlib.row_sequence.LineColumn` holds exactly those bytes, and
+    hands them over without making a row (the start snapshot's chunk ids and digests: 1.35M each at 100k incidents)."""
+    return rows.joined() if isinstance(rows, LineColumn) else "\n".join(rows).encode()
 
 
 def _parse_row(line: str) -> IndexRow:
