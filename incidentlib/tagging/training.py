@@ -4,6 +4,10 @@ Training records: the library's own curated (published) records, plus the bundle
 library's when the library is another one (an import target starts with the bundled
 vocabulary, so its concept ids are the same).  The fitted model is cached beside the
 search index, keyed by the training texts, labels and embedder, so it is trained once.
+
+At most :data:`MAX_RECORDS_PER_CONCEPT` records are chosen for each concept (:func:`training_records`), so the fit
+costs at most concepts × that many records, whatever the library's size.  Each record keeps all its labels, so a
+concept may still see more positives than that, through records chosen for another concept.
 """
 
 from __future__ import annotations
@@ -20,10 +24,41 @@ from .classifier import ConceptClassifier, Example, training_examples
 from .tagger import incident_text
 
 CACHE_VERSION = "2"  # 2: liblinear solver
+#: Records chosen per concept to train on.  The fit is one logistic regression per concept over every training
+#: example, so its cost grows as concepts × records: a library of 100,000 curated records (200,000 examples, 134
+#: concepts) held 6.9 GB and more than 11 minutes of CPU in a server's background and had not finished
+#: (docs/benchmarks.md, "The concept tagger at 100k"). A concept's model learns its wording from its positives and
+#: gains little from the thousandth near-copy of a story; 200 is twice the most any concept has in the curated
+#: library (102 records), so the model fitted on it, and every measurement of it, is unchanged.  Chosen, not tuned.
+MAX_RECORDS_PER_CONCEPT = 200
 
 
-def examples_for(incidents: Sequence[Incident]) -> list[Example]:
-    return training_examples(incidents, lambda incident, lang: incident_text(incident, lang))
+def _spread(record_id: str) -> bytes:
+    """A fixed pseudo-random order of records (not their id order, which would keep only the oldest)."""
+    return hashlib.blake2b(record_id.encode(), digest_size=8).digest()
+
+
+def training_records(incidents: Sequence[Incident], per_concept: int = MAX_RECORDS_PER_CONCEPT) -> list[Incident]:
+    """The curated, labelled records to train on, in the order given: for each concept, the first ``per_concept`` of
+    its records in the order of :func:`_spread`, and the union of those.  Deterministic: the same records give the
+    same choice (and the same cached model); a record added changes it only where it enters a concept's first
+    ``per_concept``."""
+    labelled = [incident for incident in incidents if not incident.is_draft
+                and (incident.components or incident.causes or incident.symptoms)]
+    by_concept: dict[str, list[Incident]] = {}
+    for incident in labelled:
+        for concept in {*incident.components, *incident.causes, *incident.symptoms}:
+            by_concept.setdefault(concept, []).append(incident)
+    if all(len(records) <= per_concept for records in by_concept.values()):
+        return labelled
+    chosen = {id(record) for records in by_concept.values()
+              for record in sorted(records, key=lambda incident: _spread(incident.id))[:per_concept]}
+    return [incident for incident in labelled if id(incident) in chosen]
+
+
+def examples_for(incidents: Sequence[Incident], per_concept: int = MAX_RECORDS_PER_CONCEPT) -> list[Example]:
+    """The training examples of :func:`training_records` of ``incidents``: one per record and language."""
+    return training_examples(training_records(incidents, per_concept), lambda incident, lang: incident_text(incident, lang))
 
 
 def fit_cached(examples: list[Example], embedder: Embedder, cache_dir: Path | None) -> ConceptClassifier:

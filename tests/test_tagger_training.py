@@ -1,0 +1,57 @@
+"""The concept tagger's training records (incidentlib.tagging.training): bounded per concept on a large library,
+the whole curated library below the bound, deterministic, and a fitted model that still learns every concept."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from incidentlib.loader import load_library
+from incidentlib.models import Incident
+from incidentlib.tagging.classifier import ConceptClassifier
+from incidentlib.tagging.training import MAX_RECORDS_PER_CONCEPT, examples_for, training_records
+
+
+def _labels(incident: Incident) -> set[str]:
+    return {*incident.components, *incident.causes, *incident.symptoms}
+
+
+def _copies(records: list[Incident], copies: int) -> list[Incident]:
+    """``copies`` copies of ``records`` under new ids (a large curated library, as an archive that was reviewed)."""
+    return [record.model_copy(update={"id": f"IL-{copy:03d}{number:03d}"})
+            for copy in range(copies) for number, record in enumerate(records)]
+
+
+def test_the_curated_library_trains_on_every_labelled_record() -> None:
+    records = list(load_library("data").incidents.values())
+    labelled = [r for r in records if not r.is_draft and _labels(r)]
+    counts = Counter(concept for record in labelled for concept in _labels(record))
+    assert max(counts.values()) <= MAX_RECORDS_PER_CONCEPT  # why the bound leaves the curated model as it was
+    assert training_records(records) == labelled
+
+
+def test_a_large_library_is_bounded_per_concept_and_keeps_every_concept() -> None:
+    records = [r for r in load_library("data").incidents.values() if not r.is_draft][:60]
+    large = _copies(records, 12)  # 720 records
+    per_concept = 25
+    chosen = training_records(large, per_concept)
+    concepts = {concept for record in large for concept in _labels(record)}
+    assert len(chosen) < len(large)
+    assert len(chosen) <= per_concept * len(concepts)
+    everyone = Counter(concept for record in large for concept in _labels(record))
+    kept = Counter(concept for record in chosen for concept in _labels(record))
+    # every concept keeps at least the bound's worth of its records (or all it has), through its own choice
+    assert all(kept[concept] >= min(count, per_concept) for concept, count in everyone.items())
+    assert set(kept) == concepts
+    # the order given is kept, the choice is spread over the library (not its first ids) and the same every time
+    positions = [large.index(record) for record in chosen]
+    assert positions == sorted(positions) and max(positions) > len(large) // 2
+    assert training_records(list(reversed(large)), per_concept) == list(reversed(chosen))
+
+
+def test_examples_and_a_fit_on_the_bounded_records() -> None:
+    records = [r for r in load_library("data").incidents.values() if not r.is_draft][:40]
+    large = _copies(records, 10)
+    examples = examples_for(large, per_concept=8)
+    assert {e.record for e in examples} < {r.id for r in large}
+    model = ConceptClassifier(None).fit(examples)  # lexical features only: no embedder in a unit test
+    assert model.concepts and model.probabilities([examples[0].text]).shape == (1, len(model.concepts))
