@@ -4,6 +4,7 @@ exact path next to the candidate path (``--paths``).
     python bench/bench_similar.py --size 10000 --queries 30 --before /path/to/old/incidentlib/search/similarity.py
     python bench/bench_similar.py --size 10000 --queries 30 --paths [--before OLD/similarity.py] [--profile 30] [--ivf]
     python bench/bench_similar.py --quality [--data LIB --labels LABELS.jsonl]
+    python bench/bench_similar.py --size 100000 --queries 30 --candidates-only --passes 3 --cache DIR
 
 With ``--paths`` one :class:`~incidentlib.search.similarity.SimilarityIndex` scores every incident
 (``candidate_threshold`` above the library's size) and one ranks candidates then exact evidence
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import os
 import sys
 import time
 from pathlib import Path
@@ -62,6 +64,40 @@ def load_version(path: Path) -> type:
     return cls
 
 
+def candidates_alone(size: int, count: int, passes: int, ivf: bool, keep: Path | None) -> None:
+    """The candidate path's latency on its own, warm: the first request (which loads or builds the similarity
+    artefact, in ``keep`` when given) and one pass over the ``count`` query incidents are not timed; then
+    ``passes`` timed passes over the same queries, p50/p99 each.  ``--paths`` times the candidate path in turn with
+    the exact one, whose copy of every vector competes for the page cache the candidate path reads its rows from."""
+    import tempfile
+
+    if ivf:
+        force_ivf()
+    copies = max(1, round(size / len(Library.open())))
+    engine, tokens, _, _, incidents, _ = synthetic_engine(copies, noise=0.05, hnsw=False)
+    del tokens
+    copy_records(engine, copies)
+    cache = keep if keep is not None else Path(tempfile.mkdtemp(prefix="bench-similar-"))
+    cache.mkdir(parents=True, exist_ok=True)
+    engine.config = engine.config.model_copy(update={"cache_dir": cache})
+    ids = engine._incident_ids
+    picked = [engine.data.incidents[ids[round(i * (len(ids) - 1) / max(count - 1, 1))]] for i in range(count)]
+    index = SimilarityIndex(engine, candidate_threshold=0)
+    for incident in picked:  # warm: the artefact, the lazily built parts and the pages the queries read
+        index.rank(index.incident_query(incident), 10)
+    print(f"{incidents:,} incidents ({len(engine.chunks):,} chunks), dense index {engine.dense.index.describe()}, "
+          f"{count} query incidents, candidate path alone after one untimed pass\n")
+    print("| pass | p50 (ms) | p99 (ms) |\n|---|---|---|")
+    for number in range(1, passes + 1):
+        samples = []
+        for incident in picked:
+            started = time.perf_counter()
+            index.rank(index.incident_query(incident), 10)
+            samples.append(time.perf_counter() - started)
+        print(f"| {number} | {percentile_ms(samples, 50):.1f} | {percentile_ms(samples, 99):.1f} |", flush=True)
+    print(f"\nload average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10000, help="library size in incidents")
@@ -79,11 +115,17 @@ def main() -> None:
                         "term's whole column (Pools.prune_lexical=False: no MaxScore, exact lexical statistics)")
     parser.add_argument("--cache", type=Path, help="--paths: keep the similarity artefact in this folder (a second run "
                         "loads it instead of building it for minutes)")
+    parser.add_argument("--candidates-only", action="store_true", help="the candidate path alone, warm: one untimed pass "
+                        "over the queries, then --passes timed ones (no exact path interleaved to share the page cache)")
+    parser.add_argument("--passes", type=int, default=3, help="--candidates-only: timed passes")
     parser.add_argument("--probe-shares", default="", help="--paths: also the candidate path at these shares of the inverted "
                         "file's nprobe, comma-separated (Pools.probe_share)")
     args = parser.parse_args()
     if args.quality:
         compare_quality(args.data, args.labels)
+        return
+    if args.candidates_only:
+        candidates_alone(args.size, args.queries, args.passes, args.ivf, args.cache)
         return
     if args.paths:
         shares = [float(x) for x in args.probe_shares.split(",") if x.strip()]
@@ -159,7 +201,6 @@ def compare_paths(size: int, count: int, before: Path | None = None, profile: in
                   keep: Path | None = None) -> None:
     """Exact vs candidate path on one synthetic library (see the module docstring)."""
     import cProfile
-    import os
     import pstats
     import shutil
     import tempfile
