@@ -64,11 +64,9 @@ def load_version(path: Path) -> type:
     return cls
 
 
-def candidates_alone(size: int, count: int, passes: int, ivf: bool, keep: Path | None) -> None:
-    """The candidate path's latency on its own, warm: the first request (which loads or builds the similarity
-    artefact, in ``keep`` when given) and one pass over the ``count`` query incidents are not timed; then
-    ``passes`` timed passes over the same queries, p50/p99 each.  ``--paths`` times the candidate path in turn with
-    the exact one, whose copy of every vector competes for the page cache the candidate path reads its rows from."""
+def similarity_engine(size: int, ivf: bool, keep: Path | None) -> tuple[SearchEngine, int, Path]:
+    """The synthetic library of about ``size`` incidents (records copied in), its incident count, and the folder its
+    similarity artefact goes to (``keep``, else a new temporary folder the caller removes), not the user's cache."""
     import tempfile
 
     if ivf:
@@ -80,6 +78,17 @@ def candidates_alone(size: int, count: int, passes: int, ivf: bool, keep: Path |
     cache = keep if keep is not None else Path(tempfile.mkdtemp(prefix="bench-similar-"))
     cache.mkdir(parents=True, exist_ok=True)
     engine.config = engine.config.model_copy(update={"cache_dir": cache})
+    return engine, incidents, cache
+
+
+def candidates_alone(size: int, count: int, passes: int, ivf: bool, keep: Path | None) -> None:
+    """The candidate path's latency on its own, warm: the first request (which loads or builds the similarity
+    artefact, in ``keep`` when given) and one pass over the ``count`` query incidents are not timed; then
+    ``passes`` timed passes over the same queries, p50/p99 each.  ``--paths`` times the candidate path in turn with
+    the exact one, whose copy of every vector competes for the page cache the candidate path reads its rows from."""
+    import shutil
+
+    engine, incidents, cache = similarity_engine(size, ivf, keep)
     ids = engine._incident_ids
     picked = [engine.data.incidents[ids[round(i * (len(ids) - 1) / max(count - 1, 1))]] for i in range(count)]
     index = SimilarityIndex(engine, candidate_threshold=0)
@@ -96,6 +105,8 @@ def candidates_alone(size: int, count: int, passes: int, ivf: bool, keep: Path |
             samples.append(time.perf_counter() - started)
         print(f"| {number} | {percentile_ms(samples, 50):.1f} | {percentile_ms(samples, 99):.1f} |", flush=True)
     print(f"\nload average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if keep is None:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def main() -> None:
@@ -203,19 +214,10 @@ def compare_paths(size: int, count: int, before: Path | None = None, profile: in
     import cProfile
     import pstats
     import shutil
-    import tempfile
 
     from bench_search import rss_mb
 
-    if ivf:
-        force_ivf()
-    copies = max(1, round(size / len(Library.open())))
-    engine, tokens, _, _, incidents, _ = synthetic_engine(copies, noise=0.05, hnsw=False)
-    del tokens
-    copy_records(engine, copies)
-    cache = keep if keep is not None else Path(tempfile.mkdtemp(prefix="bench-similar-"))
-    cache.mkdir(parents=True, exist_ok=True)
-    engine.config = engine.config.model_copy(update={"cache_dir": cache})  # the artefact goes here, not the user's cache
+    engine, incidents, cache = similarity_engine(size, ivf, keep)
     ids = engine._incident_ids
     picked = [ids[round(i * (len(ids) - 1) / max(count - 1, 1))] for i in range(count)]
     first_query = engine.data.incidents[picked[0]]

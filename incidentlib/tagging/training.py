@@ -26,7 +26,7 @@ from .tagger import incident_text
 CACHE_VERSION = "2"  # 2: liblinear solver
 #: Records chosen per concept to train on.  The fit is one logistic regression per concept over every training
 #: example, so its cost grows as concepts × records: a library of 100,000 curated records (200,000 examples, 134
-#: concepts) held 6.9 GB and more than 11 minutes of CPU in a server's background and had not finished
+#: concepts) held 6.7 GB after 900 s (1,065 s of CPU) and had not finished, where 200 a concept take 472 s and 423 MB
 #: (docs/benchmarks.md, "The concept tagger at 100k"). A concept's model learns its wording from its positives and
 #: gains little from the thousandth near-copy of a story; 200 is twice the most any concept has in the curated
 #: library (102 records), so the model fitted on it, and every measurement of it, is unchanged.  Chosen, not tuned.
