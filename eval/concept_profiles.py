@@ -15,6 +15,7 @@ query), then averaged.  Usage::
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -81,12 +82,13 @@ def main() -> None:
             total += float(np.mean([bool(labels[q] & labels[index.ids[o]]) for o in top]))
         return total / len(queries)
 
-    print(f"{args.library}: {len(queries)} queries, P@{args.k} by incident")
-    print("| evidence | without profile | " + " | ".join(f"+ profile {m}" for m in profiles) + " |")
-    print("|---|---|" + "---|" * len(profiles))
+    lines = [f"{args.library}: {len(queries)} queries, P@{args.k} by incident",
+             "| evidence | without profile | " + " | ".join(f"+ profile {m}" for m in profiles) + " |",
+             "|---|---|" + "---|" * len(profiles)]
     for kinds in ((), ("lexical", "dense", "graph"), ("dense", "graph"), ("lexical", "dense")):
         cells = ["–" if not kinds else f"{precision(kinds, None):.3f}"] + [f"{precision(kinds, m):.3f}" for m in profiles]
-        print(f"| {' + '.join(kinds) or 'profile alone'} | " + " | ".join(cells) + " |")
+        lines.append(f"| {' + '.join(kinds) or 'profile alone'} | " + " | ".join(cells) + " |")
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
