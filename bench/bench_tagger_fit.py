@@ -37,17 +37,16 @@ def fit_once(library_dir: Path, cache: Path, per_concept: str) -> dict[str, floa
     """In this (fresh) process: open the library and fit the tagger as ``Library.tagger`` does, uncached."""
     from incidentlib import Library
     from incidentlib.tagging.classifier import ConceptClassifier
-    from incidentlib.tagging.training import examples_for, training_records
+    from incidentlib.tagging.training import examples_for
 
     library = Library.open(library_dir, cache_dir=cache)
     records = [incident for incident in library.data.incidents.values() if not incident.is_draft]
     opened = rss_mb()
     bound = len(records) if per_concept == "all" else int(per_concept)
     wall, cpu = time.perf_counter(), time.process_time()
-    chosen = training_records(records, bound)
     examples = examples_for(records, bound)
     ConceptClassifier(library._search_engine.embedder).fit(examples)
-    return {"curated records": len(records), "records trained on": len(chosen), "examples": len(examples),
+    return {"curated records": len(records), "records trained on": len({example.record for example in examples}), "examples": len(examples),
             "wall s": time.perf_counter() - wall, "cpu s": time.process_time() - cpu, "RSS added MB": rss_mb() - opened,
             "peak RSS MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 
