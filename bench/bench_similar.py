@@ -4,7 +4,7 @@ exact path next to the candidate path (``--paths``).
     python bench/bench_similar.py --size 10000 --queries 30 --before /path/to/old/incidentlib/search/similarity.py
     python bench/bench_similar.py --size 10000 --queries 30 --paths [--before OLD/similarity.py] [--profile 30] [--ivf]
     python bench/bench_similar.py --quality [--data LIB --labels LABELS.jsonl]
-    python bench/bench_similar.py --size 100000 --queries 30 --candidates-only --passes 3 --cache DIR
+    python bench/bench_similar.py --size 100000 --queries 30 --candidates-only --passes 3 --cache DIR [--before-ivf OLD/ivf.py]
 
 With ``--paths`` one :class:`~incidentlib.search.similarity.SimilarityIndex` scores every incident
 (``candidate_threshold`` above the library's size) and one ranks candidates then exact evidence
@@ -38,8 +38,10 @@ import importlib.util
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -53,14 +55,19 @@ from incidentlib.search.engine import SearchEngine
 from incidentlib.search.similarity import Pools, SimilarityIndex
 
 
-def load_version(path: Path) -> type:
-    """``SimilarityIndex`` from another version's ``similarity.py``, imported inside this package."""
-    spec = importlib.util.spec_from_file_location("incidentlib.search._similarity_before", path)
+def load_module(path: Path, name: str) -> Any:
+    """Another version's module file, imported as ``name`` inside this package (its relative imports resolve)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up while being defined
     spec.loader.exec_module(module)
-    cls: type = module.SimilarityIndex
+    return module
+
+
+def load_version(path: Path) -> type:
+    """``SimilarityIndex`` from another version's ``similarity.py``, imported inside this package."""
+    cls: type = load_module(path, "incidentlib.search._similarity_before").SimilarityIndex
     return cls
 
 
@@ -81,32 +88,74 @@ def similarity_engine(size: int, ivf: bool, keep: Path | None) -> tuple[SearchEn
     return engine, incidents, cache
 
 
-def candidates_alone(size: int, count: int, passes: int, ivf: bool, keep: Path | None) -> None:
+def candidates_alone(size: int, count: int, passes: int, ivf: bool, keep: Path | None, before_ivf: Path | None = None) -> None:
     """The candidate path's latency on its own, warm: the first request (which loads or builds the similarity
     artefact, in ``keep`` when given) and one pass over the ``count`` query incidents are not timed; then
     ``passes`` timed passes over the same queries, p50/p99 each.  ``--paths`` times the candidate path in turn with
-    the exact one, whose copy of every vector competes for the page cache the candidate path reads its rows from."""
+    the exact one, whose copy of every vector competes for the page cache the candidate path reads its rows from.
+
+    With ``before_ivf`` (another version's ``ivf.py``) three settings take turns query by query on the same index:
+    that version's row reading with the code search on one thread, this tree's row reading on one thread, and this
+    tree as it is (the code search over :data:`~incidentlib.search.ivf.SEARCH_THREADS`), each query first in a
+    rotating order; their top-10 lists must be equal."""
     import shutil
+
+    from incidentlib.search import ivf as ivf_module
 
     engine, incidents, cache = similarity_engine(size, ivf, keep)
     ids = engine._incident_ids
     picked = [engine.data.incidents[ids[round(i * (len(ids) - 1) / max(count - 1, 1))]] for i in range(count)]
     index = SimilarityIndex(engine, candidate_threshold=0)
+    settings: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {"this tree": contextlib.nullcontext}
+    if before_ivf is not None:
+        old = load_module(before_ivf, "incidentlib.search._ivf_before")
+        settings = {"before: its row reading, code search on 1 thread": lambda: patched(
+                        ivf_module, search_threads=1, row_reader=old._RowReader.rows, index_rows=old.IvfIndex.rows),
+                    "row reading of this tree, code search on 1 thread": lambda: patched(ivf_module, search_threads=1),
+                    **settings}
     for incident in picked:  # warm: the artefact, the lazily built parts and the pages the queries read
-        index.rank(index.incident_query(incident), 10)
-    print(f"{incidents:,} incidents ({len(engine.chunks):,} chunks), dense index {engine.dense.index.describe()}, "
-          f"{count} query incidents, candidate path alone after one untimed pass\n")
-    print("| pass | p50 (ms) | p99 (ms) |\n|---|---|---|")
+        for setting in settings.values():
+            with setting():
+                index.rank(index.incident_query(incident), 10)
+    sys.stdout.write(f"{incidents:,} incidents ({len(engine.chunks):,} chunks), dense index {engine.dense.index.describe()}, "
+                     f"{count} query incidents, candidate path alone after one untimed pass"
+                     f"{', settings in turn query by query' if len(settings) > 1 else ''}\n\n"
+                     "| pass | setting | p50 (ms) | p99 (ms) |\n|---|---|---|---|\n")
     for number in range(1, passes + 1):
-        samples = []
-        for incident in picked:
-            started = time.perf_counter()
-            index.rank(index.incident_query(incident), 10)
-            samples.append(time.perf_counter() - started)
-        print(f"| {number} | {percentile_ms(samples, 50):.1f} | {percentile_ms(samples, 99):.1f} |", flush=True)
-    print(f"\nload average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        samples: dict[str, list[float]] = {name: [] for name in settings}
+        names = list(settings)
+        for turn, incident in enumerate(picked):
+            answers = []
+            # the order rotates query by query: a setting that ran the same query just before finds its rows in the CPU caches
+            for name in names[turn % len(names):] + names[:turn % len(names)]:
+                with settings[name]():
+                    started = time.perf_counter()
+                    ranked = index.rank(index.incident_query(incident), 10)
+                    samples[name].append(time.perf_counter() - started)
+                answers.append([(e.incident_id, e.chunk, round(e.score, 9)) for e in ranked])
+            if any(answer != answers[0] for answer in answers):
+                raise SystemExit(f"the settings disagree on {incident.id}")
+        for name, values in samples.items():
+            sys.stdout.write(f"| {number} | {name} | {percentile_ms(values, 50):.1f} | {percentile_ms(values, 99):.1f} |\n")
+        sys.stdout.flush()
+    sys.stdout.write(f"\nload average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     if keep is None:
         shutil.rmtree(cache, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def patched(module: Any, search_threads: int, row_reader: Any = None, index_rows: Any = None) -> Iterator[None]:
+    """``ivf``'s thread bound, and optionally its row-reading methods, replaced for the block."""
+    saved = (module.SEARCH_THREADS, module._RowReader.rows, module.IvfIndex.rows)
+    module.SEARCH_THREADS = search_threads
+    if row_reader is not None:
+        module._RowReader.rows = row_reader
+    if index_rows is not None:
+        module.IvfIndex.rows = index_rows
+    try:
+        yield
+    finally:
+        module.SEARCH_THREADS, module._RowReader.rows, module.IvfIndex.rows = saved
 
 
 def main() -> None:
@@ -129,6 +178,8 @@ def main() -> None:
     parser.add_argument("--candidates-only", action="store_true", help="the candidate path alone, warm: one untimed pass "
                         "over the queries, then --passes timed ones (no exact path interleaved to share the page cache)")
     parser.add_argument("--passes", type=int, default=3, help="--candidates-only: timed passes")
+    parser.add_argument("--before-ivf", type=Path, help="--candidates-only: another version's ivf.py; its row reading with "
+                        "the code search on one thread, this tree's on one thread, and this tree, query by query in turn")
     parser.add_argument("--probe-shares", default="", help="--paths: also the candidate path at these shares of the inverted "
                         "file's nprobe, comma-separated (Pools.probe_share)")
     args = parser.parse_args()
@@ -136,7 +187,7 @@ def main() -> None:
         compare_quality(args.data, args.labels)
         return
     if args.candidates_only:
-        candidates_alone(args.size, args.queries, args.passes, args.ivf, args.cache)
+        candidates_alone(args.size, args.queries, args.passes, args.ivf, args.cache, args.before_ivf)
         return
     if args.paths:
         shares = [float(x) for x in args.probe_shares.split(",") if x.strip()]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import faiss
 import numpy as np
 import pytest
 from conftest import small_library
@@ -14,13 +15,14 @@ from fakes import HashEmbedder
 from incidentlib import Library
 from incidentlib.library import SearchConfig
 from incidentlib.loader import load_library
+from incidentlib.search import ivf as ivf_module
 from incidentlib.search.engine import SearchEngine
 from incidentlib.search.exact import ExactIndex
 from incidentlib.search.hnsw import HnswIndex
 from incidentlib.search.ivf import IvfIndex
 from incidentlib.search.layered import LayeredIndex
 from incidentlib.search.lexical_top import lexical_top
-from incidentlib.search.similarity import Evidence, Pools, SimilarityIndex, _column_stats, _mean_std
+from incidentlib.search.similarity import Evidence, Pools, SimilarityIndex, _column_stats, _mean_std, one_blas_thread
 
 SIZE = 48  # incidents of the bundled library in the test library: several per cause, a second to build
 
@@ -145,6 +147,52 @@ def test_code_search_finds_the_rows_exact_search_finds(tmp_path: Path) -> None:
         assert len(set(row_ids.tolist()) & set(np.argsort(-exact)[:10].tolist())) >= 8
     few_scores, few_ids = ivf.search_codes_batch(queries[:1], 2000, nprobe=1)  # one list cannot hold every row: padded
     assert (few_ids == -1).any() and np.isneginf(few_scores[few_ids == -1]).all()
+
+
+def test_rows_read_from_the_file_come_back_in_the_order_asked(tmp_path: Path) -> None:
+    vectors = np.random.default_rng(5).normal(size=(300, 8)).astype(np.float32)
+    ivf = IvfIndex.build(vectors)
+    ivf.save(tmp_path)
+    assert ivf._reader is not None
+    asked_lists = [
+        np.array([10, 11, 12, 3, 4, 299]),  # runs out of file order
+        np.array([9, 8, 7, 7, 7, 100]),  # descending rows and repeats: each its own read
+        np.arange(300)[::-1],
+        np.array([42]),
+    ]
+    for asked in asked_lists:
+        got = ivf.rows(asked)
+        assert got.dtype == np.float32 and got.flags.c_contiguous
+        assert np.array_equal(got, vectors[asked])
+    assert ivf.rows(np.zeros(0, dtype=np.int64)).shape == (0, 8)
+    with pytest.raises(IndexError, match="past the end"):
+        ivf.rows(np.array([298, 299, 300]))
+    with pytest.raises(IndexError, match="negative"):
+        ivf.rows(np.array([5, -1]))
+
+
+def test_a_code_search_spreads_its_queries_over_threads_and_restores_the_callers_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(6)
+    vectors = rng.normal(size=(3000, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ivf = IvfIndex.build(vectors)
+    queries = vectors[rng.choice(3000, 12, replace=False)] + 0.01
+    monkeypatch.setattr(ivf_module, "SEARCH_THREADS", 3)
+    with ivf_module.query_threads(2):
+        assert faiss.omp_get_max_threads() == 2
+    with ivf_module.query_threads(10):
+        assert faiss.omp_get_max_threads() == 3
+    with ivf_module.query_threads(0):
+        assert faiss.omp_get_max_threads() == 1
+    answers = {}
+    for threads in (1, 3):
+        monkeypatch.setattr(ivf_module, "SEARCH_THREADS", threads)
+        with one_blas_thread():  # as the candidate path calls it: the caller's limit holds again afterwards
+            limit = faiss.omp_get_max_threads()
+            answers[threads] = ivf.search_codes_batch(queries, 20, nprobe=4)
+            assert faiss.omp_get_max_threads() == limit
+    assert np.array_equal(answers[1][1], answers[3][1]) and np.array_equal(answers[1][0], answers[3][0])
 
 
 @pytest.mark.slow  # builds a library of its own (~2.5 s)

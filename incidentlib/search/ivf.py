@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 import os
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -74,6 +76,29 @@ MAPPED_READ = faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY
 _EXACT_BLOCK = 262_144
 
 
+#: FAISS's OpenMP threads when this module is imported (``OMP_NUM_THREADS`` if set, else the cores), before any caller
+#: limits them: the most threads a batch of code searches is spread over.
+SEARCH_THREADS = max(1, faiss.omp_get_max_threads())
+
+
+@contextmanager
+def query_threads(queries: int) -> Iterator[None]:
+    """FAISS's OpenMP threads set to ``min(queries, SEARCH_THREADS)`` on this thread for the block, then restored.
+
+    A batch search splits whole queries between the threads, so none waits on another's partial result and the
+    answer does not depend on the count.  The candidate path of ``similar`` runs its small BLAS products on one
+    thread (:func:`.similarity.one_blas_thread`); FAISS's BLAS is OpenMP-threaded, so that limit also left its code
+    scan of ~10 query passages on one core: 9 ms a query at 100k incidents against 5 ms on two
+    (bench/bench_similar.py --candidates-only --before-ivf, docs/benchmarks.md).  OpenMP keeps the setting per
+    calling thread, so concurrent requests do not change each other's."""
+    previous = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(max(1, min(queries, SEARCH_THREADS)))
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(previous)
+
+
 def list_count(rows: int) -> int:
     """``clamp(round(LISTS_PER_SQRT_N · √rows), MIN_LISTS, MAX_LISTS)``, and never more than ``rows / TRAIN_POINTS_PER_LIST``."""
     wanted = round(LISTS_PER_SQRT_N * math.sqrt(max(rows, 1)))
@@ -91,17 +116,28 @@ class _RowReader:
         weakref.finalize(self, os.close, self._fd)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
-        """Rows ``ids`` (any order) as a new float32 matrix; a run of consecutive rows is one read (an incident's
-        passages are adjacent rows)."""
+        """Rows ``ids`` (any order, repeats allowed) as a new float32 matrix.
+
+        A run of asked positions holding consecutive rows (an incident's passages are adjacent rows) is one
+        ``preadv`` straight into its slice of the result: no intermediate bytes object, no reordering copy.  The runs
+        are read in ascending file order, so a cold file is still read forwards."""
         ids = np.asarray(ids, dtype=np.int64)
         out = np.empty((len(ids), self._dim), dtype=np.float32)
         if not len(ids):
             return out
+        if ids.min() < 0:
+            raise IndexError(f"row {int(ids.min())} is negative")
         breaks = np.flatnonzero(np.diff(ids) != 1) + 1
-        for start, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(ids)], strict=True):
-            count = end - start
-            data = os.pread(self._fd, count * self._row_bytes, self._offset + int(ids[start]) * self._row_bytes)
-            out[start:end] = np.frombuffer(data, dtype=np.float32).reshape(count, self._dim)
+        starts = np.concatenate([[0], breaks])
+        ends = np.concatenate([breaks, [len(ids)]])
+        target = out.data.cast("B")
+        size = self._row_bytes
+        for run in np.argsort(ids[starts], kind="stable").tolist():
+            start, end = int(starts[run]), int(ends[run])
+            wanted = (end - start) * size
+            read = os.preadv(self._fd, [target[start * size:end * size]], self._offset + int(ids[start]) * size)
+            if read != wanted:  # only past the end of the file: a row that does not exist
+                raise IndexError(f"rows {int(ids[start])}..{int(ids[end - 1])} are past the end of the vectors file")
         return out
 
 
@@ -241,22 +277,20 @@ class IvfIndex:
     def search_codes_batch(self, queries: np.ndarray, k: int, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top ``k`` of each query by the 8-bit codes alone, in one FAISS call, scanning ``nprobe`` lists (default:
         the calibrated number): no row is read from disk.  For callers that score what they find again exactly
-        (the candidate path of ``similar``).  (scores, row ids), each (queries × k), best first; −1 / −inf pads."""
+        (the candidate path of ``similar``).  (scores, row ids), each (queries × k), best first; −1 / −inf pads.
+        The queries are spread over FAISS's threads (:func:`query_threads`), whatever limit the caller's BLAS has."""
         queries = np.ascontiguousarray(np.asarray(queries, dtype=np.float32).reshape(-1, int(self._index.d)))
         k = min(k, len(self))
         if not len(queries) or k <= 0:
             return np.zeros((len(queries), 0), dtype=np.float32), np.zeros((len(queries), 0), dtype=np.int64)
         params = faiss.SearchParametersIVF(nprobe=max(1, min(nprobe or self.nprobe, self.lists)))  # type: ignore[call-arg]
-        scores, ids = self._index.search(queries, k, params=params)
+        with query_threads(len(queries)):
+            scores, ids = self._index.search(queries, k, params=params)
         return np.where(ids >= 0, scores, -np.inf).astype(np.float32), ids.astype(np.int64)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
-        """Rows read in ascending order (the file is read forwards), returned in the order asked."""
-        ids = np.asarray(ids, dtype=np.int64)
-        order = np.argsort(ids, kind="stable")
-        out = np.empty((len(ids), int(self._index.d)), dtype=np.float32)
-        out[order] = self._rows(ids[order])
-        return out
+        """Float32 rows ``ids``, in the order asked (read from the file in ascending order: see :class:`_RowReader`)."""
+        return self._rows(np.asarray(ids, dtype=np.int64))
 
     def save(self, folder: Path) -> list[str]:
         """Write the codes and the float32 rows, then serve the rows from the written file."""

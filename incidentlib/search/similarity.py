@@ -221,7 +221,8 @@ def one_blas_thread() -> Any:
     """A context in which BLAS runs on one thread.  The candidate path's products are small (tens of query passages
     against a few thousand rows, vectors of one column): a second thread saves less than it costs to wake, and on a
     busy machine waiting for it took 12 ms for a 100k-element dot product that takes 0.1 ms on one thread
-    (docs/benchmarks.md).  Same results: the products are split by output rows, not summed across threads."""
+    (docs/benchmarks.md).  Same results: the products are split by output rows, not summed across threads.  The
+    inverted file's code scan sets its own threads (:func:`.ivf.query_threads`): whole query passages per thread."""
     return _blas_controller().limit(limits=1, user_api="blas")
 
 
