@@ -23,7 +23,8 @@ from itertools import chain, islice
 
 import numpy as np
 
-from .tokenize import token_ids, tokenize
+from . import token_workers
+from .tokenize import tokenize
 
 #: BM25 term-frequency saturation and length normalisation: the usual textbook defaults
 #: (k1 = 1.2, b = 0.75), not tuned on this library.
@@ -56,7 +57,8 @@ def build_postings(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B)
     """Tokenize ``texts`` and compute the BM25 weight of every (term, chunk) pair (formula in the module docstring).
 
     The same postings as :func:`postings_from_tokens` over ``[tokenize(t) for t in texts]`` (term ids in order of
-    first occurrence), with the texts tokenized in bulk (:func:`~.tokenize.token_ids`).
+    first occurrence), with the texts tokenized in bulk (:func:`~.tokenize.token_ids`), on several cores for a large
+    batch (:mod:`.token_workers`).
     """
     vocabulary: dict[str, int] = {}
     term_of_pair, chunk_of_pair, tf, lengths = _count_texts(texts, vocabulary)
@@ -153,7 +155,7 @@ def _count_texts(texts: Sequence[str], vocabulary: dict[str, int]) -> tuple[np.n
     """
     numbering = _Numbering(vocabulary)
     known = len(vocabulary)
-    ids, lengths = token_ids(texts, numbering.__getitem__)
+    ids, lengths = token_workers.token_ids(texts, numbering.__getitem__)  # several processes for a large batch
     empty = np.flatnonzero(lengths == 0)
     if len(empty):
         offsets = np.cumsum(lengths, dtype=np.int64) - lengths

@@ -1,0 +1,81 @@
+"""Tokenizing on several cores (``token_workers``) gives what one process gives, and survives a failed worker.
+
+The workers are real interpreters running the module's worker program, fed through pipes.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import numpy as np
+import pytest
+from test_tokenize_bulk import EDGE_CASES, random_texts
+
+from incidentlib.search import lexical, token_workers
+from incidentlib.search.tokenize import tokenize_many
+
+FIELDS = ("vocabulary", "indptr", "indices", "data", "tf", "lengths")
+
+
+def _tokens(texts: list[str], workers: int) -> tuple[list[list[str]], list[str]]:
+    """Each text's tokens as strings, and the terms in the order ``term_id`` numbered them."""
+    terms: dict[str, int] = {}
+    ids, lengths = token_workers.token_ids(texts, lambda term: terms.setdefault(term, len(terms)), workers=workers, min_texts=0)
+    assert ids.dtype == np.int32 and len(lengths) == len(texts) and int(lengths.sum()) == len(ids)
+    names = np.array(list(terms) or [""], dtype=object)[ids]
+    return [part.tolist() for part in np.split(names, np.cumsum(lengths)[:-1])], list(terms)
+
+
+def test_shares_tokenized_by_workers_equal_one_process() -> None:
+    texts = [*EDGE_CASES, *random_texts(2000, seed=11), *EDGE_CASES]
+    alone, _ = _tokens(texts, workers=0)
+    for workers in (1, 2):
+        split, terms = _tokens(texts, workers=workers)
+        assert split == alone
+        assert len(set(terms)) == len(terms)  # every term numbered once, whichever process met it first
+    assert alone == tokenize_many(texts)  # workers=0 is the plain bulk path
+
+
+def test_postings_built_with_workers_equal_postings_built_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = random_texts(1500, seed=12)
+    monkeypatch.setenv(token_workers.WORKERS_ENV, "0")
+    alone = lexical.build_postings(texts)
+    monkeypatch.setenv(token_workers.WORKERS_ENV, "2")
+    monkeypatch.setattr(token_workers, "PARALLEL_MIN_TEXTS", 100)
+    split = lexical.build_postings(texts)
+    for name in FIELDS:
+        assert np.array_equal(np.asarray(getattr(alone, name)), np.asarray(getattr(split, name))), name
+
+
+@pytest.mark.parametrize("executable", ["/bin/false", "/nonexistent/python"])
+def test_a_failed_worker_costs_time_not_the_result(executable: str, monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    texts = random_texts(600, seed=13)
+    alone, _ = _tokens(texts, workers=0)
+    monkeypatch.setattr(sys, "executable", executable)  # the worker exits with status 1, or cannot start at all
+    with caplog.at_level(logging.WARNING, logger=token_workers.__name__):
+        split, _ = _tokens(texts, workers=1)
+    assert split == alone
+    assert any("tokenizing its" in record.getMessage() for record in caplog.records)
+
+
+def test_small_batches_stay_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[int] = []
+    monkeypatch.setattr(token_workers, "_start", lambda share: started.append(len(share)))
+    terms: dict[str, int] = {}
+    token_workers.token_ids(["GPU 장애가 났다"] * 10, lambda term: terms.setdefault(term, len(terms)), workers=2)
+    assert started == []  # below PARALLEL_MIN_TEXTS
+
+
+def test_the_worker_count_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(token_workers.WORKERS_ENV, "3")
+    assert token_workers.default_workers() == 3
+    monkeypatch.setenv(token_workers.WORKERS_ENV, "0")
+    assert token_workers.default_workers() == 0
+    for bad in ("two", "-1"):
+        monkeypatch.setenv(token_workers.WORKERS_ENV, bad)
+        with pytest.raises(ValueError, match=token_workers.WORKERS_ENV):
+            token_workers.default_workers()
+    monkeypatch.delenv(token_workers.WORKERS_ENV)
+    assert 0 <= token_workers.default_workers() <= token_workers.MAX_WORKERS
