@@ -19,7 +19,8 @@ every text of a copy after the first (the recipe of ``bench_search.py``).  Two b
 The versions run in turn, ``--rounds`` times each, and must produce identical postings.  ``--versions after``
 times this tree alone (for a size at which both versions' memory would not fit at once; nothing is
 compared).  Memory is the peak resident set during a build above the resident set before it (sampled
-every 5 ms by another process).
+every 5 ms by another process); the resident sets of the processes a build starts (its tokenizing workers) are
+summed and reported apart.
 """
 
 from __future__ import annotations
@@ -58,18 +59,36 @@ def rss_mb() -> float:
 # every few milliseconds and slow the two versions unequally.
 SAMPLER = """
 import os, sys, time
-path, page, peak = f"/proc/{sys.argv[1]}/statm", os.sysconf("SC_PAGE_SIZE"), 0
+page, me, peak, helpers = os.sysconf("SC_PAGE_SIZE"), os.getpid(), 0, 0
+def rss(pid):
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * page
+    except OSError:  # ended between the listing and the read
+        return 0
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as listed:
+            return [int(x) for x in listed.read().split()]
+    except OSError:
+        return []
 print("ready", flush=True)
 while not os.path.exists(sys.argv[2]):
-    with open(path) as statm:
-        peak = max(peak, int(statm.read().split()[1]) * page)
+    peak = max(peak, rss(int(sys.argv[1])))
+    found, todo = 0, [c for c in children(int(sys.argv[1])) if c != me]
+    while todo:
+        pid = todo.pop()
+        found += rss(pid)
+        todo.extend(children(pid))
+    helpers = max(helpers, found)
     time.sleep(0.005)
-print(peak / 2**20, flush=True)
+print(peak / 2**20, helpers / 2**20, flush=True)
 """
 
 
-def measured(build: Callable[[], Any]) -> tuple[Any, float, float]:
-    """``build()``'s result, its wall time (s) and the peak resident set it added (MB)."""
+def measured(build: Callable[[], Any]) -> tuple[Any, float, float, float]:
+    """``build()``'s result, its wall time (s), the peak resident set it added (MB), and the peak of the summed
+    resident sets of the processes it started (the tokenizing workers; 0 without them)."""
     gc.collect()
     base = rss_mb()
     with tempfile.TemporaryDirectory() as folder:
@@ -82,9 +101,9 @@ def measured(build: Callable[[], Any]) -> tuple[Any, float, float]:
         result = build()
         elapsed = time.perf_counter() - started
         stop.touch()
-        peak = float(sampler.stdout.readline())
+        peak, helpers = map(float, sampler.stdout.readline().split())
         sampler.wait()
-    return result, elapsed, max(peak, rss_mb()) - base
+    return result, elapsed, max(peak, rss_mb()) - base, helpers
 
 
 def load(path: Path, name: str) -> ModuleType:
@@ -127,25 +146,27 @@ def main() -> None:
     if args.mode in ("texts", "both"):
         builds["from texts"] = {name: (lambda m=module: m.build_postings(texts))
                                 for name, module in versions}
-    print("\n| build | version | median (s) | min (s) | max (s) | µs a chunk (median) | peak RSS added (MB) |\n"
-          "|---|---|---|---|---|---|---|")
+    print("\n| build | version | median (s) | min (s) | max (s) | µs a chunk (median) | peak RSS added (MB) | "
+          "workers' peak RSS (MB) |\n|---|---|---|---|---|---|---|---|")
     for kind, versions in builds.items():
         times: dict[str, list[float]] = {name: [] for name in versions}
         memory: dict[str, float] = dict.fromkeys(versions, 0.0)
+        helpers: dict[str, float] = dict.fromkeys(versions, 0.0)
         built: dict[str, Any] = {}
         for _ in range(args.rounds):
             for name, build in versions.items():
                 built[name] = None
-                built[name], elapsed, added = measured(build)
+                built[name], elapsed, added, workers = measured(build)
                 times[name].append(elapsed)
                 memory[name] = max(memory[name], added)
+                helpers[name] = max(helpers[name], workers)
         for field in FIELDS if "before" in built else ():
             a, b = getattr(built["before"], field), getattr(built["after"], field)
             assert (a == b) if isinstance(a, list) else np.array_equal(a, b), f"{kind}: {field} differs"
         for name, samples in times.items():
             median = float(np.median(samples))
             print(f"| {kind} | {name} | {median:.2f} | {min(samples):.2f} | {max(samples):.2f} | "
-                  f"{median / len(texts) * 1e6:.1f} | {memory[name]:,.0f} |")
+                  f"{median / len(texts) * 1e6:.1f} | {memory[name]:,.0f} | {helpers[name]:,.0f} |")
         del built
     compared = "postings identical" if args.versions == "both" else "one version, nothing compared"
     print(f"\n{compared}; load average after: {os.getloadavg()[0]:.2f}")
