@@ -6,6 +6,7 @@ The workers are real interpreters running the module's worker program, fed throu
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 
 import numpy as np
@@ -79,3 +80,23 @@ def test_the_worker_count_comes_from_the_environment(monkeypatch: pytest.MonkeyP
             token_workers.default_workers()
     monkeypatch.delenv(token_workers.WORKERS_ENV)
     assert 0 <= token_workers.default_workers() <= token_workers.MAX_WORKERS
+
+
+def test_an_interrupted_build_leaves_no_worker_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[subprocess.Popen[bytes] | None] = []
+    real_start = token_workers._start
+
+    def start(share: list[str]) -> subprocess.Popen[bytes] | None:
+        started.append(real_start(share))
+        return started[-1]
+
+    def interrupted(texts: list[str], term_id: object) -> None:
+        raise RuntimeError("interrupted while tokenizing the first share")
+
+    monkeypatch.setattr(token_workers, "_start", start)
+    monkeypatch.setattr(token_workers.tokenize, "token_ids", interrupted)  # this process only: the worker loads its own
+    terms: dict[str, int] = {}
+    with pytest.raises(RuntimeError, match="interrupted"):
+        token_workers.token_ids(random_texts(300, seed=14), lambda term: terms.setdefault(term, len(terms)), workers=2,
+                                min_texts=0)
+    assert len(started) == 2 and all(worker is not None and worker.poll() is not None for worker in started)

@@ -65,10 +65,18 @@ def token_ids(texts: Sequence[str], term_id: Callable[[str], int], workers: int 
         return tokenize.token_ids(texts, term_id)
     bounds = np.linspace(0, len(texts), workers + 2).round().astype(int).tolist()
     shares = [list(texts[bounds[i]:bounds[i + 1]]) for i in range(workers + 1)]
-    started = [_start(share) for share in shares[1:]]
-    parts = [tokenize.token_ids(shares[0], term_id)]
-    for share, worker in zip(shares[1:], started, strict=True):
-        parts.append(_collect(worker, share, term_id))
+    started: list[subprocess.Popen[bytes] | None] = []
+    try:
+        started.extend(_start(share) for share in shares[1:])
+        parts = [tokenize.token_ids(shares[0], term_id)]
+        for share, worker in zip(shares[1:], started, strict=True):
+            parts.append(_collect(worker, share, term_id))
+    except BaseException:  # interrupted (or a bad text): no worker is left running
+        for worker in started:
+            if worker is not None and worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        raise
     ids = np.concatenate([part[0] for part in parts])
     lengths = np.concatenate([part[1] for part in parts])
     return ids, lengths
