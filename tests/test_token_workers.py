@@ -14,6 +14,7 @@ import pytest
 from test_tokenize_bulk import EDGE_CASES, random_texts
 
 from incidentlib.search import lexical, token_workers
+from incidentlib.search import tokenize as tokenize_module
 from incidentlib.search.tokenize import tokenize_many
 
 FIELDS = ("vocabulary", "indptr", "indices", "data", "tf", "lengths")
@@ -94,7 +95,7 @@ def test_an_interrupted_build_leaves_no_worker_running(monkeypatch: pytest.Monke
         raise RuntimeError("interrupted while tokenizing the first share")
 
     monkeypatch.setattr(token_workers, "_start", start)
-    monkeypatch.setattr(token_workers.tokenize, "token_ids", interrupted)  # this process only: the worker loads its own
+    monkeypatch.setattr(tokenize_module, "token_ids", interrupted)  # this process only: the worker loads its own
     terms: dict[str, int] = {}
     with pytest.raises(RuntimeError, match="interrupted"):
         token_workers.token_ids(random_texts(300, seed=14), lambda term: terms.setdefault(term, len(terms)), workers=2,
