@@ -72,13 +72,23 @@ def children(pid):
             return [int(x) for x in listed.read().split()]
     except OSError:
         return []
+def command(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as line:
+            return line.read()
+    except OSError:
+        return b""
+# A child between its fork (vfork) and its exec still runs the build's own image: its resident set is the build's,
+# not a worker's, so it is not counted until it has become the worker program.
+build = command(int(sys.argv[1]))
 print("ready", flush=True)
 while not os.path.exists(sys.argv[2]):
     peak = max(peak, rss(int(sys.argv[1])))
     found, todo = 0, [c for c in children(int(sys.argv[1])) if c != me]
     while todo:
         pid = todo.pop()
-        found += rss(pid)
+        if command(pid) != build:
+            found += rss(pid)
         todo.extend(children(pid))
     helpers = max(helpers, found)
     time.sleep(0.005)

@@ -58,3 +58,24 @@ def test_weights_follow_the_formula(monkeypatch: pytest.MonkeyPatch) -> None:
             assert p.data[at] == pytest.approx(expected, rel=1e-6)
             checked += 1
     assert checked == len(p.data) > 0
+
+
+@pytest.mark.parametrize("split_at", [1, 2, 100])
+def test_sorting_the_keys_in_two_halves_does_not_change_postings(monkeypatch: pytest.MonkeyPatch, split_at: int) -> None:
+    texts = corpus(700, seed=7)  # a small vocabulary: many runs of equal keys straddle the middle of the keys
+    whole = build_postings(texts)
+    monkeypatch.setattr(lexical, "SPLIT_SORT_KEYS", split_at)
+    same(build_postings(texts), whole)
+    same(postings_from_tokens([tokenize(t) for t in texts], len(texts)), whole)
+
+
+def test_a_run_across_the_middle_of_the_keys_is_counted_once() -> None:
+    keys = np.array([9, 4, 4, 4, 4, 4, 4, 1], dtype=np.int64)  # the run of 4s holds the middle position
+    distinct, counts = lexical._sorted_runs_in_halves(keys.copy())
+    assert distinct.tolist() == [1, 4, 9] and counts.tolist() == [1, 6, 1] and counts.dtype == np.int32
+    rng = np.random.default_rng(8)
+    for size in (2, 3, 1001):
+        keys = rng.integers(0, 5, size).astype(np.int64)
+        values, numbers = np.unique(keys, return_counts=True)
+        distinct, counts = lexical._sorted_runs_in_halves(keys)
+        assert distinct.tolist() == values.tolist() and counts.tolist() == numbers.tolist()
