@@ -50,12 +50,12 @@ def test_postings_built_with_workers_equal_postings_built_alone(monkeypatch: pyt
         assert np.array_equal(np.asarray(getattr(alone, name)), np.asarray(getattr(split, name))), name
 
 
-@pytest.mark.parametrize("executable", ["/bin/false", "/nonexistent/python"])
+@pytest.mark.parametrize("executable", ["/bin/false", "/nonexistent/python", ""])
 def test_a_failed_worker_costs_time_not_the_result(executable: str, monkeypatch: pytest.MonkeyPatch,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     texts = random_texts(600, seed=13)
     alone, _ = _tokens(texts, workers=0)
-    monkeypatch.setattr(sys, "executable", executable)  # the worker exits with status 1, or cannot start at all
+    monkeypatch.setattr(sys, "executable", executable)  # the worker exits with status 1, cannot start, or is unknown
     with caplog.at_level(logging.WARNING, logger=token_workers.__name__):
         split, _ = _tokens(texts, workers=1)
     assert split == alone

@@ -84,6 +84,9 @@ def token_ids(texts: Sequence[str], term_id: Callable[[str], int], workers: int 
 
 def _start(share: list[str]) -> subprocess.Popen[bytes] | None:
     """A worker given ``share`` (written to its standard input), or ``None`` when it could not be started."""
+    if not sys.executable:  # an embedded interpreter may not know its own program
+        log.warning("no Python executable to start a tokenizing worker with: tokenizing its %d texts here", len(share))
+        return None
     command = [sys.executable, "-P", "-c", _WORKER, tokenize.__file__]  # -P: the working folder shadows no module
     try:
         worker = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
