@@ -4,6 +4,7 @@ and the batch search / row fetch every dense index offers for it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import faiss
@@ -169,6 +170,16 @@ def test_rows_read_from_the_file_come_back_in_the_order_asked(tmp_path: Path) ->
         ivf.rows(np.array([298, 299, 300]))
     with pytest.raises(IndexError, match="negative"):
         ivf.rows(np.array([5, -1]))
+
+
+def test_the_code_search_threads_follow_openmps_variable_else_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    cores = len(os.sched_getaffinity(0))
+    for value, expected in (("3", 3), ("4,2", 4), (" 2 ", 2), ("0", cores), ("many", cores), ("", cores)):
+        monkeypatch.setenv("OMP_NUM_THREADS", value)
+        assert ivf_module._search_threads() == expected, value
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    with one_blas_thread():  # a caller's temporary limit is not taken for the machine's
+        assert ivf_module._search_threads() == cores
 
 
 def test_a_code_search_spreads_its_queries_over_threads_and_restores_the_callers_limit(

@@ -76,9 +76,18 @@ MAPPED_READ = faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY
 _EXACT_BLOCK = 262_144
 
 
-#: FAISS's OpenMP threads when this module is imported (``OMP_NUM_THREADS`` if set, else the cores), before any caller
-#: limits them: the most threads a batch of code searches is spread over.
-SEARCH_THREADS = max(1, faiss.omp_get_max_threads())
+def _search_threads() -> int:
+    """The first value of ``OMP_NUM_THREADS`` when it is a positive number (OpenMP's own setting: a user's limit
+    holds), else the cores this process may use.  Read from the environment, not from OpenMP, whose current count
+    may be a caller's temporary limit (:func:`.similarity.one_blas_thread`) when this module is first imported."""
+    configured = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+#: The most threads a batch of code searches is spread over (:func:`query_threads`).
+SEARCH_THREADS = _search_threads()
 
 
 @contextmanager
