@@ -65,8 +65,22 @@ def test_sorting_the_keys_in_two_halves_does_not_change_postings(monkeypatch: py
     texts = corpus(700, seed=7)  # a small vocabulary: many runs of equal keys straddle the middle of the keys
     whole = build_postings(texts)
     monkeypatch.setattr(lexical, "SPLIT_SORT_KEYS", split_at)
+    monkeypatch.setattr(lexical, "usable_cores", lambda: 2)  # the split runs on a one-core machine too
+    halves = []
+    real_halves = lexical._sorted_runs_in_halves
+    monkeypatch.setattr(lexical, "_sorted_runs_in_halves", lambda keys: halves.append(len(keys)) or real_halves(keys))
     same(build_postings(texts), whole)
     same(postings_from_tokens([tokenize(t) for t in texts], len(texts)), whole)
+    assert len(halves) == 2  # both builds took the two-thread path
+
+
+def test_one_core_sorts_the_keys_in_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = corpus(300, seed=9)
+    whole = build_postings(texts)
+    monkeypatch.setattr(lexical, "SPLIT_SORT_KEYS", 1)
+    monkeypatch.setattr(lexical, "usable_cores", lambda: 1)
+    monkeypatch.setattr(lexical, "_sorted_runs_in_halves", lambda keys: pytest.fail("split on one core"))
+    same(build_postings(texts), whole)
 
 
 def test_a_run_across_the_middle_of_the_keys_is_counted_once() -> None:

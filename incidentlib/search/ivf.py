@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 import faiss
 import numpy as np
 
+from .cores import usable_cores
 from .dense import VectorIndex, empty_result, pad_batch
 
 INDEX_FILE = "ivf.faiss"
@@ -83,7 +84,7 @@ def _search_threads() -> int:
     configured = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return usable_cores()
 
 
 #: The most threads a batch of code searches is spread over (:func:`query_threads`).

@@ -25,6 +25,7 @@ from itertools import chain, islice
 import numpy as np
 
 from . import token_workers
+from .cores import usable_cores
 from .tokenize import tokenize
 
 #: BM25 term-frequency saturation and length normalisation: the usual textbook defaults
@@ -187,9 +188,10 @@ def _count_texts(texts: Sequence[str], vocabulary: dict[str, int]) -> tuple[np.n
 #: held one int64 or float64 temporary per token or per pair (about 1 GB each at 1.35M chunks).
 KEY_BLOCK = 1 << 16
 WEIGH_BLOCK = 1 << 20
-#: Tokens from which :func:`_pairs` sorts and counts the two halves of the keys on two threads: the sort is a third of a
-#: 1.35M-chunk build (15.8 s of 51.6 s with the counting, docs/benchmarks.md), and splitting it costs one O(n)
-#: partition.  Below a few million keys the whole step takes well under a second and a thread is not worth starting.
+#: Tokens from which :func:`_pairs` sorts and counts the two halves of the keys on two threads (given two cores): the
+#: sort is a third of a 1.35M-chunk build (15.8 s of 51.6 s with the counting, docs/benchmarks.md), and splitting it
+#: costs one O(n) partition.  Below a few million keys the whole step takes well under a second and a thread is not
+#: worth starting.
 SPLIT_SORT_KEYS = 1 << 22
 
 
@@ -215,7 +217,7 @@ def _pairs(ids: list[np.ndarray], chunk_lengths: np.ndarray) -> tuple[np.ndarray
         lo = int(ends[chunk - 1]) if chunk else 0
         keys[lo:int(ends[stop - 1])] |= np.repeat(np.arange(chunk, stop, dtype=np.int64), chunk_lengths[chunk:stop])
     del ends
-    if len(keys) >= SPLIT_SORT_KEYS:
+    if len(keys) >= SPLIT_SORT_KEYS and usable_cores() > 1:
         pairs, tf = _sorted_runs_in_halves(keys)
     else:
         pairs, tf = _sorted_runs(keys)

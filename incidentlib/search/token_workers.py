@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import tokenize
+from .cores import usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,7 @@ def default_workers() -> int:
         if workers < 0:
             raise ValueError(f"{WORKERS_ENV}={configured!r}: the number of worker processes cannot be negative")
         return workers
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(0, min(MAX_WORKERS, cores - 1))
+    return max(0, min(MAX_WORKERS, usable_cores() - 1))
 
 
 def token_ids(texts: Sequence[str], term_id: Callable[[str], int], workers: int | None = None,
