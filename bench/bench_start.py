@@ -64,6 +64,12 @@ sys.path.insert(0, str(REPO / "bench"))
 NOISE = 0.05
 #: Seconds between two polls of the starting server: short against a start of seconds, long enough not to load it.
 POLL_SECONDS = 0.05
+#: A server is idle (its background work over: graph, tagger, start snapshot) once it used less than IDLE_CPU_SECONDS
+#: of CPU in IDLE_SECONDS: an idle uvicorn uses a few milliseconds a second; any background step uses a core.
+IDLE_SECONDS = 5.0
+#: The incident the requests after start ask about (``touch``): a bundled record, in every library this writes.
+TOUCH_ID = "IL-0025"
+IDLE_CPU_SECONDS = 0.25
 #: A start slower than this is reported as failed rather than waited for.
 START_TIMEOUT_SECONDS = 1800.0
 QUERY = "NCCL watchdog timeout"
@@ -214,6 +220,15 @@ def vm_hwm_mb(pid: int, field: str = "VmHWM") -> float:
     return math.nan
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (all its threads), NaN when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def children(pid: int) -> list[int]:
     """The processes whose parent is ``pid``."""
     found = []
@@ -228,7 +243,7 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = ()) -> dict[str, float]:
+def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = (), touch: bool = False) -> dict[str, float]:
     """Step 3: launch ``incidentlib serve`` and poll until the first search answer; kill it; the seconds and peak RSS."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -262,17 +277,45 @@ def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = ()) -> dic
         health = f"http://127.0.0.1:{port}/health"
         while not math.isnan(answered) and time.perf_counter() - started < START_TIMEOUT_SECONDS:
             with urllib.request.urlopen(health, timeout=60) as response:
-                ready = json.loads(response.read()).get("graph_ready", True)
-            if ready:
+                status = json.loads(response.read())
+            if status.get("graph_ready", True) and "graph ready (s)" not in seen:
                 seen["graph ready (s)"] = time.perf_counter() - started
+                seen["server RSS once the graph is ready (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
+            if status.get("graph_ready", True) and status.get("tagger_ready", True):
+                seen["graph and tagger ready (s)"] = time.perf_counter() - started
                 break
             time.sleep(POLL_SECONDS)
+        seen["server RSS once the graph and tagger are ready (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
+        # what the server holds while it serves: once its background work is over (no CPU for IDLE_SECONDS; a
+        # server whose /health does not say when the tagger is ready is measured the same way)
+        while not math.isnan(answered) and time.perf_counter() - started < START_TIMEOUT_SECONDS:
+            before = cpu_seconds(process.pid)
+            time.sleep(IDLE_SECONDS)
+            if cpu_seconds(process.pid) - before < IDLE_CPU_SECONDS:
+                seen["idle (s)"] = time.perf_counter() - started - IDLE_SECONDS
+                seen["server RSS once idle (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
+                break
+        if touch and "idle (s)" in seen:
+            # what a serving process holds once it has answered the requests that read across the library: the first
+            # `similar` builds (or loads) its artefact over every record, `related` scores through the graph
+            base = f"http://127.0.0.1:{port}"
+            request = urllib.request.Request(f"{base}/similar", data=json.dumps({"incident_id": TOUCH_ID, "k": 10}).encode(),
+                                             headers={"content-type": "application/json"})
+            for target in (request, f"{base}/incidents/{TOUCH_ID}/related", f"{base}/incidents/{TOUCH_ID}"):
+                with urllib.request.urlopen(target, timeout=START_TIMEOUT_SECONDS) as response:
+                    response.read()
+            while time.perf_counter() - started < START_TIMEOUT_SECONDS:
+                before = cpu_seconds(process.pid)
+                time.sleep(IDLE_SECONDS)
+                if cpu_seconds(process.pid) - before < IDLE_CPU_SECONDS:
+                    seen["server RSS after similar and related, idle (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
+                    break
         peak = vm_hwm_mb(process.pid)
-        seen["server RSS once the graph is ready (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
         # the SPARQL graph process (a fork of the server) and its hosts hold the in-memory RDF graph
         forks = [vm_hwm_mb(pid) for pid in children(process.pid)]
         if forks:
             seen["graph process peak RSS (MB)"] = max(forks)
+            seen["graph process RSS then (MB)"] = max(vm_hwm_mb(pid, "VmRSS") for pid in children(process.pid))
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -393,10 +436,10 @@ def compare(library_dir: Path, cache: Path, rounds: int = 5) -> dict[str, float]
     return result
 
 
-def child(step: str, library_dir: Path, cache: Path, graph_store: str | None) -> dict[str, float]:
+def child(step: str, library_dir: Path, cache: Path, graph_store: str | None, touch: bool = False) -> dict[str, float]:
     """Run ``step`` in a fresh interpreter and return its JSON result."""
     out = subprocess.run([sys.executable, __file__, "--step", step, "--library", str(library_dir), "--cache", str(cache),
-                          *(["--graph-store", graph_store] if graph_store else [])],
+                          *(["--graph-store", graph_store] if graph_store else []), *(["--touch"] if touch else [])],
                          check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -416,11 +459,13 @@ def main() -> None:
     parser.add_argument("--graph", choices=("memory", "oxigraph"), default="memory",
                         help="the server's graph store: in memory (the default, built at every start) or Oxigraph on disk")
     parser.add_argument("--graph-store", help=argparse.SUPPRESS)
+    parser.add_argument("--touch", action="store_true",
+                        help="after each warm start, ask `similar` and `related` once and measure the RSS again")
     args = parser.parse_args()
     if args.step:
         graph = args.graph_store
         result = {"build": lambda: build(args.library, args.cache, graph), "parts": lambda: parts(args.library, args.cache, graph),
-                  "serve": lambda: serve_once(args.library, args.cache, ["--graph-store", graph] if graph else [])}[args.step]()
+                  "serve": lambda: serve_once(args.library, args.cache, ["--graph-store", graph] if graph else [], args.touch)}[args.step]()
         print(json.dumps(result))
         return
 
@@ -449,7 +494,7 @@ def main() -> None:
     print(f"build: {built}", file=sys.stderr)
     starts = []
     for run in range(args.runs):
-        starts.append(child("serve", library_dir, cache, graph))
+        starts.append(child("serve", library_dir, cache, graph, args.touch))
         print(f"warm start {run + 1}: {starts[-1]}", file=sys.stderr)
     cold = []
     if args.cold:

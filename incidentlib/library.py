@@ -35,7 +35,7 @@ from .graph.store import (
     parse_graph_store,
     read_graph,
 )
-from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, load_library
+from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, each_record, load_library
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
 from .paths import CACHE_ENV, DATA_ENV, default_cache_dir, resolve_data_dir
 from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
@@ -148,6 +148,7 @@ class Library:
         self._chunk_memo: ChunkMemo = {}
         self._compaction: threading.Thread | None = None
         self._graph_ready = threading.Event()  # set by prepare_graph (see graph_ready)
+        self._tagger_ready = threading.Event()  # set by prepare_tagger (see tagger_ready)
         self._snapshot_saved: str | None = None
         if self._store.exists:
             self.refresh()
@@ -413,6 +414,13 @@ class Library:
                 _ = self.tagger
         except Exception:  # a background warm-up must not take the process down
             logger.exception("prepare_tagger: the concept tagger could not be prepared")
+        finally:
+            self._tagger_ready.set()
+
+    @property
+    def tagger_ready(self) -> bool:
+        """True once :meth:`prepare_tagger` has run in this process (text similarity no longer waits for a fit)."""
+        return self._tagger_ready.is_set()
 
     # ---- listing and filters ----------------------------------------------
     def resolve_filter(self, filters: IncidentFilter) -> dict[str, set[str]]:
@@ -689,12 +697,20 @@ class Library:
         """Alias matcher + classifier learnt from curated links (this library's, plus the bundled library's
         when this is another one), cached beside the search index."""
         from .paths import bundled_data_dir
-        from .tagging.training import examples_for, fit_cached
+        from .tagging.training import examples_for, fit_cached, training_records
 
-        records = [i for i in self.data.incidents.values() if not i.is_draft]
-        if self.root.resolve() != bundled_data_dir().resolve():
-            known = {i.id for i in records}
-            records += [i for i in load_library(bundled_data_dir()).incidents.values() if i.id not in known and not i.is_draft]
+        curated: set[str] = set()
+
+        def candidates() -> Iterator[Incident]:
+            for incident in each_record(self.data.incidents):  # one pass: a large library's records are not all kept
+                if not incident.is_draft:
+                    curated.add(incident.id)
+                    yield incident
+            if self.root.resolve() != bundled_data_dir().resolve():
+                bundled = load_library(bundled_data_dir()).incidents.values()
+                yield from (i for i in bundled if i.id not in curated and not i.is_draft)
+
+        records = training_records(candidates())
         engine = self._search_engine
         # in id order: the same training records give the same model (and cache key) whichever library holds them
         records.sort(key=lambda incident: incident.id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
@@ -67,6 +67,14 @@ class LibraryData:
 
 
 NOT_A_FILE = "not a regular file (a directory, or a symbolic link to nothing); remove or rename it"
+
+
+def each_record(incidents: Mapping[str, Incident]) -> Iterator[Incident]:
+    """The records of ``incidents`` for one pass that keeps few of them: records read from a start snapshot are
+    then validated for the pass and not kept (:meth:`start_snapshot.RecordParts.scan`); others are the mapping's."""
+    if isinstance(incidents, start_snapshot.RecordParts):
+        return incidents.scan()
+    return iter(incidents.values())
 
 
 def read_yaml(path: Path) -> object:

@@ -387,29 +387,52 @@ class RecordParts(Mapping[str, "Incident"]):
         """How many records have been validated so far."""
         return sum(len(part) for part in self._parts if part is not None)
 
-    def _validate(self, part: int) -> list[Incident]:
+    def scan(self) -> Iterator[Incident]:
+        """Every record in id order, for a pass that keeps little of them (the graph projection, the tagger's
+        choice of training records): a part not validated yet is validated for this pass and not kept.
+
+        Why: a server reads every record once after it listens, to build its graph, and keeping them all made
+        1.3 GB of its RSS at 100k records (docs/benchmarks.md, "The whole service at 100k …") where its searches
+        read ten.  A later read of a record validates its part again (15 ms a part)."""
+        for index in range(len(self._parts)):
+            records = self._parts[index]
+            if records is None:
+                records = self._parse(index)
+                if isinstance(self._buffer, mmap.mmap):  # nor its bytes (mapped pages count in the RSS too)
+                    release_pages(self._buffer, *self._bounds[index])
+            yield from records
+
+    def _parse(self, part: int) -> list[Incident]:
+        """Part ``part``'s records, validated and checked against the index (not kept)."""
         from pydantic import TypeAdapter, ValidationError
 
-        from .field_sets import FieldSetSharer
         from .models import Incident
+
+        start, stop = self._bounds[part]
+        expected = self._ids[part * RECORDS_PER_PART:(part + 1) * RECORDS_PER_PART]
+        try:
+            adapter = self._adapter
+            if adapter is None:
+                adapter = self._adapter = TypeAdapter(list[Incident])
+            records = adapter.validate_json(self._buffer[start:stop])
+        except ValidationError as exc:
+            raise SnapshotRecordsError(f"{self._name}: records part {part} does not validate ({exc.error_count()} "
+                                       "errors); remove the file to load the data files") from None
+        if [record.id for record in records] != expected:
+            raise SnapshotRecordsError(f"{self._name}: records part {part} holds other ids than its index; "
+                                       "remove the file to load the data files")
+        return records
+
+    def _validate(self, part: int) -> list[Incident]:
+        from .field_sets import FieldSetSharer
 
         with self._lock:
             records = self._parts[part]
             if records is not None:  # validated by another thread meanwhile
                 return records
-            start, stop = self._bounds[part]
-            expected = self._ids[part * RECORDS_PER_PART:(part + 1) * RECORDS_PER_PART]
-            try:
-                if self._adapter is None:
-                    self._adapter = TypeAdapter(list[Incident])
-                records = self._adapter.validate_json(self._buffer[start:stop])
-            except ValidationError as exc:
-                raise SnapshotRecordsError(f"{self._name}: records part {part} does not validate ({exc.error_count()} "
-                                           "errors); remove the file to load the data files") from None
-            if [record.id for record in records] != expected:
-                raise SnapshotRecordsError(f"{self._name}: records part {part} holds other ids than its index; "
-                                           "remove the file to load the data files")
-            if isinstance(self._buffer, mmap.mmap):  # its bytes are not read again
+            records = self._parse(part)
+            if isinstance(self._buffer, mmap.mmap):  # its bytes are not read again, unless by a scan
+                start, stop = self._bounds[part]
                 release_pages(self._buffer, start, stop)
             if self._sharer is None:
                 self._sharer = FieldSetSharer()

@@ -25,6 +25,7 @@ def client(search_library):
 def test_health(client, search_library) -> None:
     body = client.get("/health").json()
     assert body.pop("graph_ready") in (True, False)  # the graph is built after start, in the background
+    assert body.pop("tagger_ready") in (True, False)  # so is the tagger
     assert body == {"status": "ok", "incidents": len(search_library), "embedder": "use-m3"}
     # a graph request waits for that build; afterwards the service says the graph is ready
     assert client.post("/sparql", content='ASK { ?i dcterms:identifier "IL-0025" }',

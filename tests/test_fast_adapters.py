@@ -47,6 +47,7 @@ def client(fake_library: Library) -> Iterator[TestClient]:
 def test_http_routes_on_a_small_library(client: TestClient, fake_library: Library) -> None:
     health = client.get("/health").json()
     assert health.pop("graph_ready") in (True, False)  # built after start, in the background
+    assert health.pop("tagger_ready") in (True, False)
     assert health == {"status": "ok", "incidents": len(IDS), "embedder": "fake-hash"}
     page = client.get("/incidents", params={"component": "nccl"}).json()
     assert page["items"] and {item["id"] for item in page["items"]} <= set(IDS)

@@ -71,6 +71,25 @@ def test_related_score_follows_documented_formula(library) -> None:
         assert scores == sorted(scores, reverse=True)
 
 
+def test_inbound_curated_reasons_follow_the_graph_as_a_full_scan_finds_them(library) -> None:
+    """The reasons of links made *to* an incident are found through its curated edges, and a short list is the
+    head of the whole one (only the incidents shown are read)."""
+    records = library.incidents()
+    checked = 0
+    for incident in records:
+        expected = {link.id: link.reason.get("en") for link in incident.related}
+        for other in records:
+            for link in other.related:
+                if link.id == incident.id and other.id not in expected:
+                    expected[other.id] = link.reason.get("en")
+        whole = library.related(incident.id, limit=None)
+        assert {item.id: item.curated_reason for item in whole if item.curated_reason is not None} == {
+            other: reason for other, reason in expected.items() if reason is not None}
+        assert library.related(incident.id, limit=3) == whole[:3]
+        checked += len(expected) > len(incident.related)
+    assert checked > 0  # some incident is linked to by another that it does not link to itself
+
+
 def test_rarer_concepts_weigh_more(library) -> None:
     kg = library._knowledge
     used = {n: d for n, d in kg.document_frequency.items() if d > 0 and n.startswith("component:")}

@@ -14,7 +14,7 @@ from conftest import small_library
 
 from incidentlib import start_snapshot
 from incidentlib.library import Library
-from incidentlib.loader import LibraryData, load_library
+from incidentlib.loader import LibraryData, each_record, load_library
 from incidentlib.row_sequence import LineColumn, RunColumn
 from incidentlib.search.chunks import Chunk, IncidentChunks, StoredChunk, incident_chunks
 from incidentlib.search.engine import SearchConfig
@@ -288,6 +288,28 @@ def test_records_from_the_snapshot_are_validated_a_part_at_a_time_when_first_rea
         records["IL-9999"]
     assert list(records.values()) == list(fresh.incidents.values()) and records.validated == 4
     assert records == fresh.incidents and dict(records.items()) == fresh.incidents
+
+
+def test_a_scan_reads_every_record_and_keeps_none(tmp_path: Path, data_dir: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 2)  # 4 records: two parts
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    _started(root, cache)
+    records = _open(root, cache).data.incidents
+    assert isinstance(records, start_snapshot.RecordParts)
+    fresh = load_library(root)
+    assert list(each_record(records)) == list(fresh.incidents.values()) and records.validated == 0
+    kept = records["IL-0126"]  # its part is validated and kept: a scan gives that very record
+    assert records.validated == 2 and any(record is kept for record in each_record(records))
+    assert records.validated == 2
+    # the graph's projection is the same as from the files' records, and keeps no record either
+    from incidentlib.graph.projection import build_projection
+
+    snapshot = _open(root, cache).data
+    built, expected = build_projection(snapshot), build_projection(fresh)
+    assert list(built.nodes(data=True)) == list(expected.nodes(data=True))
+    assert list(built.edges(data=True)) == list(expected.edges(data=True))
+    assert isinstance(snapshot.incidents, start_snapshot.RecordParts) and snapshot.incidents.validated == 0
 
 
 def test_threads_reading_one_part_get_the_same_records(tmp_path: Path, data_dir: Path) -> None:

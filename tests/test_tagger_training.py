@@ -55,3 +55,27 @@ def test_examples_and_a_fit_on_the_bounded_records() -> None:
     assert {e.record for e in examples} < {r.id for r in large}
     model = ConceptClassifier(None).fit(examples)  # lexical features only: no embedder in a unit test
     assert model.concepts and model.probabilities([examples[0].text]).shape == (1, len(model.concepts))
+
+
+def _chosen_by_sorting(records: list[Incident], per_concept: int) -> list[Incident]:
+    """The definition, written the direct way: every concept's records sorted by the spread (ties in the order
+    given), the first ``per_concept`` of each, their union in the order given."""
+    from incidentlib.tagging.training import _spread
+
+    labelled = [r for r in records if not r.is_draft and _labels(r)]
+    chosen: set[int] = set()
+    for concept in {c for r in labelled for c in _labels(r)}:
+        having = [r for r in labelled if concept in _labels(r)]
+        chosen.update(id(r) for r in sorted(having, key=lambda r: _spread(r.id))[:per_concept])
+    return [r for r in labelled if id(r) in chosen]
+
+
+def test_the_one_pass_choice_is_the_sorted_definition_and_holds_no_more_than_it_keeps() -> None:
+    records = list(load_library("data").incidents.values())[:70]
+    large = _copies(records, 9)  # drafts and unlabelled records of the library included
+    for per_concept in (1, 7, 30, 10_000):
+        expected = _chosen_by_sorting(large, per_concept)
+        chosen = training_records(iter(large), per_concept)  # a stream: read once
+        assert [r.id for r in chosen] == [r.id for r in expected]
+        assert training_records(chosen, per_concept) == chosen  # the choice from the chosen is the same
+    assert training_records(large, 0) == []

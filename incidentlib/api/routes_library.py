@@ -18,10 +18,12 @@ IncidentId = Annotated[str, Path(description="Incident id such as IL-0025.", max
 
 @router.get("/health", response_model=Health, tags=["service"])
 def health(library: LibraryDep, request: Request) -> Health:
-    """``graph_ready`` is false while the graph is built after start (searches are answered; graph requests wait)."""
+    """``graph_ready`` is false while the graph is built after start (searches are answered; graph requests wait);
+    ``tagger_ready`` while the concept tagger is prepared (text similarity and diagnosis wait for it)."""
     runner = getattr(request.app.state, "sparql_runner", None)
     ready = library.graph_ready and (runner is None or runner.ready)
-    return Health(incidents=len(library), embedder=library.embedder, graph_ready=ready)
+    return Health(incidents=len(library), embedder=library.embedder, graph_ready=ready,
+                  tagger_ready=library.tagger_ready)
 
 
 @router.get("/incidents", response_model=IncidentPage, tags=["incidents"])

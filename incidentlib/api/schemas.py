@@ -22,6 +22,8 @@ class Health(BaseModel):
     embedder: str
     #: False while the graph (NetworkX projection, SPARQL graph) is still built after start: graph requests wait.
     graph_ready: bool = True
+    #: False while the concept tagger that pasted text needs (similar, diagnose) is still fitted or loaded after start.
+    tagger_ready: bool = True
 
 
 class RelatedPage(BaseModel):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from ..loader import LibraryData
+from ..loader import LibraryData, each_record
 
 if TYPE_CHECKING:
     from .store import GraphStore
@@ -48,7 +48,8 @@ def build_projection(data: LibraryData) -> nx.Graph:
                 graph.add_edge(
                     node_id(concept.kind.value, concept.id), node_id(parent.kind.value, parent.id), type="broader"
                 )
-    for incident in data.incidents.values():
+    curated: list[tuple[str, str]] = []  # added once every incident is: the same insertion order as a second pass
+    for incident in each_record(data.incidents):
         inode = node_id("incident", incident.id)
         graph.add_node(inode, type="incident", key=incident.id)
         if incident.year is not None:
@@ -62,9 +63,8 @@ def build_projection(data: LibraryData) -> nx.Graph:
             kind = inferred.kind.value
             graph.add_edge(inode, node_id(kind, inferred.concept), type=f"inferred_{kind}", inferred=True,
                            confidence=inferred.confidence)
-    for incident in data.incidents.values():
-        for link in incident.related:
-            graph.add_edge(node_id("incident", incident.id), node_id("incident", link.id), type="curated")
+        curated.extend((inode, node_id("incident", link.id)) for link in incident.related)
+    graph.add_edges_from(curated, type="curated")
     return graph
 
 
@@ -112,16 +112,17 @@ def projection_from_store(store: GraphStore, data: LibraryData) -> nx.Graph:
     incident_rank = {incident_id: index for index, incident_id in enumerate(data.incidents)}
     last = len(concept_rank) + len(incident_rank)
 
+    # each incident's links in its list order, read in one pass over the records (none of them kept)
+    orders: dict[str, dict[str, list[str]]] = {}
+    for incident in each_record(data.incidents):
+        order = {field: list(getattr(incident, field)) for field in CONCEPT_FIELDS}
+        order["inferred"] = [link.concept for link in incident.proposed()]
+        order["related"] = [link.id for link in incident.related]
+        orders[incident.id] = order
+
     def link_rank(incident_id: str, field: str, concept: str) -> int:
-        incident = data.incidents.get(incident_id)
-        if incident is None:
-            return last
-        if field == "inferred":
-            values = [link.concept for link in incident.proposed()]
-        elif field == "related":
-            values = [link.id for link in incident.related]
-        else:
-            values = list(getattr(incident, field))
+        order = orders.get(incident_id)
+        values = order[field] if order is not None else []
         return values.index(concept) if concept in values else last
 
     graph = nx.Graph()

@@ -51,13 +51,20 @@ def concept_weight(frequencies: dict[str, int], incident_count: int, node: str) 
     return math.log(1 + total / df)
 
 
-def curated_reasons(data: LibraryData, incident: Incident, lang: str) -> dict[str, str]:
-    """Incidents a curator linked to ``incident`` in either direction, with the reason in ``lang``."""
+def curated_reasons(data: LibraryData, graph: nx.Graph, incident: Incident, lang: str) -> dict[str, str]:
+    """Incidents a curator linked to ``incident`` in either direction, with the reason in ``lang``: its own links
+    first, then those of the incidents its ``curated`` edges lead to (only their records are read)."""
     reasons = {link.id: link.reason.get(lang) for link in incident.related}
-    for other in data.incidents.values():
+    inode = node_id("incident", incident.id)
+    linking = sorted(split_node(other)[1] for other, edge in graph[inode].items() if edge.get("type") == "curated")
+    for other_id in linking:
+        other = data.incidents.get(other_id)
+        if other is None or other_id in reasons:
+            continue
         for link in other.related:
-            if link.id == incident.id and other.id not in reasons:
-                reasons[other.id] = link.reason.get(lang)
+            if link.id == incident.id:
+                reasons[other_id] = link.reason.get(lang)
+                break
     return reasons
 
 
@@ -84,7 +91,7 @@ def related(data: LibraryData, graph: nx.Graph, frequencies: dict[str, int], inc
         for other in graph[concept_node]:
             if other.startswith("incident:") and other != inode:
                 shared.setdefault(other, []).append(concept_node)
-    curated = curated_reasons(data, incident, lang)
+    curated = curated_reasons(data, graph, incident, lang)
     for other_id in curated:
         shared.setdefault(node_id("incident", other_id), [])
     curated_bonus = math.log(1 + max(len(data.incidents), 2) / 2)
@@ -92,15 +99,20 @@ def related(data: LibraryData, graph: nx.Graph, frequencies: dict[str, int], inc
     def weight(node: str) -> float:
         return concept_weight(frequencies, len(data.incidents), node)
 
-    items: list[RelatedItem] = []
+    # scored from the graph alone; only the incidents shown are read (a common component is shared by thousands)
+    scored: list[tuple[bool, float, str, str, list[str]]] = []
     for other_node, concept_nodes in shared.items():
         other_id = split_node(other_node)[1]
-        other = data.incidents[other_id]
         ordered = sorted(concept_nodes, key=lambda n: (RELATING_KINDS.index(split_node(n)[0]), -weight(n), n))
         # an inferred link counts with its confidence (on either side); curated links count fully
         score = sum(weight(n) * link_confidence(graph, inode, n) * link_confidence(graph, other_node, n) for n in ordered)
         if other_id in curated:
             score += curated_bonus
+        scored.append((curated.get(other_id) is None, -round(score, SCORE_DECIMALS), other_id, other_node, ordered))
+    scored.sort(key=lambda entry: entry[:3])
+    items: list[RelatedItem] = []
+    for _, negated, other_id, other_node, ordered in scored if limit is None else scored[:limit]:
+        other = data.incidents[other_id]
         refs = [concept_ref(data, split_node(n)[1], lang).model_copy(
             update={"inferred": is_inferred(graph, inode, n) or is_inferred(graph, other_node, n)}) for n in ordered]
         items.append(
@@ -111,9 +123,8 @@ def related(data: LibraryData, graph: nx.Graph, frequencies: dict[str, int], inc
                 date=other.date,
                 shared=[ref.label for ref in refs],
                 shared_concepts=refs,
-                score=round(score, SCORE_DECIMALS),
+                score=-negated,
                 curated_reason=curated.get(other_id),
             )
         )
-    items.sort(key=lambda item: (item.curated_reason is None, -item.score, item.id))
-    return items if limit is None else items[:limit]
+    return items

@@ -119,6 +119,7 @@ import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
+from ..loader import each_record
 from ..models import Incident
 from ..tagging.tagger import incident_text
 from .boilerplate import Boilerplate
@@ -292,7 +293,8 @@ class SimilarityIndex:
     def _artefact(self) -> SimilarityArtefact:
         """The boilerplate model, the BM25 matrix and the kept-passage layout: loaded from the engine's cache
         folder when saved for the same records, chunks and code (:mod:`.similarity_store`), else built and saved."""
-        texts = [(incident_id, incident_text(incident)) for incident_id, incident in self.data.incidents.items()]
+        # one pass that keeps no record: a server builds this on its first `similar`, which reads a few records
+        texts = [(incident.id, incident_text(incident)) for incident in each_record(self.data.incidents)]
         chunks = self.engine.chunks
         key = similarity_key(texts, [(c.incident_id, c.kind, c.text) for c in chunks], ARTEFACT_CONSTANTS)
         artefact, self.artefact_source = cached_artefact(self.engine.cache_dir, key, len(texts), len(chunks),
@@ -567,8 +569,11 @@ class SimilarityIndex:
     # ---- graph ------------------------------------------------------------------
     @cached_property
     def _concepts(self) -> tuple[dict[str, int], np.ndarray, sparse.csr_matrix, list[dict[str, float]], list[set[str]]]:
-        weighted = [i.weighted_concepts() for i in self.data.incidents.values()]
-        inferred = [{link.concept for link in i.proposed()} for i in self.data.incidents.values()]
+        weighted: list[dict[str, float]] = []
+        inferred: list[set[str]] = []
+        for incident in each_record(self.data.incidents):  # one pass that keeps no record
+            weighted.append(incident.weighted_concepts())
+            inferred.append({link.concept for link in incident.proposed()})
         index: dict[str, int] = {}
         for concepts in weighted:
             for c in concepts:

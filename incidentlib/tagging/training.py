@@ -12,9 +12,10 @@ concept may still see more positives than that, through records chosen for anoth
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import pickle
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..embeddings import Embedder
@@ -38,22 +39,39 @@ def _spread(record_id: str) -> bytes:
     return hashlib.blake2b(record_id.encode(), digest_size=8).digest()
 
 
-def training_records(incidents: Sequence[Incident], per_concept: int = MAX_RECORDS_PER_CONCEPT) -> list[Incident]:
+def training_records(incidents: Iterable[Incident], per_concept: int = MAX_RECORDS_PER_CONCEPT) -> list[Incident]:
     """The curated, labelled records to train on, in the order given: for each concept, the first ``per_concept`` of
-    its records in the order of :func:`_spread`, and the union of those.  Deterministic: the same records give the
-    same choice (and the same cached model); a record added changes it only where it enters a concept's first
-    ``per_concept``."""
-    labelled = [incident for incident in incidents if not incident.is_draft
-                and (incident.components or incident.causes or incident.symptoms)]
-    by_concept: dict[str, list[Incident]] = {}
-    for incident in labelled:
+    its records in the order of :func:`_spread` (ties: in the order given), and the union of those.  Deterministic:
+    the same records give the same choice (and the same cached model); a record added changes it only where it enters
+    a concept's first ``per_concept``.  Idempotent: the choice made from the chosen records is the same.
+
+    One pass that keeps only the records still among some concept's first ``per_concept``, so a caller may stream
+    a large library's records through it (:func:`incidentlib.loader.each_record`) without holding them all."""
+    if per_concept < 1:
+        return []
+    firsts: dict[str, list[tuple[bytes, int]]] = {}  # per concept, the best (spread, position) so far, sorted
+    held: dict[int, tuple[Incident, int]] = {}  # position -> the record and how many concepts' firsts hold it
+    for position, incident in enumerate(incidents):
+        if incident.is_draft or not (incident.components or incident.causes or incident.symptoms):
+            continue
+        key = (_spread(incident.id), position)
+        holders = 0
         for concept in {*incident.components, *incident.causes, *incident.symptoms}:
-            by_concept.setdefault(concept, []).append(incident)
-    if all(len(records) <= per_concept for records in by_concept.values()):
-        return labelled
-    chosen = {id(record) for records in by_concept.values()
-              for record in sorted(records, key=lambda incident: _spread(incident.id))[:per_concept]}
-    return [incident for incident in labelled if id(incident) in chosen]
+            best = firsts.setdefault(concept, [])
+            if len(best) == per_concept and key > best[-1]:
+                continue
+            bisect.insort(best, key)
+            holders += 1
+            if len(best) > per_concept:
+                _, dropped = best.pop()
+                record, count = held[dropped]
+                if count == 1:
+                    del held[dropped]
+                else:
+                    held[dropped] = (record, count - 1)
+        if holders:
+            held[position] = (incident, holders)
+    return [held[position][0] for position in sorted(held)]
 
 
 def examples_for(incidents: Sequence[Incident], per_concept: int = MAX_RECORDS_PER_CONCEPT) -> list[Example]:
