@@ -294,6 +294,7 @@ def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = (), touch:
             if cpu_seconds(process.pid) - before < IDLE_CPU_SECONDS:
                 seen["idle (s)"] = time.perf_counter() - started - IDLE_SECONDS
                 seen["server RSS once idle (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
+                seen["  of which anonymous, once idle (MB)"] = vm_hwm_mb(process.pid, "RssAnon")
                 break
         if touch and "idle (s)" in seen:
             # what a serving process holds once it has answered the requests that read across the library: the first
@@ -309,6 +310,10 @@ def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = (), touch:
                 time.sleep(IDLE_SECONDS)
                 if cpu_seconds(process.pid) - before < IDLE_CPU_SECONDS:
                     seen["server RSS after similar and related, idle (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
+                    # of which the process's own memory, and pages of mapped files (the page cache's, shared, which
+                    # the kernel may take back)
+                    seen["  of which anonymous (MB)"] = vm_hwm_mb(process.pid, "RssAnon")
+                    seen["  of which mapped files (MB)"] = vm_hwm_mb(process.pid, "RssFile")
                     break
         peak = vm_hwm_mb(process.pid)
         # the SPARQL graph process (a fork of the server) and its hosts hold the in-memory RDF graph

@@ -13,12 +13,12 @@ import pytest
 from conftest import small_library
 from fakes import HashEmbedder
 
-from incidentlib import Library
+from incidentlib import Library, checksum
 from incidentlib.library import SearchConfig
 from incidentlib.loader import load_library
 from incidentlib.search.engine import SearchEngine
 from incidentlib.search.similarity import SimilarityIndex
-from incidentlib.search.similarity_store import SIMILARITY_DIR, SimilarityArtefactDamaged, load_artefact
+from incidentlib.search.similarity_store import SIMILARITY_DIR, SimilarityArtefactDamaged, load_artefact, similarity_key
 
 SIZE = 24  # incidents: enough for boilerplate, several terms per incident and a candidate pool smaller than the library
 TEXT = "The GPU fell off the bus and NCCL collectives timed out during training."
@@ -71,7 +71,8 @@ def test_a_saved_artefact_gives_the_rankings_of_a_fresh_build(engine: SearchEngi
     assert (loaded._lexical[2] != built._lexical[2]).nnz == 0
 
 
-@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "missing file", "meta edited", "other key"])
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "missing file", "meta edited", "other key",
+                                    "term out of range, checksum matching", "NaN weight, checksum matching"])
 def test_a_damaged_or_mismatched_artefact_is_rebuilt(engine: SearchEngine, cache: Path, damage: str,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     expected = rankings(SimilarityIndex(engine))
@@ -89,9 +90,17 @@ def test_a_damaged_or_mismatched_artefact_is_rebuilt(engine: SearchEngine, cache
         meta = json.loads((folder / "meta.json").read_text())
         meta["entries"] += 1
         (folder / "meta.json").write_text(json.dumps(meta))
-    else:  # an artefact of other records left under this key's folder name
+    elif damage == "other key":  # an artefact of other records left under this key's folder name
         meta = json.loads((folder / "meta.json").read_text())
         meta["key"] = "0" * 32
+        (folder / "meta.json").write_text(json.dumps(meta))
+    else:  # values this code never writes, under a checksum that matches them: the mapped arrays' checks refuse them
+        name = "indices" if damage.startswith("term") else "col_data"
+        values = np.load(folder / f"{name}.npy")
+        values[len(values) // 2] = np.iinfo(values.dtype).max if values.dtype.kind == "i" else np.nan
+        np.save(folder / f"{name}.npy", values)
+        meta = json.loads((folder / "meta.json").read_text())
+        meta["checksums"][f"{name}.npy"] = checksum.checksum_file(folder / f"{name}.npy")
         (folder / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(SimilarityArtefactDamaged, match=str(folder)):
         load_artefact(folder, folder.name, SIZE, len(engine.chunks))
@@ -100,7 +109,9 @@ def test_a_damaged_or_mismatched_artefact_is_rebuilt(engine: SearchEngine, cache
         assert rankings(rebuilt) == expected
     assert rebuilt.artefact_source == "built"
     assert "damaged" in caplog.text and str(folder) in caplog.text
-    load_artefact(folder, folder.name, SIZE, len(engine.chunks))  # the rebuilt artefact is sound again
+    sound = load_artefact(folder, folder.name, SIZE, len(engine.chunks))  # the rebuilt artefact is sound again
+    # its entries are mapped from the files, read-only, not copied into the heap
+    assert not sound.matrix.data.flags.writeable and not sound.columns.indices.flags.writeable
     assert SimilarityIndex(engine)._artefact is not None
 
 
@@ -123,3 +134,13 @@ def test_changed_records_get_a_new_artefact(engine: SearchEngine, cache: Path, m
 def only_folder_other(cache: Path, first: Path) -> str:
     [other] = [p.name for p in cache.iterdir() if p.name != first.name]
     return other
+
+
+def test_the_key_reads_streams_once_and_checks_their_lengths() -> None:
+    incidents = [("IL-1", "GPU fell off the bus"), ("IL-2", "NCCL watchdog timeout")]
+    chunks = [("IL-1", "title", "aa11"), ("IL-1", "body", "bb22"), ("IL-2", "title", "cc33")]
+    listed = similarity_key(incidents, chunks, "k1=1.2")
+    assert similarity_key(iter(incidents), iter(chunks), "k1=1.2", (2, 3)) == listed
+    assert similarity_key(incidents, [*chunks[:2], ("IL-2", "title", "cc34")], "k1=1.2") != listed  # a text's digest
+    with pytest.raises(ValueError, match="read 2 incidents and 3 chunks, told 2 and 4"):
+        similarity_key(iter(incidents), iter(chunks), "k1=1.2", (2, 4))

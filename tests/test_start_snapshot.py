@@ -312,6 +312,19 @@ def test_a_scan_reads_every_record_and_keeps_none(tmp_path: Path, data_dir: Path
     assert isinstance(snapshot.incidents, start_snapshot.RecordParts) and snapshot.incidents.validated == 0
 
 
+def test_chunk_columns_read_from_the_snapshot_equal_the_chunks_made_from_the_files(tmp_path: Path, data_dir: Path) -> None:
+    """What the similarity artefact's key reads (incident, kind, digest of every chunk) is the same whether the
+    chunks were made at this start or read as columns from the snapshot, so a restart finds the artefact again."""
+    from incidentlib.search.chunks import ChunkTable, chunk_digests, chunk_incident_ids, chunk_kinds
+
+    root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
+    made = list(_started(root, cache)._search_engine.chunks)
+    table = _open(root, cache)._search_engine.chunks
+    assert isinstance(table, ChunkTable)
+    for column in (chunk_incident_ids, chunk_kinds, chunk_digests):
+        assert list(column(table)) == list(column(made)) and len(set(column(made))) > 1
+
+
 def test_threads_reading_one_part_get_the_same_records(tmp_path: Path, data_dir: Path) -> None:
     root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
     _started(root, cache)

@@ -158,6 +158,11 @@ def chunk_incident_ids(chunks: Sequence[Chunk]) -> Sequence[str]:
     return chunks.incident_ids if isinstance(chunks, ChunkTable) else [chunk.incident_id for chunk in chunks]
 
 
+def chunk_kinds(chunks: Sequence[Chunk]) -> Sequence[str]:
+    """Every chunk's kind, in order (as :func:`chunk_ids`)."""
+    return chunks.kinds if isinstance(chunks, ChunkTable) else [chunk.kind for chunk in chunks]
+
+
 def chunk_texts(chunks: Sequence[Chunk]) -> Sequence[str]:
     """Every chunk's text, in order, read when asked (a list of them all would hold about 0.7 GB at 100k incidents):
     a :class:`ChunkTable`'s text column, else a view reading each chunk's."""

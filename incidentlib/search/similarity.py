@@ -123,7 +123,7 @@ from ..loader import each_record
 from ..models import Incident
 from ..tagging.tagger import incident_text
 from .boilerplate import Boilerplate
-from .chunks import _PARAGRAPH, _split_long
+from .chunks import _PARAGRAPH, _split_long, chunk_digests, chunk_incident_ids, chunk_kinds
 from .engine import SearchEngine
 from .lexical_top import LexicalTop, TermBounds, WeightedQuery, lexical_top, scores_of
 from .similarity_store import SimilarityArtefact, cached_artefact, similarity_key
@@ -293,12 +293,16 @@ class SimilarityIndex:
     def _artefact(self) -> SimilarityArtefact:
         """The boilerplate model, the BM25 matrix and the kept-passage layout: loaded from the engine's cache
         folder when saved for the same records, chunks and code (:mod:`.similarity_store`), else built and saved."""
-        # one pass that keeps no record: a server builds this on its first `similar`, which reads a few records
-        texts = [(incident.id, incident_text(incident)) for incident in each_record(self.data.incidents)]
+        # streams read once, no record kept: a server makes this key on its first `similar`, which reads a few records
         chunks = self.engine.chunks
-        key = similarity_key(texts, [(c.incident_id, c.kind, c.text) for c in chunks], ARTEFACT_CONSTANTS)
-        artefact, self.artefact_source = cached_artefact(self.engine.cache_dir, key, len(texts), len(chunks),
-                                                         lambda: self._build_artefact([text for _, text in texts]))
+        sizes = (len(self.ids), len(chunks))
+        # a chunk by its text's digest, not its text: the texts stay in the start snapshot's file, unread
+        key = similarity_key(((incident.id, incident_text(incident)) for incident in each_record(self.data.incidents)),
+                             zip(chunk_incident_ids(chunks), chunk_kinds(chunks), chunk_digests(chunks), strict=True),
+                             ARTEFACT_CONSTANTS, sizes)
+        artefact, self.artefact_source = cached_artefact(
+            self.engine.cache_dir, key, *sizes,
+            lambda: self._build_artefact([incident_text(incident) for incident in each_record(self.data.incidents)]))
         return artefact
 
     def _build_artefact(self, texts: list[str]) -> SimilarityArtefact:

@@ -24,7 +24,7 @@ Layout::
         starts.npy         int64 (incidents) the first kept passage of each incident
 
 ``key = XXH3-128(format version, the source of the tokenizer, the boilerplate model and the BM25
-constants, every incident's id and text, every chunk's incident, kind and text)``: a change to any
+constants, every incident's id and text, every chunk's incident, kind and digest)``: a change to any
 record, chunk or to that code makes a new key, so a stale artefact is never read (it is evicted
 later).  Everything is verified on load (checksums, types, shapes, ranges); an artefact that fails
 is rebuilt with a logged warning, and one that cannot be written only costs the next start.
@@ -39,7 +39,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +50,7 @@ from scipy import sparse  # type: ignore[import-untyped]
 
 from .. import checksum, verified_memo
 from ..errors import DataError
+from ..mapped_arrays import MappedArraysError, map_verified_npy
 from ..storage import atomic_write_text
 from . import boilerplate as boilerplate_module
 from . import tokenize as tokenize_module
@@ -64,6 +65,9 @@ ARRAYS: dict[str, str] = {  # file stem -> dtype
     "idf": "float64", "indptr": "int64", "indices": "int32", "data": "float64", "counts": "int32",
     "col_indptr": "int64", "col_indices": "int32", "col_data": "float64", "kept": "int64", "starts": "int64",
 }
+#: The (entries,) arrays, most of the artefact's bytes (1.35 GB at 100k incidents): memory-mapped, not read into the
+#: heap; a request reads the rows and columns of its terms and candidates (docs/benchmarks.md, "The whole service …").
+MAPPED = ("indices", "data", "counts", "col_indices", "col_data")
 FILES = ("boilerplate.json", "vocabulary.json", *(f"{name}.npy" for name in ARRAYS))
 
 log = logging.getLogger(__name__)
@@ -109,16 +113,27 @@ def _code_digest() -> bytes:
     return digest.digest()
 
 
-def similarity_key(incidents: Sequence[tuple[str, str]], chunks: Sequence[tuple[str, str, str]], constants: str) -> str:
+def similarity_key(incidents: Iterable[tuple[str, str]], chunks: Iterable[tuple[str, str, str]], constants: str,
+                   counts: tuple[int, int] | None = None) -> str:
     """The artefact key (module docstring), 32 hex digits: ``incidents`` are (id, text), ``chunks`` (incident id,
-    kind, text), ``constants`` what else the artefact's values depend on (the BM25 constants, the passage kinds)."""
+    kind, digest of the id and text: :attr:`.chunks.Chunk.digest`), ``constants`` what else the artefact's values depend on (the BM25 constants, the passage kinds).
+    ``counts`` (incidents, chunks) lets both be streams, read once: at 100k incidents the two lists made 1.6 GB of a
+    server's RSS for a key (docs/benchmarks.md, "The whole service at 100k …")."""
+    if counts is None:
+        incidents, chunks = list(incidents), list(chunks)
+        counts = (len(incidents), len(chunks))
     digest = xxhash.xxh3_128()
-    digest.update(f"{SIMILARITY_FORMAT}\0{constants}\0{len(incidents)}\0{len(chunks)}\0".encode())
+    digest.update(f"{SIMILARITY_FORMAT}\0{constants}\0{counts[0]}\0{counts[1]}\0".encode())
     digest.update(_code_digest())
+    seen = [0, 0]
     for incident_id, text in incidents:
         digest.update(f"{incident_id}\0{text}\0".encode())
-    for incident_id, kind, text in chunks:
-        digest.update(f"{incident_id}\0{kind}\0{text}\0".encode())
+        seen[0] += 1
+    for incident_id, kind, digest_of_text in chunks:
+        digest.update(f"{incident_id}\0{kind}\0{digest_of_text}\0".encode())
+        seen[1] += 1
+    if tuple(seen) != counts:
+        raise ValueError(f"similarity_key: read {seen[0]} incidents and {seen[1]} chunks, told {counts[0]} and {counts[1]}")
     return digest.hexdigest()
 
 
@@ -164,15 +179,23 @@ def load_artefact(folder: Path, key: str, incidents: int, chunks: int) -> Simila
             f"{folder / 'meta.json'}: format {meta.format_version}, key {meta.key}, {meta.incidents} incidents, {meta.chunks} chunks; "
             f"expected format {SIMILARITY_FORMAT}, key {key}, {incidents} incidents, {chunks} chunks")
     for name in FILES:
+        if name.removesuffix(".npy") in MAPPED:
+            continue  # checked as they are mapped, below
         try:
             if not verified_memo.file_matches(folder / name, meta.checksums.get(name)):
                 raise SimilarityArtefactDamaged(f"{folder / name}: does not match its checksum")
         except OSError:
             raise SimilarityArtefactDamaged(f"{folder / name}: missing or unreadable") from None
+    checks = _entry_checks(meta.terms, incidents)
     try:
         keys = json.loads((folder / "boilerplate.json").read_text(encoding="utf-8"))
         vocabulary = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
-        arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in ARRAYS}
+        arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in ARRAYS if name not in MAPPED}
+        for name, (check, described) in checks.items():
+            arrays[name] = map_verified_npy(folder / f"{name}.npy", meta.checksums.get(f"{name}.npy", ""), check,
+                                            memo_checks=f"similarity {name}: {described}")
+    except MappedArraysError as exc:
+        raise SimilarityArtefactDamaged(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise SimilarityArtefactDamaged(f"{folder}: cannot be read ({type(exc).__name__})") from None
     for name, values in (("boilerplate.json", keys), ("vocabulary.json", vocabulary)):
@@ -188,17 +211,12 @@ def load_artefact(folder: Path, key: str, incidents: int, chunks: int) -> Simila
                                             f"expected {dtype} {shapes[name]}")
     if len(vocabulary) != terms:
         raise SimilarityArtefactDamaged(f"{folder / 'vocabulary.json'}: {len(vocabulary)} terms, expected {terms}")
-    for pointer, index, bound in (("indptr", "indices", terms), ("col_indptr", "col_indices", incidents)):
-        offsets, positions = arrays[pointer], arrays[index]
+    for pointer in ("indptr", "col_indptr"):  # their entries' values were checked as they were mapped
+        offsets = arrays[pointer]
         if int(offsets[0]) != 0 or int(offsets[-1]) != entries or (np.diff(offsets) < 0).any():
             raise SimilarityArtefactDamaged(f"{folder / pointer}.npy: not a non-decreasing offset array over {entries} entries")
-        if entries and (int(positions.min()) < 0 or int(positions.max()) >= bound):
-            raise SimilarityArtefactDamaged(f"{folder / index}.npy: values outside 0..{bound - 1}")
-    for name in ("idf", "data", "col_data"):
-        if not np.isfinite(arrays[name]).all():
-            raise SimilarityArtefactDamaged(f"{folder / name}.npy: NaN or infinite values")
-    if entries and int(arrays["counts"].min()) < 1:
-        raise SimilarityArtefactDamaged(f"{folder / 'counts.npy'}: counts below 1")
+    if not np.isfinite(arrays["idf"]).all():
+        raise SimilarityArtefactDamaged(f"{folder / 'idf'}.npy: NaN or infinite values")
     kept, starts = arrays["kept"], arrays["starts"]
     if (len(kept) and (int(kept.min()) < 0 or int(kept.max()) >= chunks)) or (len(starts) and (
             int(starts[0]) != 0 or (np.diff(starts) < 0).any() or int(starts[-1]) > len(kept))):
@@ -206,6 +224,22 @@ def load_artefact(folder: Path, key: str, incidents: int, chunks: int) -> Simila
     matrix = sparse.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=(incidents, terms))
     columns = sparse.csc_matrix((arrays["col_data"], arrays["col_indices"], arrays["col_indptr"]), shape=(incidents, terms))
     return SimilarityArtefact(frozenset(keys), vocabulary, arrays["idf"], matrix, arrays["counts"], columns, kept, starts, chunks)
+
+
+def _entry_checks(terms: int, incidents: int) -> dict[str, tuple[Callable[[np.ndarray], str | None], str]]:
+    """The value check of each :data:`MAPPED` array, run block by block as it is mapped, and what it verifies."""
+    def within(bound: int) -> Callable[[np.ndarray], str | None]:
+        return lambda block: (f"values outside 0..{bound - 1}" if len(block) and (int(block.min()) < 0 or int(block.max()) >= bound)
+                              else None)
+
+    def finite(block: np.ndarray) -> str | None:
+        return None if np.isfinite(block).all() else "NaN or infinite values"
+
+    def counted(block: np.ndarray) -> str | None:
+        return "counts below 1" if len(block) and int(block.min()) < 1 else None
+
+    return {"indices": (within(terms), f"below {terms}"), "col_indices": (within(incidents), f"below {incidents}"),
+            "data": (finite, "finite"), "col_data": (finite, "finite"), "counts": (counted, "at least 1")}
 
 
 def cached_artefact(cache_dir: Path, key: str, incidents: int, chunks: int,
