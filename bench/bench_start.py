@@ -3,6 +3,7 @@
     python bench/bench_start.py --incidents 10000             # build once, then 3 starts; prints Markdown
     python bench/bench_start.py --incidents 10000 --cold      # also starts with the library's files evicted
     python bench/bench_start.py --incidents 1000 --runs 1     # a smoke run
+    python bench/bench_start.py --incidents 100000 --runs 2 --reuse --graph oxigraph --touch   # serving RSS
 
 What it does, each step in its own process (so memory and imports are per step):
 
@@ -22,7 +23,11 @@ What it does, each step in its own process (so memory and imports are per step):
 3. **Start.** ``incidentlib serve --data DIR --cache CACHE`` (a real uvicorn process) is launched and
    ``GET /search?q=…`` polled every ``POLL_SECONDS`` until it answers 200; reported: seconds from
    launch to that answer and the server's peak RSS.  ``--runs`` starts, median reported.
-   Then ``GET /health`` is polled until ``graph_ready`` (the graph is built after the server listens).
+   Then ``GET /health`` is polled until ``graph_ready`` (the graph is built after the server listens)
+   and ``tagger_ready``, then until the server is idle (under ``IDLE_CPU_SECONDS`` of CPU in
+   ``IDLE_SECONDS``): its RSS then, and the anonymous part.  With ``--touch`` it then asks
+   ``POST /similar`` and ``GET /incidents/IL-0025/related`` once, waits for idle again and reports the RSS,
+   anonymous and of mapped files (what a serving process holds once those have read across the library).
 4. **Parts.** In a fresh process, the steps of that start timed one by one, in the order serve
    takes them: imports, YAML load (cold parse vs the parsed cache), the library's records and chunks
    (from the start snapshot when one is current), the dense store (checksums, then the whole verified
@@ -517,7 +522,7 @@ def report(args: argparse.Namespace, built: dict, starts: list[dict], cold: list
     print(f"### Server start at {built['incidents']:,} incidents ({built['chunks']:,} chunks, dense index {built['index_kind']}, "
           f"graph store {args.graph})\n")
     print(f"`python bench/bench_start.py --incidents {args.incidents} --runs {args.runs} --graph {args.graph}"
-          f"{' --cold' if args.cold else ''}`; "
+          f"{' --cold' if args.cold else ''}{' --touch' if args.touch else ''}`; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end; median of {args.runs} runs.\n")
     print("| start | launch → first search answer | peak RSS of the server |")
@@ -528,6 +533,13 @@ def report(args: argparse.Namespace, built: dict, starts: list[dict], cold: list
             print(f"| (warm) of which: {name} | {med(s[name] for s in starts):.2f} s | |")
     if all("graph ready (s)" in s for s in starts):
         print(f"| (warm) graph ready, after the first answer | {med(s['graph ready (s)'] for s in starts):.2f} s | |")
+    for name, label in (("server RSS once idle (MB)", "server once idle after start"),
+                        ("  of which anonymous, once idle (MB)", "… of which anonymous"),
+                        ("server RSS after similar and related, idle (MB)", "server after `similar` and `related`"),
+                        ("  of which anonymous (MB)", "… of which anonymous"),
+                        ("  of which mapped files (MB)", "… of which mapped files")):
+        if all(name in s for s in starts):
+            print(f"| (warm) {label} | | {med(s[name] for s in starts):,.0f} MB |")
     if all("graph process peak RSS (MB)" in s for s in starts):
         print(f"| (warm) SPARQL graph process | | {med(s['graph process peak RSS (MB)'] for s in starts):,.0f} MB |")
     if cold:
