@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
 from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeError
+from .facets import Facets
 from .gc_pause import built_for_process_lifetime, release_frozen
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
@@ -149,6 +150,8 @@ class Library:
         self._compaction: threading.Thread | None = None
         self._graph_ready = threading.Event()  # set by prepare_graph (see graph_ready)
         self._tagger_ready = threading.Event()  # set by prepare_tagger (see tagger_ready)
+        self._facets_of: tuple[LibraryData, Facets] | None = None  # for the data they were read from (see _facets)
+        self._facets_lock = threading.Lock()
         self._snapshot_saved: str | None = None
         if self._store.exists:
             self.refresh()
@@ -453,11 +456,21 @@ class Library:
         return filters.severity is None or incident.severity == filters.severity
 
     def filter_ids(self, filters: IncidentFilter | None) -> list[str]:
-        """Ids of the incidents that pass ``filters`` (all ids when there are none), in id order."""
+        """Ids of the incidents that pass ``filters`` (all ids when there are none), in id order; the same as
+        :meth:`matches` on every record, read from :attr:`_facets` (no record kept for it)."""
         if filters is None or filters.is_empty():
             return list(self.data.incidents)
-        accepted = self.resolve_filter(filters)
-        return [i.id for i in self.data.incidents.values() if self.matches(i, filters, accepted)]
+        return self._facets.matching(self.resolve_filter(filters), filters.year_from, filters.year_to, filters.severity)
+
+    @property
+    def _facets(self) -> Facets:
+        """The fields filters and counts read of every record (:mod:`incidentlib.facets`), for the current data."""
+        data = self.data
+        with self._facets_lock:
+            made = self._facets_of
+            if made is None or made[0] is not data:
+                made = self._facets_of = (data, Facets.of(data.incidents))
+        return made[1]
 
     def list_incidents(
         self, filters: IncidentFilter | None = None, lang: str = "en", limit: int | None = None, offset: int = 0
@@ -518,11 +531,7 @@ class Library:
         return self._knowledge.topic(concept, lang=check_lang(lang))
 
     def _incident_counts(self) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        for incident in self.data.incidents.values():
-            for ids in incident.concept_ids().values():
-                counts.update(ids)
-        return counts
+        return self._facets.concept_counts()
 
     def topics(self, kind: ConceptKind | str | None = None, lang: str = "en") -> TopicList:
         """Every component, cause, symptom and tag (or one ``kind``) with its number of incidents."""
