@@ -26,7 +26,8 @@ What it does, each step in its own process (so memory and imports are per step):
    Then ``GET /health`` is polled until ``graph_ready`` (the graph is built after the server listens)
    and ``tagger_ready``, then until the server is idle (under ``IDLE_CPU_SECONDS`` of CPU in
    ``IDLE_SECONDS``): its RSS then, and the anonymous part.  With ``--touch`` it then asks
-   ``POST /similar`` and ``GET /incidents/IL-0025/related`` once, waits for idle again and reports the RSS,
+   ``POST /similar``, ``GET /incidents/IL-0025/related`` and a list filtered by component once, waits for idle
+   again and reports the RSS,
    anonymous and of mapped files (what a serving process holds once those have read across the library).
 4. **Parts.** In a fresh process, the steps of that start timed one by one, in the order serve
    takes them: imports, YAML load (cold parse vs the parsed cache), the library's records and chunks
@@ -74,6 +75,8 @@ POLL_SECONDS = 0.05
 IDLE_SECONDS = 5.0
 #: The incident the requests after start ask about (``touch``): a bundled record, in every library this writes.
 TOUCH_ID = "IL-0025"
+#: The component of the filtered list the requests after start ask for: one of TOUCH_ID's.
+TOUCH_COMPONENT = "nccl"
 IDLE_CPU_SECONDS = 0.25
 #: A start slower than this is reported as failed rather than waited for.
 START_TIMEOUT_SECONDS = 1800.0
@@ -307,14 +310,15 @@ def serve_once(library_dir: Path, cache: Path, extra: Sequence[str] = (), touch:
             base = f"http://127.0.0.1:{port}"
             request = urllib.request.Request(f"{base}/similar", data=json.dumps({"incident_id": TOUCH_ID, "k": 10}).encode(),
                                              headers={"content-type": "application/json"})
-            for target in (request, f"{base}/incidents/{TOUCH_ID}/related", f"{base}/incidents/{TOUCH_ID}"):
+            for target in (request, f"{base}/incidents/{TOUCH_ID}/related", f"{base}/incidents/{TOUCH_ID}",
+                           f"{base}/incidents?component={TOUCH_COMPONENT}&limit=20"):
                 with urllib.request.urlopen(target, timeout=START_TIMEOUT_SECONDS) as response:
                     response.read()
             while time.perf_counter() - started < START_TIMEOUT_SECONDS:
                 before = cpu_seconds(process.pid)
                 time.sleep(IDLE_SECONDS)
                 if cpu_seconds(process.pid) - before < IDLE_CPU_SECONDS:
-                    seen["server RSS after similar and related, idle (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
+                    seen["server RSS after similar, related and a filtered list, idle (MB)"] = vm_hwm_mb(process.pid, "VmRSS")
                     # of which the process's own memory, and pages of mapped files (the page cache's, shared, which
                     # the kernel may take back)
                     seen["  of which anonymous (MB)"] = vm_hwm_mb(process.pid, "RssAnon")
@@ -535,7 +539,7 @@ def report(args: argparse.Namespace, built: dict, starts: list[dict], cold: list
         print(f"| (warm) graph ready, after the first answer | {med(s['graph ready (s)'] for s in starts):.2f} s | |")
     for name, label in (("server RSS once idle (MB)", "server once idle after start"),
                         ("  of which anonymous, once idle (MB)", "… of which anonymous"),
-                        ("server RSS after similar and related, idle (MB)", "server after `similar` and `related`"),
+                        ("server RSS after similar, related and a filtered list, idle (MB)", "server after `similar`, `related`, a filtered list"),
                         ("  of which anonymous (MB)", "… of which anonymous"),
                         ("  of which mapped files (MB)", "… of which mapped files")):
         if all(name in s for s in starts):
