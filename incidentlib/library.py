@@ -14,6 +14,7 @@ import difflib
 import logging
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -150,7 +151,7 @@ class Library:
         self._compaction: threading.Thread | None = None
         self._graph_ready = threading.Event()  # set by prepare_graph (see graph_ready)
         self._tagger_ready = threading.Event()  # set by prepare_tagger (see tagger_ready)
-        self._facets_of: tuple[LibraryData, Facets] | None = None  # for the data they were read from (see _facets)
+        self._facets_of: tuple[weakref.ref[LibraryData], Facets] | None = None  # for the data they were read from (see _facets)
         self._facets_lock = threading.Lock()
         self._snapshot_saved: str | None = None
         if self._store.exists:
@@ -468,8 +469,8 @@ class Library:
         data = self.data
         with self._facets_lock:
             made = self._facets_of
-            if made is None or made[0] is not data:
-                made = self._facets_of = (data, Facets.of(data.incidents))
+            if made is None or made[0]() is not data:  # by a weak reference: replaced data is not held for them
+                made = self._facets_of = (weakref.ref(data), Facets.of(data.incidents))
         return made[1]
 
     def list_incidents(

@@ -58,3 +58,25 @@ def test_a_library_from_the_snapshot_keeps_no_record_for_filters(tmp_path: Path,
     assert sorted(item.id for item in page.items) == expected and page.total == len(expected)
     assert records.validated == len(expected)  # the records shown, not the ones the filter passed over
     assert library._incident_counts()["infiniband-fabric"] == len(expected) and records.validated == len(expected)
+
+
+def test_the_facets_follow_the_data_and_do_not_hold_replaced_data(tmp_path: Path, data_dir: Path) -> None:
+    import dataclasses
+    import gc
+    import weakref
+
+    root = small_library(tmp_path / "lib", data_dir, ["IL-0021", "IL-0025", "IL-0126", "IL-0133"])
+    library = Library.open(root, SearchConfig(cache_dir=tmp_path / "cache"))
+    nccl = IncidentFilter(component="nccl")
+    before = library.filter_ids(nccl)
+    assert before
+    dropped = before[0]
+    base = library.data
+    # as live writes replace it: first without one incident, then as it was
+    library.data = dataclasses.replace(base, incidents={i: r for i, r in base.incidents.items() if i != dropped})
+    assert library.filter_ids(nccl) == before[1:]
+    replaced = weakref.ref(library.data)
+    library.data = dataclasses.replace(base, incidents=dict(base.incidents))
+    gc.collect()
+    assert replaced() is None  # the facets do not hold the data they were read from
+    assert library.filter_ids(nccl) == before
