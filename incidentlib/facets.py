@@ -11,65 +11,71 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from .loader import each_record
-from .models import Incident, Severity
+from .models import CONCEPT_FIELDS, Incident, Severity
+from .requests import IncidentFilter
 
-#: The incident fields a concept filter reads (``IncidentFilter``'s concept filters) and the organisation.
-CONCEPT_FIELDS = ("components", "causes", "symptoms", "tags")
+
+def incident_values(incident: Incident, field: str) -> tuple[str, ...]:
+    """The ids an incident names in ``field`` of :data:`~.models.CONCEPT_FIELDS` (``org``: its one organisation)."""
+    return (incident.org,) if field == "org" else tuple(getattr(incident, field))
+
+
+def passes(values: Callable[[str], tuple[str, ...]], year: int | None, severity: Severity | None,
+           accepted: Mapping[str, set[str]], filters: IncidentFilter) -> bool:
+    """True when an incident whose ids in a field are ``values(field)`` passes ``filters``: each accepted set
+    (a concept and its narrower ones, by field) meets its ids, the year is within the bounds (inclusive; an
+    incident without a year fails either bound) and the severity is the one asked for."""
+    if any(not ids.intersection(values(field)) for field, ids in accepted.items()):
+        return False
+    if filters.year_from is not None and (year is None or year < filters.year_from):
+        return False
+    if filters.year_to is not None and (year is None or year > filters.year_to):
+        return False
+    return filters.severity is None or severity == filters.severity
 
 
 @dataclass(frozen=True)
 class Facets:
-    """Per incident (in the library's order): id, organisation, year, severity and curated concept ids by field."""
+    """Per incident (in the library's order): id, year, severity and the ids of each field of
+    :data:`~.models.CONCEPT_FIELDS` (organisation and curated concepts)."""
 
     ids: list[str]
-    orgs: list[str]
     years: list[int | None]
     severities: list[Severity | None]
-    concepts: dict[str, list[tuple[str, ...]]]
+    values: dict[str, list[tuple[str, ...]]]
 
     @classmethod
     def of(cls, incidents: Mapping[str, Incident]) -> Facets:
         ids: list[str] = []
-        orgs: list[str] = []
         years: list[int | None] = []
         severities: list[Severity | None] = []
-        concepts: dict[str, list[tuple[str, ...]]] = {field: [] for field in CONCEPT_FIELDS}
+        values: dict[str, list[tuple[str, ...]]] = {field: [] for field in CONCEPT_FIELDS}
         intern = sys.intern
         for incident in each_record(incidents):
             ids.append(incident.id)
-            orgs.append(intern(incident.org))
             years.append(incident.year)
             severities.append(incident.severity)
-            for field, column in concepts.items():
-                column.append(tuple(intern(value) for value in getattr(incident, field)))
-        return cls(ids, orgs, years, severities, concepts)
+            for field, column in values.items():
+                column.append(tuple(map(intern, incident_values(incident, field))))
+        return cls(ids, years, severities, values)
 
-    def matching(self, accepted: Mapping[str, set[str]], year_from: int | None, year_to: int | None,
-                 severity: Severity | None) -> list[str]:
-        """Ids whose organisation (field ``org``) or concept ids meet every accepted set, with the year in
-        ``[year_from, year_to]`` (an incident without a year fails either bound) and the severity, in order."""
-        kept = []
-        for row, incident_id in enumerate(self.ids):
-            if any(not ({self.orgs[row]} if field == "org" else set(self.concepts[field][row])) & ids
-                   for field, ids in accepted.items()):
-                continue
-            year = self.years[row]
-            if year_from is not None and (year is None or year < year_from):
-                continue
-            if year_to is not None and (year is None or year > year_to):
-                continue
-            if severity is None or self.severities[row] == severity:
-                kept.append(incident_id)
-        return kept
+    def matching(self, accepted: Mapping[str, set[str]], filters: IncidentFilter) -> list[str]:
+        """Ids of the incidents that pass ``filters`` (:func:`passes`), in order."""
+        return [incident_id for row, incident_id in enumerate(self.ids)
+                if passes(partial(self._values_at, row), self.years[row], self.severities[row], accepted, filters)]
+
+    def _values_at(self, row: int, field: str) -> tuple[str, ...]:
+        return self.values[field][row]
 
     def concept_counts(self) -> Counter[str]:
-        """How many incidents name each concept id (curated links) and each organisation."""
-        counts: Counter[str] = Counter(self.orgs)
-        for column in self.concepts.values():
-            for values in column:
-                counts.update(values)
+        """How many incidents name each organisation and each concept id (curated links)."""
+        counts: Counter[str] = Counter()
+        for column in self.values.values():
+            for ids in column:
+                counts.update(ids)
         return counts

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
 from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeError
-from .facets import Facets
+from .facets import Facets, incident_values, passes
 from .gc_pause import built_for_process_lifetime, release_frozen
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
 from .graph.knowledge import KnowledgeGraph
@@ -446,22 +446,14 @@ class Library:
     def matches(self, incident: Incident, filters: IncidentFilter, accepted: dict[str, set[str]] | None = None) -> bool:
         """True when ``incident`` passes every filter (concepts match their narrower ones; years inclusive)."""
         accepted = self.resolve_filter(filters) if accepted is None else accepted
-        for field, ids in accepted.items():
-            values = {incident.org} if field == "org" else set(getattr(incident, field))
-            if not values & ids:
-                return False
-        if filters.year_from is not None and (incident.year is None or incident.year < filters.year_from):
-            return False
-        if filters.year_to is not None and (incident.year is None or incident.year > filters.year_to):
-            return False
-        return filters.severity is None or incident.severity == filters.severity
+        return passes(lambda field: incident_values(incident, field), incident.year, incident.severity, accepted, filters)
 
     def filter_ids(self, filters: IncidentFilter | None) -> list[str]:
         """Ids of the incidents that pass ``filters`` (all ids when there are none), in id order; the same as
         :meth:`matches` on every record, read from :attr:`_facets` (no record kept for it)."""
         if filters is None or filters.is_empty():
             return list(self.data.incidents)
-        return self._facets.matching(self.resolve_filter(filters), filters.year_from, filters.year_to, filters.severity)
+        return self._facets.matching(self.resolve_filter(filters), filters)
 
     @property
     def _facets(self) -> Facets:
