@@ -5,12 +5,18 @@ Nodes are ``"<type>:<id>"`` strings (``incident:IL-0025``, ``component:nccl``,
 attribute naming the relation (``has_component``, ``broader``, ``curated`` …).
 Inferred links (not curated) are ``inferred_component`` / ``inferred_cause`` /
 ``inferred_symptom`` edges with ``inferred=True`` and their ``confidence``.
+
+The projection is read-only once built: the edges of one kind share one read-only attribute
+mapping (:class:`Projection`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
@@ -37,35 +43,87 @@ def split_node(node: str) -> tuple[str, str]:
     return kind, identifier
 
 
-def build_projection(data: LibraryData) -> nx.Graph:
-    graph = nx.Graph()
+class Projection(nx.Graph):  # type: ignore[misc]  # networkx ships no type information
+    """An ``nx.Graph`` whose edges of one kind share one read-only attribute mapping.
+
+    At 100k incidents the projection has 1.26M edges; as ``nx.Graph.add_edge`` makes them, each
+    holds its own one-key ``{"type": …}`` dict (about 200 bytes with its collector header: 0.24 GB
+    in all). Here :meth:`link` gives every edge of one type (and, for an inferred link, one
+    confidence) the same ``MappingProxyType``: the attributes cost nothing per edge, and code that
+    tried to change one edge's attributes in place would fail loudly instead of changing them all.
+    Reading is unchanged (``graph.edges[a, b]["type"]``, ``.get("confidence", 1.0)``), and a copy
+    (``subgraph(…).copy()``, ``ego_graph``) gets ordinary dicts, so copies stay editable.
+    """
+
+    def link(self, u: str, v: str, attributes: Mapping[str, Any]) -> None:
+        """Add the edge ``u``–``v`` (and its nodes) with ``attributes``, which replace any the edge had.
+
+        Replacing equals ``add_edge``'s merging for every edge a projection makes: an incident's
+        links of the same pair come in the order curated then inferred, and the inferred link's
+        attributes hold every key of the curated one's.
+        """
+        adjacency, nodes = self._adj, self._node
+        for node in (u, v):
+            if node not in nodes:
+                adjacency[node] = self.adjlist_inner_dict_factory()
+                nodes[node] = self.node_attr_dict_factory()
+        adjacency[u][v] = attributes
+        adjacency[v][u] = attributes
+
+    def finish(self) -> Projection:
+        """Drop what NetworkX may have cached about the graph before :meth:`link` changed it under it."""
+        nx._clear_cache(self)
+        return self
+
+
+class EdgeKinds:
+    """One read-only attribute mapping per edge type, and per (kind, confidence) for inferred links."""
+
+    def __init__(self) -> None:
+        self._shared: dict[tuple[str, float | None], Mapping[str, Any]] = {}
+
+    def of(self, edge_type: str) -> Mapping[str, Any]:
+        key = (edge_type, None)
+        shared = self._shared.get(key)
+        if shared is None:
+            shared = self._shared[key] = MappingProxyType({"type": edge_type})
+        return shared
+
+    def inferred(self, kind: str, confidence: float) -> Mapping[str, Any]:
+        key = (kind, confidence)
+        shared = self._shared.get(key)
+        if shared is None:
+            shared = self._shared[key] = MappingProxyType({"type": f"inferred_{kind}", "inferred": True, "confidence": confidence})
+        return shared
+
+
+def build_projection(data: LibraryData) -> Projection:
+    graph, kinds = Projection(), EdgeKinds()
     for concept in data.vocab:
         graph.add_node(node_id(concept.kind.value, concept.id), type=concept.kind.value, key=concept.id)
     for concept in data.vocab:
         if concept.broader:
             parent = data.vocab.get(concept.broader)
             if parent is not None:
-                graph.add_edge(
-                    node_id(concept.kind.value, concept.id), node_id(parent.kind.value, parent.id), type="broader"
-                )
+                graph.link(node_id(concept.kind.value, concept.id), node_id(parent.kind.value, parent.id), kinds.of("broader"))
     curated: list[tuple[str, str]] = []  # added once every incident is: the same insertion order as a second pass
     for incident in each_record(data.incidents):
         inode = node_id("incident", incident.id)
         graph.add_node(inode, type="incident", key=incident.id)
         if incident.year is not None:
             graph.nodes[inode]["year"] = incident.year
-        graph.add_edge(inode, node_id("organization", incident.org), type="organization")
+        graph.link(inode, node_id("organization", incident.org), kinds.of("organization"))
         for field, (kind, edge_type) in CONCEPT_FIELDS.items():
             for concept_id in getattr(incident, field):
-                graph.add_edge(inode, node_id(kind, concept_id), type=edge_type)
+                graph.link(inode, node_id(kind, concept_id), kinds.of(edge_type))
         # inferred links are edges too, marked as such and weighted by their confidence
         for inferred in incident.proposed():
             kind = inferred.kind.value
-            graph.add_edge(inode, node_id(kind, inferred.concept), type=f"inferred_{kind}", inferred=True,
-                           confidence=inferred.confidence)
+            graph.link(inode, node_id(kind, inferred.concept), kinds.inferred(kind, inferred.confidence))
         curated.extend((inode, node_id("incident", link.id)) for link in incident.related)
-    graph.add_edges_from(curated, type="curated")
-    return graph
+    for a, b in curated:
+        graph.link(a, b, kinds.of("curated"))
+    return graph.finish()
 
 
 # ---- the projection read from a graph store ------------------------------------------------
@@ -100,7 +158,7 @@ PROJECTION_QUERIES: dict[str, str] = {
 }
 
 
-def projection_from_store(store: GraphStore, data: LibraryData) -> nx.Graph:
+def projection_from_store(store: GraphStore, data: LibraryData) -> Projection:
     """The projection :func:`build_projection` gives, read from the store's triples (five SELECTs).
 
     Nodes and edges are added in the library's file order (vocabulary order, incidents by id,
@@ -111,6 +169,7 @@ def projection_from_store(store: GraphStore, data: LibraryData) -> nx.Graph:
     concept_rank = {concept.id: index for index, concept in enumerate(data.vocab)}
     incident_rank = {incident_id: index for index, incident_id in enumerate(data.incidents)}
     last = len(concept_rank) + len(incident_rank)
+    predicates = list(LINK_PROPERTIES)
 
     # each incident's links in its list order, read in one pass over the records (none of them kept)
     orders: dict[str, dict[str, list[str]]] = {}
@@ -125,40 +184,38 @@ def projection_from_store(store: GraphStore, data: LibraryData) -> nx.Graph:
         values = order[field] if order is not None else []
         return values.index(concept) if concept in values else last
 
-    graph = nx.Graph()
-    concepts = sorted(rows["concepts"], key=lambda r: (concept_rank.get(r["id"] or "", last), r["id"] or ""))
-    for row in concepts:
-        graph.add_node(node_id(str(row["kind"]), str(row["id"])), type=row["kind"], key=row["id"])
-    for row in concepts:
-        if row["parent"] is not None:
-            graph.add_edge(node_id(str(row["kind"]), str(row["id"])), node_id(str(row["parentKind"]), row["parent"]),
-                           type="broader")
-    links = sorted(rows["links"], key=lambda r: (list(LINK_PROPERTIES).index(str(r["p"])),
-                                                 link_rank(str(r["id"]), _field(str(r["p"])), str(r["concept"])),
-                                                 str(r["concept"])))
-    inferred = sorted(rows["inferred"], key=lambda r: (link_rank(str(r["id"]), "inferred", str(r["concept"])), str(r["concept"])))
-    by_incident: dict[str, list[dict[str, str | None]]] = {}
+    graph, kinds = Projection(), EdgeKinds()
+    concepts = sorted(rows["concepts"], key=lambda r: (concept_rank.get(r[0] or "", last), r[0] or ""))
+    for concept_id, kind, _, _ in concepts:
+        graph.add_node(node_id(str(kind), str(concept_id)), type=kind, key=concept_id)
+    for concept_id, kind, parent, parent_kind in concepts:
+        if parent is not None:
+            graph.link(node_id(str(kind), str(concept_id)), node_id(str(parent_kind), parent), kinds.of("broader"))
+    links = sorted(rows["links"], key=lambda r: (predicates.index(str(r[1])), link_rank(str(r[0]), _field(str(r[1])), str(r[2])),
+                                                 str(r[2])))
+    inferred = sorted(rows["inferred"], key=lambda r: (link_rank(str(r[0]), "inferred", str(r[2])), str(r[2])))
+    by_incident: dict[str, list[tuple[str | None, ...]]] = {}
     for row in [*links, *inferred]:
-        by_incident.setdefault(str(row["id"]), []).append(row)
-    for row in sorted(rows["incidents"], key=lambda r: (incident_rank.get(r["id"] or "", last), r["id"] or "")):
-        inode = node_id("incident", str(row["id"]))
-        graph.add_node(inode, type="incident", key=row["id"])
-        if row["date"]:
-            graph.nodes[inode]["year"] = int(row["date"][:4])
-        graph.add_edge(inode, node_id("organization", str(row["org"])), type="organization")
-        for link in by_incident.get(str(row["id"]), []):
-            predicate = str(link["p"])
+        by_incident.setdefault(str(row[0]), []).append(row)
+    del links, inferred
+    for incident_id, date, org in sorted(rows["incidents"], key=lambda r: (incident_rank.get(r[0] or "", last), r[0] or "")):
+        inode = node_id("incident", str(incident_id))
+        graph.add_node(inode, type="incident", key=incident_id)
+        if date:
+            graph.nodes[inode]["year"] = int(date[:4])
+        graph.link(inode, node_id("organization", str(org)), kinds.of("organization"))
+        for link in by_incident.get(str(incident_id), []):
+            predicate, concept = str(link[1]), str(link[2])
             if predicate in LINK_PROPERTIES:
                 kind, edge_type = LINK_PROPERTIES[predicate]
-                graph.add_edge(inode, node_id(kind, str(link["concept"])), type=edge_type)
+                graph.link(inode, node_id(kind, concept), kinds.of(edge_type))
             else:
                 kind = INFERRED_KINDS[predicate]
-                graph.add_edge(inode, node_id(kind, str(link["concept"])), type=f"inferred_{kind}", inferred=True,
-                               confidence=float(str(link["confidence"])))
-    for row in sorted(rows["curated"], key=lambda r: (incident_rank.get(r["id"] or "", last),
-                                                     link_rank(str(r["id"]), "related", str(r["other"])), str(r["other"]))):
-        graph.add_edge(node_id("incident", str(row["id"])), node_id("incident", str(row["other"])), type="curated")
-    return graph
+                graph.link(inode, node_id(kind, concept), kinds.inferred(kind, float(str(link[3]))))
+    for incident_id, other in sorted(rows["curated"], key=lambda r: (incident_rank.get(r[0] or "", last),
+                                                                      link_rank(str(r[0]), "related", str(r[1])), str(r[1]))):
+        graph.link(node_id("incident", str(incident_id)), node_id("incident", str(other)), kinds.of("curated"))
+    return graph.finish()
 
 
 def _field(predicate: str) -> str:
@@ -166,8 +223,29 @@ def _field(predicate: str) -> str:
     return next(field for field, (_, kind) in CONCEPT_FIELDS.items() if kind == edge_type)
 
 
-def _select(store: GraphStore, query: str) -> list[dict[str, str | None]]:
-    payload = json.loads(store.query(query, "SELECT").body)
-    variables = payload["head"]["vars"]
-    return [{name: binding[name]["value"] if name in binding else None for name in variables}
-            for binding in payload["results"]["bindings"]]
+# The keys of a SPARQL JSON term object (``{"type": "literal", "value": …}``, W3C SPARQL 1.1 Query Results JSON).
+_TERM_KEYS = frozenset({"type", "value", "datatype", "xml:lang"})
+_TERM_TYPES = frozenset({"uri", "literal", "bnode", "typed-literal"})
+
+
+def _select(store: GraphStore, query: str) -> list[tuple[str | None, ...]]:
+    """The rows of a SELECT, one tuple of values (``None`` when unbound) in the order the query's text selects them.
+
+    At 100k incidents the link query answers 1.06M rows. Parsed as plain JSON, each row is four
+    dicts and three new strings (1.5 GB for the five queries, released afterwards but leaving the
+    allocator's arenas scattered under the graph built meanwhile). Here each term object becomes
+    its value string as it is parsed (``object_hook``), one string shared by every row with the
+    same value (an incident id, a predicate IRI, a concept id), so only a row's own dict is made.
+    Only the projection's queries are read so: none of their variables is named like a term key.
+    """
+    shared: dict[str, str] = {}
+
+    def term_value(obj: dict[str, Any]) -> Any:
+        value, kind = obj.get("value"), obj.get("type")
+        if isinstance(value, str) and kind in _TERM_TYPES and obj.keys() <= _TERM_KEYS:
+            return shared.setdefault(value, value)
+        return obj
+
+    variables = re.findall(r"\?(\w+)", query[: query.index("WHERE")])
+    payload = json.loads(store.query(query, "SELECT").body, object_hook=term_value)
+    return [tuple(binding.get(name) for name in variables) for binding in payload["results"]["bindings"]]
