@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from incidentlib.loader import load_library
 from incidentlib.models import Incident
 from incidentlib.tagging.classifier import ConceptClassifier
@@ -79,3 +81,28 @@ def test_the_one_pass_choice_is_the_sorted_definition_and_holds_no_more_than_it_
         assert [r.id for r in chosen] == [r.id for r in expected]
         assert training_records(chosen, per_concept) == chosen  # the choice from the chosen is the same
     assert training_records(large, 0) == []
+
+
+def test_text_embeddings_are_remembered_within_a_bound(monkeypatch) -> None:
+    """The classifier embeds a text once while it is remembered, and remembers at most the memo's capacity (a server
+    tags every pasted text: those must not pile up), keyed by digests, not by the texts."""
+    from incidentlib.tagging import classifier
+    from tests.fakes import HashEmbedder
+
+    memo = classifier.EmbeddingMemo(capacity=5)
+    monkeypatch.setattr(classifier, "_EMBEDDINGS", memo)
+    embedder = HashEmbedder()
+    model = ConceptClassifier(embedder)
+    texts = [f"nccl watchdog timeout on rank {n}" for n in range(8)]
+    first = model._embed(texts[:3])
+    again = model._embed(texts[:3])
+    assert embedder.documents_encoded == 3 and np.array_equal(first, again)
+    every = model._embed([*texts, texts[0]])  # more distinct texts than the memo holds, one of them twice
+    assert np.array_equal(every, embedder.encode_queries([*texts, texts[0]]))
+    assert embedder.documents_encoded == 3 + 5  # the three remembered texts were not embedded again
+    assert len(memo) == 5
+    assert all(isinstance(key, bytes) and len(key) == 16 for key in memo._vectors)
+    model._embed([texts[3], texts[-1]])  # the five embedded last are remembered
+    assert embedder.documents_encoded == 8
+    model._embed(texts[:1])  # found at the start of the long batch, then pushed out by the five after it
+    assert embedder.documents_encoded == 9

@@ -13,6 +13,9 @@ labelled with their components, causes and symptoms.  Concepts with fewer than
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -39,8 +42,45 @@ REGULARISATION_C = 1.0
 SOLVER = "liblinear"
 
 
-# Process-wide memo of text embeddings (texts of one library: small next to its index).
-_EMBEDDINGS: dict[tuple[str, str], np.ndarray] = {}
+#: Text embeddings a process remembers at most (the least recently used go first).  A fit and then the tagging
+#: of the same records, and the five fits of a cross-fitted evaluation, embed the same few thousand texts again;
+#: a server also embeds every pasted text (similar by text infers its concepts), and those must not pile up for
+#: the life of the process.  8,192 vectors of use-m3's 512 dimensions are 16 MB.  Chosen, not tuned.
+EMBEDDING_MEMO_ENTRIES = 8_192
+
+
+class EmbeddingMemo:
+    """Least-recently-used text embeddings, keyed by a 16-byte BLAKE2b of (embedder name, text), not the text itself."""
+
+    def __init__(self, capacity: int = EMBEDDING_MEMO_ENTRIES) -> None:
+        self.capacity = capacity
+        self._vectors: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()  # tagging runs on a server's request threads
+
+    @staticmethod
+    def key(embedder: str, text: str) -> bytes:
+        return hashlib.blake2b(f"{embedder}\x00{text}".encode(), digest_size=16).digest()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def found(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """The remembered vectors among ``keys`` (each now the most recently used)."""
+        with self._lock:
+            hits = {key: self._vectors[key] for key in keys if key in self._vectors}
+            for key in hits:
+                self._vectors.move_to_end(key)
+        return hits
+
+    def remember(self, key: bytes, vector: np.ndarray) -> None:
+        with self._lock:
+            self._vectors[key] = vector
+            self._vectors.move_to_end(key)
+            while len(self._vectors) > self.capacity:
+                self._vectors.popitem(last=False)
+
+
+_EMBEDDINGS = EmbeddingMemo()
 
 
 @dataclass(frozen=True)
@@ -79,13 +119,16 @@ class ConceptClassifier:
         self._models: list[LogisticRegression] = []
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings, remembered per text: cross-fitting and tagging embed the same records again."""
+        """Embeddings, remembered (:class:`EmbeddingMemo`): cross-fitting and tagging embed the same records again."""
         assert self.embedder is not None
-        missing = [t for t in dict.fromkeys(texts) if (self.embedder.name, t) not in _EMBEDDINGS]
+        keys = [EmbeddingMemo.key(self.embedder.name, text) for text in texts]
+        vectors = _EMBEDDINGS.found(keys)  # held here too: a batch larger than the memo still gets every vector
+        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in vectors}
         if missing:
-            for text, vector in zip(missing, self.embedder.encode_documents(missing), strict=True):
-                _EMBEDDINGS[(self.embedder.name, text)] = vector
-        return np.stack([_EMBEDDINGS[(self.embedder.name, t)] for t in texts])
+            for key, vector in zip(missing, self.embedder.encode_documents(list(missing.values())), strict=True):
+                vectors[key] = vector
+                _EMBEDDINGS.remember(key, vector)
+        return np.stack([vectors[key] for key in keys])
 
     def _features(self, texts: Sequence[str], fit: bool = False) -> sparse.csr_matrix:
         from scipy import sparse  # imported when a model is fitted or used
