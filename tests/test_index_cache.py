@@ -345,6 +345,54 @@ def test_an_updated_index_scores_as_a_full_build(edit: str) -> None:
         assert not np.allclose(_scores(moved, "watchdog"), _scores(full, "watchdog"))
 
 
+class _ReadLog(list[str]):
+    """Texts that remember which positions were read."""
+
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__(texts)
+        self.read: set[int] = set()
+
+    def __getitem__(self, index: int) -> str:  # type: ignore[override]
+        self.read.add(index)
+        return super().__getitem__(index)
+
+
+def _by_term(postings: Postings) -> dict[str, tuple[list[int], list[float], list[int]]]:
+    """Each term's postings (chunks, weights, counts), for the terms that have some."""
+    return {term: (postings.indices[a:z].tolist(), postings.data[a:z].tolist(), postings.tf[a:z].tolist())
+            for term, a, z in zip(postings.vocabulary, postings.indptr[:-1].tolist(), postings.indptr[1:].tolist(), strict=True)
+            if z > a}
+
+
+@pytest.mark.parametrize("edit", ["append", "insert", "remove-middle", "replace-middle", "same-text-new-key", "nothing"])
+def test_an_update_in_order_merges_into_the_full_builds_postings_reading_only_new_texts(edit: str) -> None:
+    """Keys (chunk digests in a library) stand for the texts, so only the new texts are read; when the kept chunks keep
+    their order the new postings are merged in, and every term's chunks, weights and counts equal a full build's."""
+    rng = np.random.default_rng(7)
+    words = ["nccl", "watchdog", "timeout", "rank", "infiniband", "링크가", "끊겼다", "xid", "79", "dns", "타임아웃이"]
+    before = [" ".join(rng.choice(words, size=int(rng.integers(1, 9)))) for _ in range(40)]
+    before_keys = [f"key-{n}" for n in range(len(before))]
+    pairs = list(zip(before_keys, before, strict=True))
+    if edit == "append":
+        pairs += [("new-1", "a fresh wombatfjord draft"), ("new-2", "타임아웃으로 멈췄다 nccl")]
+    elif edit == "insert":
+        pairs[10:10] = [("new-1", "wombatfjord nccl nccl timeout"), ("new-2", "")]
+    elif edit == "remove-middle":
+        del pairs[5:12]
+    elif edit == "replace-middle":
+        pairs[20] = ("new-1", "infiniband wombatfjord 링크가")
+    elif edit == "same-text-new-key":  # a text moved to another chunk id: a new key, tokenized again
+        pairs[3] = ("new-1", pairs[3][1])
+    keys, after = [k for k, _ in pairs], _ReadLog([t for _, t in pairs])
+    updated = update_postings(build_postings(before), before_keys, after, keys=keys)
+    fresh = {n for n, key in enumerate(keys) if key not in before_keys}
+    assert after.read == fresh  # the unchanged texts were not read
+    full = build_postings(list(after))
+    assert updated.size == full.size and np.array_equal(updated.lengths, full.lengths)
+    assert _by_term(updated) == _by_term(full)  # bit for bit: the same float64 operations give the same weights
+    assert updated.vocabulary[: len(build_postings(before).vocabulary)] == build_postings(before).vocabulary
+
+
 def test_update_rejects_texts_that_do_not_match_the_postings() -> None:
     with pytest.raises(ValueError, match="previous postings cover 2 chunks, given 1 texts"):
         update_postings(build_postings(["a b", "c d"]), ["a b"], ["a b", "e"])

@@ -233,7 +233,8 @@ class SearchEngine:
     def lexical(self) -> LexicalIndex:
         """The BM25 index, loaded from the cache when this exact text was indexed before (see :mod:`.lexical_store`)."""
         index, self.lexical_source = cached_lexical_index(chunk_texts(self.chunks), self.cache_dir,
-                                                          self._previous_lexical, texts_digest=self.chunks_digest)
+                                                          self._previous_lexical, texts_digest=self.chunks_digest,
+                                                          keys=chunk_digests(self.chunks))
         self._previous_lexical = None  # not held past its use
         return index
 
@@ -244,10 +245,11 @@ class SearchEngine:
         return rows_digest(chunk_ids(self.chunks), chunk_digests(self.chunks))
 
     def lexical_snapshot(self) -> tuple[Sequence[str], Postings] | None:
-        """The chunk texts and BM25 postings of this engine when its lexical index is built, else None."""
+        """The chunk digests (which stand for their texts in :func:`.lexical.update_postings`) and BM25 postings of
+        this engine when its lexical index is built, else None."""
         if "lexical" not in self.__dict__:  # a cached_property not computed yet
             return None
-        return chunk_texts(self.chunks), self.lexical.postings
+        return chunk_digests(self.chunks), self.lexical.postings
 
     # ---- dense ---------------------------------------------------------------
     @cached_property

@@ -17,7 +17,7 @@ start does not tokenize the library again, and after an edit only the new chunks
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, islice
@@ -74,43 +74,120 @@ def postings_from_tokens(token_lists: Iterable[list[str]], size: int, k1: float 
     return _weigh(list(vocabulary), term_of_pair, chunk_of_pair, tf, lengths, k1, b, ordered=True)
 
 
-def update_postings(previous: Postings, previous_texts: Sequence[str], texts: Sequence[str],
-                    k1: float = BM25_K1, b: float = BM25_B) -> Postings:
-    """The postings of ``texts`` computed from ``previous`` (the postings of ``previous_texts``): only the
-    texts that were not there before are tokenized; unchanged chunks keep their term counts and move to
-    their new positions, removed ones drop out, and every weight is recomputed (N, df and the average
-    length change with any edit).  Scores equal those of :func:`build_postings` over ``texts``; the
-    vocabulary may keep terms no chunk holds any more (they have no postings and match nothing) until
-    the next full build.
+def update_postings(previous: Postings, previous_keys: Sequence[str], texts: Sequence[str],
+                    k1: float = BM25_K1, b: float = BM25_B, keys: Sequence[str] | None = None) -> Postings:
+    """The postings of ``texts`` computed from ``previous`` (the postings of the texts ``previous_keys`` name): only
+    the texts that were not there before are tokenized; unchanged chunks keep their term counts and move to their
+    new positions, removed ones drop out, and every weight is recomputed (N, df and the average length change with
+    any edit).  Scores equal those of :func:`build_postings` over ``texts``; the vocabulary may keep terms no chunk
+    holds any more (they have no postings and match nothing) until the next full build.
+
+    ``previous_keys[i]`` identifies the text of previous chunk ``i`` and ``keys[j]`` that of ``texts[j]`` (by
+    default the texts themselves): equal keys mean equal texts.  A live library passes its chunk digests (a hash
+    of each chunk's id and text), so that the unchanged texts are never read: at 100k incidents reading the 1.35M
+    texts again took half of a write's re-index (docs/benchmarks.md, "A write at 100k").
+
+    When the chunks kept keep their relative order (a write adds, removes or replaces some incidents' chunks:
+    the others stay in id order), each term's kept postings are still in chunk order after the move, and the new
+    postings are merged into them (:func:`_merged`): no sort of every posting, and no per-posting term array.
+    Otherwise (a reordered corpus) the (term, chunk) pairs are sorted again.
     """
-    if len(previous_texts) != previous.size:
-        raise ValueError(f"previous postings cover {previous.size} chunks, given {len(previous_texts)} texts")
+    keys = texts if keys is None else keys
+    if len(previous_keys) != previous.size:
+        raise ValueError(f"previous postings cover {previous.size} chunks, given {len(previous_keys)} texts")
+    if len(keys) != len(texts):
+        raise ValueError(f"{len(texts)} texts, given {len(keys)} keys")
     size = len(texts)
     free: dict[str, list[int]] = {}
-    for position in range(len(previous_texts) - 1, -1, -1):  # popped in ascending order below
-        free.setdefault(previous_texts[position], []).append(position)
+    for position in range(len(previous_keys) - 1, -1, -1):  # popped in ascending order below
+        free.setdefault(previous_keys[position], []).append(position)
     new_position = np.full(previous.size, -1, dtype=np.int64)
     fresh: list[int] = []
-    for position, text in enumerate(texts):
-        slots = free.get(text)
+    for position, key in enumerate(keys):
+        slots = free.get(key)
         if slots:
             new_position[slots.pop()] = position
         else:
             fresh.append(position)
+    del free
     vocabulary = {term: index for index, term in enumerate(previous.vocabulary)}
-    old_terms = np.repeat(np.arange(len(previous.vocabulary), dtype=np.int64), np.diff(previous.indptr))
-    moved = new_position[previous.indices]
-    kept = moved >= 0
     lengths = np.zeros(size, dtype=np.int32)
     reused = new_position >= 0
     lengths[new_position[reused]] = previous.lengths[reused]
     add_terms, add_local, add_tf, add_lengths = _count_texts([texts[p] for p in fresh], vocabulary)
     fresh_positions = np.asarray(fresh, dtype=np.int64)
     lengths[fresh_positions] = add_lengths
+    if size and bool(np.all(np.diff(new_position[reused]) > 0)):
+        return _merged(previous, new_position, list(vocabulary), add_terms, fresh_positions[add_local], add_tf,
+                       lengths, k1, b)
+    old_terms = np.repeat(np.arange(len(previous.vocabulary), dtype=np.int64), np.diff(previous.indptr))
+    moved = new_position[previous.indices]
+    kept = moved >= 0
     return _weigh(list(vocabulary),
                   np.concatenate([old_terms[kept], add_terms]),
                   np.concatenate([moved[kept], fresh_positions[add_local]]),
                   np.concatenate([previous.tf[kept], add_tf]), lengths, k1, b)
+
+
+def _merged(previous: Postings, new_position: np.ndarray, vocabulary: list[str], add_terms: np.ndarray,
+            add_chunks: np.ndarray, add_tf: np.ndarray, lengths: np.ndarray, k1: float, b: float) -> Postings:
+    """:func:`update_postings` when the kept chunks keep their order: the previous postings, moved to their chunks'
+    new positions with the removed ones left out, and the new (term, chunk, count) triples (term-major, chunks
+    ascending) inserted where they belong in their terms' runs, then weighed."""
+    terms, size = len(vocabulary), len(lengths)
+    moved = new_position.astype(np.int32)[previous.indices]  # positions fit int32 as the indices do
+    kept = moved >= 0
+    gone = np.flatnonzero(~kept)  # few after a write: counted per term by where they fall in indptr
+    per_term = np.zeros(terms, dtype=np.int64)
+    per_term[: len(previous.vocabulary)] = np.diff(previous.indptr)
+    per_term -= np.bincount(np.searchsorted(previous.indptr, gone, side="right") - 1, minlength=terms)
+    del gone
+    indices, tf = (moved[kept], previous.tf[kept]) if not bool(kept.all()) else (moved, np.asarray(previous.tf))
+    del moved, kept
+    kept_indptr = np.zeros(terms + 1, dtype=np.int64)
+    np.cumsum(per_term, out=kept_indptr[1:])
+    at = np.empty(len(add_terms), dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, add_terms[1:] != add_terms[:-1]]).tolist() if len(add_terms) else []
+    ends = [*starts[1:], len(add_terms)] if starts else []
+    for lo, hi in zip(starts, ends, strict=True):  # one binary search per new term
+        term = int(add_terms[lo])
+        first, last = int(kept_indptr[term]), int(kept_indptr[term + 1])
+        at[lo:hi] = first + np.searchsorted(indices[first:last], add_chunks[lo:hi])
+    indices = np.insert(indices, at, add_chunks.astype(np.int32))
+    tf = np.insert(tf, at, add_tf.astype(np.int32))
+    per_term += np.bincount(add_terms, minlength=terms)
+    indptr = np.zeros(terms + 1, dtype=np.int64)
+    np.cumsum(per_term, out=indptr[1:])
+
+    def term_ids(lo: int, hi: int) -> np.ndarray:  # the terms of postings lo..hi, from the run offsets
+        first = int(np.searchsorted(indptr, lo, side="right")) - 1
+        last = int(np.searchsorted(indptr, hi, side="left"))
+        runs = np.diff(np.clip(indptr[first:last + 1], lo, hi)).astype(np.int64)
+        return np.repeat(np.arange(first, first + len(runs), dtype=np.int64), runs)
+
+    weights = _bm25_weights(per_term, size, lengths, tf, indices, term_ids, k1, b)
+    return Postings(vocabulary, indptr, indices, weights, size, tf, lengths)
+
+
+def _bm25_weights(per_term: np.ndarray, size: int, lengths: np.ndarray, tf: np.ndarray, chunk_of_pair: np.ndarray,
+                  term_ids: Callable[[int, int], np.ndarray], k1: float, b: float) -> np.ndarray:
+    """The float32 weight of every posting (formula in the module docstring), a block of postings at a time:
+    ``idf`` per term and the length normalisation per chunk, gathered per posting (``term_ids(lo, hi)``: the terms
+    of postings ``lo..hi``), in float64."""
+    df = per_term.astype(np.float64)
+    idf = np.log(1.0 + (size - df + 0.5) / (df + 0.5))
+    average = float(lengths.mean())
+    saturation = k1 * (1.0 - b + b * lengths / average)
+    weights = np.empty(len(tf), dtype=np.float32)
+    for lo in range(0, len(tf), WEIGH_BLOCK):  # float64 temporaries per block, the float32 result written in place
+        hi = min(lo + WEIGH_BLOCK, len(tf))
+        frequency = tf[lo:hi].astype(np.float64)
+        weight = idf[term_ids(lo, hi)]
+        weight *= frequency
+        frequency += saturation[chunk_of_pair[lo:hi]]
+        weight /= frequency
+        weights[lo:hi] = weight
+    return weights
 
 
 #: Chunks whose tokens are numbered per pass of :func:`_count`: the token lists of one batch are held at a time
@@ -300,19 +377,7 @@ def _weigh(vocabulary: list[str], term_of_pair: np.ndarray, chunk_of_pair: np.nd
             term_of_pair, chunk_of_pair, tf = term_of_pair[order], chunk_of_pair[order], tf[order]
         del keys
     per_term = np.bincount(term_of_pair, minlength=terms)
-    df = per_term.astype(np.float64)
-    idf = np.log(1.0 + (size - df + 0.5) / (df + 0.5))
-    average = float(lengths.mean())
-    saturation = k1 * (1.0 - b + b * lengths / average)
-    weights = np.empty(len(tf), dtype=np.float32)
-    for lo in range(0, len(tf), WEIGH_BLOCK):  # float64 temporaries per block, the float32 result written in place
-        hi = lo + WEIGH_BLOCK
-        frequency = tf[lo:hi].astype(np.float64)
-        weight = idf[term_of_pair[lo:hi]]
-        weight *= frequency
-        frequency += saturation[chunk_of_pair[lo:hi]]
-        weight /= frequency
-        weights[lo:hi] = weight
+    weights = _bm25_weights(per_term, size, lengths, tf, chunk_of_pair, lambda lo, hi: term_of_pair[lo:hi], k1, b)
     indptr = np.zeros(terms + 1, dtype=np.int64)
     np.cumsum(per_term, out=indptr[1:])
     return Postings(vocabulary, indptr, chunk_of_pair.astype(np.int32), weights, size,

@@ -169,10 +169,12 @@ def save_postings(folder: Path, postings: Postings) -> None:
 
 def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
                          previous: tuple[Sequence[str], Postings] | None = None,
-                         texts_digest: str | None = None) -> tuple[LexicalIndex, str]:
+                         texts_digest: str | None = None, keys: Sequence[str] | None = None) -> tuple[LexicalIndex, str]:
     """The BM25 index over ``texts``, loaded from ``cache_dir`` when present; also says how it was obtained:
-    ``"loaded"``, ``"updated"`` (from ``previous``, the texts and postings of the index before a change)
-    or ``"built"``.  ``texts_digest``: as in :func:`lexical_key`.
+    ``"loaded"``, ``"updated"`` (from ``previous``, the keys and postings of the index before a change)
+    or ``"built"``.  ``texts_digest``: as in :func:`lexical_key`.  ``keys``: what stands for each text in
+    ``previous`` (equal keys, equal texts: the chunk digests; by default the texts themselves), see
+    :func:`~.lexical.update_postings`.
     """
     folder = cache_dir / LEXICAL_DIR / lexical_key(texts, texts_digest=texts_digest)
     if (folder / "meta.json").exists():
@@ -186,7 +188,7 @@ def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
                 os.utime(folder / "meta.json")
             return LexicalIndex(postings=postings), "loaded"
     if previous is not None:
-        postings, how = update_postings(previous[1], previous[0], texts), "updated"
+        postings, how = update_postings(previous[1], previous[0], texts, keys=keys), "updated"
     else:
         postings, how = build_postings(texts), "built"
     try:
