@@ -364,7 +364,8 @@ def _by_term(postings: Postings) -> dict[str, tuple[list[int], list[float], list
             if z > a}
 
 
-@pytest.mark.parametrize("edit", ["append", "insert", "remove-middle", "replace-middle", "same-text-new-key", "nothing"])
+@pytest.mark.parametrize("edit", ["append", "insert", "remove-middle", "replace-middle", "same-text-new-key", "key-twice",
+                                  "nothing"])
 def test_an_update_in_order_merges_into_the_full_builds_postings_reading_only_new_texts(edit: str) -> None:
     """Keys (chunk digests in a library) stand for the texts, so only the new texts are read; when the kept chunks keep
     their order the new postings are merged in, and every term's chunks, weights and counts equal a full build's."""
@@ -383,9 +384,11 @@ def test_an_update_in_order_merges_into_the_full_builds_postings_reading_only_ne
         pairs[20] = ("new-1", "infiniband wombatfjord 링크가")
     elif edit == "same-text-new-key":  # a text moved to another chunk id: a new key, tokenized again
         pairs[3] = ("new-1", pairs[3][1])
+    elif edit == "key-twice":  # the second chunk under one previous key is new (matched occurrence by occurrence)
+        pairs.append(pairs[7])
     keys, after = [k for k, _ in pairs], _ReadLog([t for _, t in pairs])
     updated = update_postings(build_postings(before), before_keys, after, keys=keys)
-    fresh = {n for n, key in enumerate(keys) if key not in before_keys}
+    fresh = {n for n, key in enumerate(keys) if key not in before_keys or key in keys[:n]}
     assert after.read == fresh  # the unchanged texts were not read
     full = build_postings(list(after))
     assert updated.size == full.size and np.array_equal(updated.lengths, full.lengths)

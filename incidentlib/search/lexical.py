@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import chain, islice
+from itertools import chain, islice, repeat
 
 import numpy as np
 
@@ -98,18 +98,7 @@ def update_postings(previous: Postings, previous_keys: Sequence[str], texts: Seq
     if len(keys) != len(texts):
         raise ValueError(f"{len(texts)} texts, given {len(keys)} keys")
     size = len(texts)
-    free: dict[str, list[int]] = {}
-    for position in range(len(previous_keys) - 1, -1, -1):  # popped in ascending order below
-        free.setdefault(previous_keys[position], []).append(position)
-    new_position = np.full(previous.size, -1, dtype=np.int64)
-    fresh: list[int] = []
-    for position, key in enumerate(keys):
-        slots = free.get(key)
-        if slots:
-            new_position[slots.pop()] = position
-        else:
-            fresh.append(position)
-    del free
+    new_position, fresh = _matched(previous_keys, keys)
     vocabulary = {term: index for index, term in enumerate(previous.vocabulary)}
     lengths = np.zeros(size, dtype=np.int32)
     reused = new_position >= 0
@@ -127,6 +116,35 @@ def update_postings(previous: Postings, previous_keys: Sequence[str], texts: Seq
                   np.concatenate([old_terms[kept], add_terms]),
                   np.concatenate([moved[kept], fresh_positions[add_local]]),
                   np.concatenate([previous.tf[kept], add_tf]), lengths, k1, b)
+
+
+def _matched(previous_keys: Sequence[str], keys: Sequence[str]) -> tuple[np.ndarray, list[int]]:
+    """Where each previous chunk went (-1: removed) and the positions of the chunks that are new.  A key met several
+    times is matched occurrence by occurrence, in order (the ``i``-th new one takes the ``i``-th previous one).
+
+    Unique keys (chunk digests) are matched by one dictionary built and read in C (about 0.4 s for 1.35M chunks, where
+    the general loop below takes about 4 s); repeated keys (texts, as tests give them) take the loop."""
+    new_position = np.full(len(previous_keys), -1, dtype=np.int64)
+    index = dict(zip(previous_keys, range(len(previous_keys)), strict=True))
+    if len(index) == len(previous_keys):
+        old_of_new = np.fromiter(map(index.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+        matched = old_of_new >= 0
+        new_position[old_of_new[matched]] = np.flatnonzero(matched)
+        if np.count_nonzero(new_position >= 0) == np.count_nonzero(matched):  # no previous chunk taken twice
+            return new_position, np.flatnonzero(~matched).tolist()
+        new_position[:] = -1
+    del index
+    free: dict[str, list[int]] = {}
+    for position in range(len(previous_keys) - 1, -1, -1):  # popped in ascending order below
+        free.setdefault(previous_keys[position], []).append(position)
+    fresh: list[int] = []
+    for position, key in enumerate(keys):
+        slots = free.get(key)
+        if slots:
+            new_position[slots.pop()] = position
+        else:
+            fresh.append(position)
+    return new_position, fresh
 
 
 def _merged(previous: Postings, new_position: np.ndarray, vocabulary: list[str], add_terms: np.ndarray,
