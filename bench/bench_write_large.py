@@ -1,0 +1,101 @@
+"""What a write costs a process serving a large library: the draft stored, then the index brought along, per tree.
+
+    python bench/bench_write_large.py WORK --writes 2 --rounds 1 --tree /path/to/other/checkout --tree .
+
+``WORK`` is a directory ``bench_start.py`` wrote (``library/`` and ``cache/``, the index built).  For each (round,
+tree) a scratch copy of both is made with hard links (``cp -al``: a write adds the overlay store to the copy; cache
+files are replaced by rename, never written in place, so the originals stay as they were), and a fresh interpreter
+that imports ``incidentlib`` from that tree opens the copy, answers one search, then files ``--writes`` drafts
+through ``Library.create_draft`` and, after each, times ``refresh()`` + ``prepare_search()``: what the follower of
+``serve`` does before the next request finds the draft.  Each draft is checked to be found by a lexical search for
+its unique word.  Reported per write: seconds to store it, seconds to bring the index along, the process's RSS and
+anonymous RSS after it, and its peak RSS so far.  The trees take turns within a round.  The first start of a tree
+on a library rebuilds its start snapshot (its key covers the code): run a round first and leave it out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_CHILD = r"""
+import json, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+copy, writes = Path(sys.argv[2]), int(sys.argv[3])
+
+def memory():
+    values = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        name = line.split(":")[0]
+        if name in ("VmRSS", "RssAnon", "VmHWM"):
+            values[name] = int(line.split()[1]) // 1024
+    return values
+
+import incidentlib
+assert Path(incidentlib.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()), incidentlib.__file__
+from incidentlib import Library
+
+start = time.perf_counter()
+library = Library.open(copy / "library", cache_dir=copy / "cache")
+library.search("nccl watchdog timeout", k=3)
+print(json.dumps({"step": "opened and searched", "seconds": time.perf_counter() - start, **memory()}), flush=True)
+for n in range(writes):
+    word = f"zebraquux{n}"
+    doc = {"title": {"en": f"NCCL watchdog timeout {word} on the training cluster"}, "org": "imbue",
+           "summary": {"en": f"A draft filed while the incident runs ({word})."},
+           "body": {"en": "The watchdog fired on every rank after an all-reduce stalled."},
+           "sources": [{"url": "https://example.com/postmortem", "title": "Postmortem"}]}
+    start = time.perf_counter()
+    stored = library.create_draft(doc)
+    stored_at = time.perf_counter()
+    library.refresh()
+    library.prepare_search()
+    ready_at = time.perf_counter()
+    found = [hit.id for hit in library.search(word, k=3, mode="lexical").results]
+    assert found[:1] == [stored.id], (word, stored.id, found)
+    print(json.dumps({"step": f"write {n + 1}", "store_s": stored_at - start, "index_s": ready_at - stored_at,
+                      **memory()}), flush=True)
+"""
+
+
+def run(tree: Path, work: Path, writes: int) -> list[dict[str, object]]:
+    scratch = Path(tempfile.mkdtemp(prefix="bench-write-", dir=work.parent))
+    try:
+        for part in ("library", "cache"):
+            subprocess.run(["cp", "-al", str(work / part), str(scratch / part)], check=True)
+        answer = subprocess.run([sys.executable, "-c", _CHILD, str(tree), str(scratch), str(writes)],
+                                capture_output=True, text=True, check=False, cwd="/")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if answer.returncode != 0:
+        raise SystemExit(f"{tree}: the write run failed:\n{answer.stderr[-3000:]}")
+    return [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("work", type=Path, help="a bench_start.py directory with library/ and cache/ (index built)")
+    parser.add_argument("--tree", type=Path, action="append", required=True, help="a checkout to measure (repeat)")
+    parser.add_argument("--writes", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    print("| round | tree | step | store (s) | index brought along (s) | RSS (MB) | anonymous (MB) | peak RSS (MB) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for round_number in range(args.rounds):
+        for tree in args.tree:
+            for row in run(tree.resolve(), args.work.resolve(), args.writes):
+                seconds = row.get("seconds")
+                store = f"{row['store_s']:.1f}" if "store_s" in row else (f"open {seconds:.1f}" if seconds else "")
+                index = f"{row['index_s']:.1f}" if "index_s" in row else ""
+                print(f"| {round_number + 1} | {tree} | {row['step']} | {store} | {index} | {row['VmRSS']:,} | "
+                      f"{row['RssAnon']:,} | {row['VmHWM']:,} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
