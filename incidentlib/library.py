@@ -948,7 +948,6 @@ class Library:
             if seq == self._seq:
                 return False
             changes = self._store.changes_since(self._seq)
-            self._memo_snapshot_chunks()
             seq = max([seq, *(c.seq for c in changes)])
             previous: LibraryData | None = None
             changed_ids: set[str] | None = None
@@ -964,6 +963,8 @@ class Library:
                 changed = {c.incident_id: self._store.record(c.incident_id) for c in changes}
                 data = patched(self.data, changed, self._base_data, seq, self._store.store_id())
                 previous, changed_ids = self.data, set(changed)
+            if data.chunks is None:  # the engine cuts every incident's chunks: those of the current data are reused
+                self._memo_snapshot_chunks()
             replaced = self.__dict__.get("_search_engine")
             snapshot = replaced.lexical_snapshot() if replaced is not None else None
             if snapshot is not None:  # else keep the last one an engine had built

@@ -24,6 +24,7 @@ from .field_sets import FieldSetSharer
 from .gc_pause import collector_paused
 from .journal import recover
 from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
+from .overlaid import OverlaidRecords
 from .parsed_cache import YAML_LOADER, DataFiles
 from .start_snapshot import snapshot_key
 from .vocab import Vocabulary
@@ -72,7 +73,7 @@ NOT_A_FILE = "not a regular file (a directory, or a symbolic link to nothing); r
 def each_record(incidents: Mapping[str, Incident]) -> Iterator[Incident]:
     """The records of ``incidents`` for one pass that keeps few of them: records read from a start snapshot are
     then validated for the pass and not kept (:meth:`start_snapshot.RecordParts.scan`); others are the mapping's."""
-    if isinstance(incidents, start_snapshot.RecordParts):
+    if isinstance(incidents, start_snapshot.RecordParts | OverlaidRecords):
         return incidents.scan()
     return iter(incidents.values())
 

@@ -13,6 +13,8 @@ Each passes over all its rows at C speed (``__iter__``) and makes one row on its
 
 from __future__ import annotations
 
+import bisect
+import collections
 import itertools
 import mmap
 from collections.abc import Iterator, Sequence
@@ -124,3 +126,62 @@ class RunColumn(RowSequence[str]):
 
     def __iter__(self) -> Iterator[str]:
         return itertools.chain.from_iterable(map(itertools.repeat, self.names, self._counts))
+
+
+class SplicedRows(RowSequence[T_co]):
+    """The rows of ``base`` with some runs left out and new rows put in, without copying the rows kept.
+
+    ``pieces`` in order, each a ``range`` of rows of ``base`` (the ranges ascending and apart: the base's rows keep
+    their order) or a list of new rows.  A write to a large live library changes a few incidents' chunks; each column
+    of the chunk table after it is the previous one spliced so (:func:`incidentlib.search.chunks.patched_chunks`).
+    Spliced rows of spliced rows are flattened onto the first base, so reading a row stays one binary search over
+    the pieces however many writes came before, and the pieces grow with the changes, not with the rows."""
+
+    def __init__(self, base: Sequence[T_co], pieces: Sequence[range | list[T_co]]) -> None:
+        if isinstance(base, SplicedRows):
+            pieces = [part for piece in pieces
+                      for part in ([piece] if isinstance(piece, list) else base._pieces_between(piece.start, piece.stop))]
+            base = base._base
+        joined: list[range | list[T_co]] = []
+        for piece in pieces:
+            if not len(piece):
+                continue
+            last = joined[-1] if joined else None
+            if isinstance(piece, range) and isinstance(last, range) and last.stop == piece.start:
+                joined[-1] = range(last.start, piece.stop)
+            elif isinstance(piece, range) and isinstance(last, range) and piece.start < last.stop:
+                raise ValueError("the ranges of base rows must ascend without overlapping")
+            else:
+                joined.append(piece)
+        self._base: Sequence[T_co] = base
+        self._pieces = joined
+        self._starts = list(itertools.accumulate((len(piece) for piece in joined), initial=0))
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def _row(self, row: int) -> T_co:
+        index = bisect.bisect_right(self._starts, row) - 1
+        piece, offset = self._pieces[index], row - self._starts[index]
+        return self._base[piece.start + offset] if isinstance(piece, range) else piece[offset]
+
+    def _pieces_between(self, low: int, high: int) -> list[range | list[T_co]]:
+        """Rows ``low..high`` of this sequence as pieces over its base."""
+        parts: list[range | list[T_co]] = []
+        index = bisect.bisect_right(self._starts, low) - 1
+        while low < high:
+            start = self._starts[index]
+            stop = min(high, self._starts[index + 1])
+            parts.append(self._pieces[index][low - start:stop - start])
+            low, index = stop, index + 1
+        return parts
+
+    def __iter__(self) -> Iterator[T_co]:
+        base, at = iter(self._base), 0  # one pass over the base: its own iterator is the fast one
+        for piece in self._pieces:
+            if isinstance(piece, range):
+                collections.deque(itertools.islice(base, piece.start - at), maxlen=0)
+                yield from itertools.islice(base, len(piece))
+                at = piece.stop
+            else:
+                yield from piece

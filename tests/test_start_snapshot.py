@@ -15,8 +15,9 @@ from conftest import small_library
 from incidentlib import start_snapshot
 from incidentlib.library import Library
 from incidentlib.loader import LibraryData, each_record, load_library
+from incidentlib.overlaid import OverlaidRecords
 from incidentlib.row_sequence import LineColumn, RunColumn
-from incidentlib.search.chunks import Chunk, IncidentChunks, StoredChunk, incident_chunks
+from incidentlib.search.chunks import Chunk, ChunkTable, IncidentChunks, incident_chunks
 from incidentlib.search.engine import SearchConfig
 
 IDS = ["IL-0021", "IL-0025", "IL-0126", "IL-0133"]
@@ -353,25 +354,44 @@ def test_a_part_that_does_not_validate_is_named(tmp_path: Path) -> None:
         start_snapshot.RecordParts(good, ["IL-0001", "IL-0002"] * 2000, [(0, len(good))], "k.snap")
 
 
-def test_a_write_after_a_start_from_the_snapshot_cuts_only_the_changed_incident(tmp_path: Path, data_dir: Path) -> None:
+def test_a_write_after_a_start_from_the_snapshot_reads_and_cuts_only_the_changed_incident(
+        tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The records and chunks after a write are the snapshot's with the written incident's laid over them: no other
+    record is validated, no other chunk is cut, and the engine's chunks, the records and a search agree with a library
+    that loads the same content from scratch."""
+    monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 1)  # a part per record: what is read is countable
     root, cache = small_library(tmp_path / "lib", data_dir, IDS), tmp_path / "cache"
     _started(root, cache)
     library = _open(root, cache)
-    assert library.data.chunks is not None
+    parts = library.data.incidents
+    assert isinstance(parts, start_snapshot.RecordParts) and library.data.chunks is not None
     before = {incident_id: list(chunks) for incident_id, chunks in library.data.chunks.items()}
+    assert parts.validated == 0
     record = library.record("IL-0025")
-    library.update_incident("IL-0025", {"severity": "sev2"}, record.etag)
-    assert library.data.chunks is None  # the data now has a live write
+    library.update_incident("IL-0025", {"severity": "sev2", "summary": {"en": "A wombatfjord summary."}}, record.etag)
+    draft = library.create_draft({"title": {"en": "A draft about a wombatfjord"}, "org": "imbue",
+                                  "summary": {"en": "A draft."}, "body": {"en": "The body."},
+                                  "sources": [{"url": "https://example.com/x", "title": "X"}]})
+    assert isinstance(library.data.incidents, OverlaidRecords) and library.data.incidents.base is parts
+    assert list(library.data.incidents) == sorted([*IDS, draft.id])
     after = library._search_engine.chunks
+    assert library.data.chunks is not None and isinstance(after, ChunkTable)  # carried: no chunk list was made
+    assert parts.validated == 1  # IL-0025, read for the update itself; no other record
     by_incident: dict[str, list[Chunk]] = {}
     for chunk in after:
         by_incident.setdefault(chunk.incident_id, []).append(chunk)
-    assert set(by_incident) == set(IDS)
+    assert set(by_incident) == {*IDS, draft.id}
     for incident_id in IDS:
-        # unchanged: the snapshot's chunks, kept in the memo (stored chunks); changed: cut again from the record
-        expected_type = Chunk if incident_id == "IL-0025" else StoredChunk
-        assert all(type(chunk) is expected_type for chunk in by_incident[incident_id]), incident_id
         if incident_id != "IL-0025":
             assert by_incident[incident_id] == before[incident_id]
-            assert all(new is old for new, old in zip(by_incident[incident_id], library._chunk_memo[incident_id][2],
-                                                      strict=True))
+    assert parts.validated == 1
+    fresh = load_library(root)  # the YAML base; the overlay laid over it by a library opened without a cache
+    reopened = Library.open(root, SearchConfig(cache_dir=tmp_path / "other-cache"))
+    assert [chunk.text for chunk in by_incident["IL-0025"]] == [c.text for c in incident_chunks(reopened.get("IL-0025"), fresh.vocab)]
+    assert by_incident[draft.id] == incident_chunks(reopened.get(draft.id), fresh.vocab)
+    assert list(after) == list(reopened._search_engine.chunks)
+    assert [hit.id for hit in library.search("wombatfjord", mode="lexical").results] == \
+        [hit.id for hit in reopened.search("wombatfjord", mode="lexical").results] and draft.id in {
+            hit.id for hit in library.search("wombatfjord", mode="lexical").results}
+    assert [i.id for i in each_record(library.data.incidents)] == list(library.data.incidents)  # a scan, in id order
+    assert library.get("IL-0025").severity == reopened.get("IL-0025").severity

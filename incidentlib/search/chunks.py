@@ -16,12 +16,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ..models import LANGS, Incident
-from ..row_sequence import RowSequence
+from ..row_sequence import RowSequence, SplicedRows
 from ..vocab import Vocabulary
 
 ChunkKind = Literal["title", "body", "detail", "concepts", "signal"]
@@ -206,6 +206,33 @@ class IncidentChunks(Mapping[str, Sequence[Chunk]]):
     def __getitem__(self, incident_id: str) -> list[Chunk]:
         start, stop = self._runs[incident_id]
         return self.table[start:stop]
+
+
+def patched_chunks(chunks: IncidentChunks, ids: Sequence[str], changed: Mapping[str, Sequence[Chunk]]) -> IncidentChunks:
+    """Each incident of ``ids`` (the incidents after a change, in order) with its chunks: ``changed[i]`` for an incident
+    changed or added, else its run of ``chunks``, which must hold every other one.  The table's columns are the
+    previous ones spliced (:class:`~incidentlib.row_sequence.SplicedRows`): no chunk kept is made or copied, so a
+    write to a library of 100k incidents cuts only its own incidents' chunks and reads no other record."""
+    table = chunks.table
+    pieces: list[range | list[Chunk]] = []
+    counts: list[int] = []
+    for incident_id in ids:
+        new = changed.get(incident_id)
+        if new is not None:
+            pieces.append(list(new))
+            counts.append(len(new))
+        else:
+            start, stop = chunks._runs[incident_id]
+            pieces.append(range(start, stop))
+            counts.append(stop - start)
+
+    def column(values: Sequence[str], field: Callable[[Chunk], str]) -> SplicedRows[str]:
+        return SplicedRows(values, [piece if isinstance(piece, range) else [field(c) for c in piece] for piece in pieces])
+
+    spliced = ChunkTable(column(table.ids, lambda c: c.id), column(table.incident_ids, lambda c: c.incident_id),
+                         column(table.kinds, lambda c: c.kind), column(table.langs, lambda c: c.lang),
+                         column(table.digests, lambda c: c.digest), column(table.texts, lambda c: c.text))
+    return IncidentChunks(spliced, list(ids), counts)
 
 
 def _split_long(text: str) -> list[str]:

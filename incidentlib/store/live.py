@@ -82,36 +82,46 @@ def overlay_hash(base: LibraryData, store_id: str, seq: int) -> str:
 
 def patched(data: LibraryData, records: dict[str, OverlayRecord | None], base: LibraryData, seq: int,
             store_id: str) -> LibraryData:
-    """``data`` with only the changed incidents replaced: O(changes), not O(overlay).
+    """``data`` with only the changed incidents replaced: O(changes) records read, not O(library).
 
     ``records`` maps each changed id to its overlay row (None: no row any more, so the base record shows).
     """
-    incidents = dict(data.incidents)
+    changes: dict[str, Incident | None] = {}
     for incident_id, record in records.items():
         if record is None:
-            if incident_id in base.incidents:
-                incidents[incident_id] = base.incidents[incident_id]
-            else:
-                incidents.pop(incident_id, None)
+            changes[incident_id] = base.incidents.get(incident_id)
         elif record.deleted:
-            incidents.pop(incident_id, None)
+            changes[incident_id] = None
         else:
-            incidents[incident_id] = Incident.model_validate(record.doc)
-    # not the YAML files' content any more: no start snapshot (incidentlib.start_snapshot) is made or used for it
-    return replace(data, incidents=dict(sorted(incidents.items())), content_hash=overlay_hash(base, store_id, seq),
-                   snapshot_key=None, chunks=None)
+            changes[incident_id] = Incident.model_validate(record.doc)
+    return _overlaid(data, changes, overlay_hash(base, store_id, seq))
 
 
 def merged(base: LibraryData, records: list[OverlayRecord], seq: int, store_id: str) -> LibraryData:
     """``base`` with the overlay applied: live records replace or add incidents, tombstones remove them."""
-    incidents = dict(base.incidents)
-    for record in records:
-        if record.deleted:
-            incidents.pop(record.id, None)
-        else:
-            incidents[record.id] = Incident.model_validate(record.doc)
-    return replace(base, incidents=dict(sorted(incidents.items())), content_hash=overlay_hash(base, store_id, seq),
-                   snapshot_key=None, chunks=None)
+    changes: dict[str, Incident | None] = {
+        record.id: None if record.deleted else Incident.model_validate(record.doc) for record in records}
+    return _overlaid(base, changes, overlay_hash(base, store_id, seq))
+
+
+def _overlaid(data: LibraryData, changes: dict[str, Incident | None], content_hash: str) -> LibraryData:
+    """``data`` with ``changes`` laid over its records (:class:`~incidentlib.overlaid.OverlaidRecords`: the others are
+    not read).  Chunks that came with ``data`` (a start snapshot's) are carried too, with only the changed incidents'
+    cut again (:func:`~incidentlib.search.chunks.patched_chunks`), so the search engine after the write reads no other
+    record either; otherwise the engine cuts them (reusing what it cut before, ``library_chunks``'s memo)."""
+    from ..overlaid import OverlaidRecords
+    from ..search.chunks import IncidentChunks, incident_chunks, patched_chunks
+
+    incidents = OverlaidRecords(data.incidents, changes)
+    chunks = data.chunks
+    if isinstance(chunks, IncidentChunks):
+        cut = {incident_id: incident_chunks(record, data.vocab) for incident_id, record in changes.items()
+               if record is not None}
+        chunks = patched_chunks(chunks, list(incidents), cut)
+    else:
+        chunks = None
+    # not the YAML files' content any more: no start snapshot (incidentlib.start_snapshot) is made or used for it
+    return replace(data, incidents=incidents, content_hash=content_hash, snapshot_key=None, chunks=chunks)
 
 
 class Writer:
