@@ -3,13 +3,15 @@ row by row and whole, from bytes or a mapped file, and refuses a shape that does
 
 from __future__ import annotations
 
+import itertools
 import mmap
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from incidentlib.row_sequence import CodedColumn, LineColumn, RunColumn
+from incidentlib.row_sequence import CodedColumn, LineColumn, RunColumn, SplicedRows
 from incidentlib.search.store import rows_digest
 
 ROWS = ["IL-0025/title/en/0", "장애/본문#1", "", "x", "IL-9999/signal/raw/3 ünïcode"]
@@ -83,3 +85,41 @@ def test_a_run_column_repeats_each_name_its_count() -> None:
         RunColumn(["a"], [1, 2])
     with pytest.raises(ValueError, match="one non-negative count"):
         RunColumn(["a"], [-1])
+
+
+def _splice(rows: list[str], rng: np.random.Generator, tag: str) -> tuple[list[range | list[str]], list[str]]:
+    """Random pieces over ``rows`` (runs kept in order, runs dropped, new rows put in) and the list they stand for."""
+    pieces: list[range | list[str]] = []
+    expected: list[str] = []
+    at = 0
+    while at < len(rows):
+        step = int(rng.integers(1, 6))
+        choice = rng.integers(3)
+        if choice == 0:  # kept
+            pieces.append(range(at, min(at + step, len(rows))))
+            expected.extend(rows[at:at + step])
+        elif choice == 1:  # new rows put in before the next run
+            new = [f"{tag}-{at}-{n}" for n in range(step)]
+            pieces.append(new)
+            expected.extend(new)
+            continue
+        at += step  # a kept run, or one dropped
+    return pieces, expected
+
+
+def test_spliced_rows_read_as_their_list_and_splices_of_splices_are_flattened() -> None:
+    rng = np.random.default_rng(3)
+    _, base = _line_column([f"row {n}" for n in range(200)])
+    column: Sequence[str] = base
+    current = list(base)
+    for write in range(30):  # thirty changes, each over the previous result
+        pieces, current = _splice(current, rng, f"w{write}")
+        column = SplicedRows(column, pieces)
+        assert len(column) == len(current) and list(column) == current
+        assert [column[i] for i in range(len(current))] == current and column[-1:] == current[-1:]
+    assert isinstance(column, SplicedRows) and column._base is base  # one level, over the first base
+    pieces = column._pieces  # adjacent runs of base rows are joined: the pieces grow with the changes only
+    assert not any(isinstance(a, range) and isinstance(b, range) and a.stop == b.start for a, b in itertools.pairwise(pieces))
+    with pytest.raises(ValueError, match="ascend"):
+        SplicedRows(base, [range(5, 9), range(3, 4)])
+    assert list(SplicedRows(base, [])) == [] and len(SplicedRows(base, [[], range(2, 2)])) == 0
