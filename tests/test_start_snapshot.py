@@ -366,6 +366,7 @@ def test_a_write_after_a_start_from_the_snapshot_reads_and_cuts_only_the_changed
     parts = library.data.incidents
     assert isinstance(parts, start_snapshot.RecordParts) and library.data.chunks is not None
     before = {incident_id: list(chunks) for incident_id, chunks in library.data.chunks.items()}
+    assert library._search_engine.lexical is not None  # built before the write: the write updates it
     assert parts.validated == 0
     record = library.record("IL-0025")
     library.update_incident("IL-0025", {"severity": "sev2", "summary": {"en": "A wombatfjord summary."}}, record.etag)
@@ -394,4 +395,7 @@ def test_a_write_after_a_start_from_the_snapshot_reads_and_cuts_only_the_changed
         [hit.id for hit in reopened.search("wombatfjord", mode="lexical").results] and draft.id in {
             hit.id for hit in library.search("wombatfjord", mode="lexical").results}
     assert [i.id for i in each_record(library.data.incidents)] == list(library.data.incidents)  # a scan, in id order
+    # the BM25 index was updated from the previous one, which is then not held beside it
+    assert library._search_engine.lexical_source == "updated" and library._lexical_carry is None
+    assert library._search_engine._previous_lexical is None
     assert library.get("IL-0025").severity == reopened.get("IL-0025").severity

@@ -246,9 +246,10 @@ class SearchEngine:
 
     def lexical_snapshot(self) -> tuple[Sequence[str], Postings] | None:
         """The chunk digests (which stand for their texts in :func:`.lexical.update_postings`) and BM25 postings of
-        this engine when its lexical index is built, else None."""
+        this engine when its lexical index is built; else the ones it was given to update from, unused (None if
+        none): the next engine can update from those."""
         if "lexical" not in self.__dict__:  # a cached_property not computed yet
-            return None
+            return self._previous_lexical
         return chunk_digests(self.chunks), self.lexical.postings
 
     # ---- dense ---------------------------------------------------------------
