@@ -1,7 +1,7 @@
 """What list filters and concept counts read of every record, kept as columns instead of the records.
 
-``GET /incidents?component=…`` and the topic counts look at every incident's organisation, year, severity and
-curated concept ids, and nothing else. Read from the records themselves, such a request kept every record
+``GET /incidents?component=…``, the topic and organisation counts, diagnosis by symptoms and the signal explanations
+look at every incident's organisation, year, severity, draft status and curated concept ids, and nothing else. Read from the records themselves, such a request kept every record
 validated: about 1.3 GB at 100k incidents (docs/benchmarks.md, "Records read once and not kept"). The columns
 are read in one pass that keeps no record (:func:`incidentlib.loader.each_record`), once per loaded library, and
 hold only those fields, their strings shared (``sys.intern``).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from .loader import each_record
@@ -41,28 +41,45 @@ def passes(values: Callable[[str], tuple[str, ...]], year: int | None, severity:
 
 @dataclass(frozen=True)
 class Facets:
-    """Per incident (in the library's order): id, year, severity and the ids of each field of
-    :data:`~.models.CONCEPT_FIELDS` (organisation and curated concepts)."""
+    """Per incident (in the library's order): id, year, severity, whether it is a draft, and the ids of each field
+    of :data:`~.models.CONCEPT_FIELDS` (organisation and curated concepts).  Diagnosis and the signal explanations
+    read the concept columns too (which published incidents show a symptom, which incidents share one)."""
 
     ids: list[str]
     years: list[int | None]
     severities: list[Severity | None]
     values: dict[str, list[tuple[str, ...]]]
+    drafts: list[bool] = field(default_factory=list)
+    _holders: dict[str, dict[str, list[int]]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, incidents: Mapping[str, Incident]) -> Facets:
         ids: list[str] = []
         years: list[int | None] = []
         severities: list[Severity | None] = []
+        drafts: list[bool] = []
         values: dict[str, list[tuple[str, ...]]] = {field: [] for field in CONCEPT_FIELDS}
         intern = sys.intern
         for incident in each_record(incidents):
             ids.append(incident.id)
             years.append(incident.year)
             severities.append(incident.severity)
-            for field, column in values.items():
-                column.append(tuple(map(intern, incident_values(incident, field))))
-        return cls(ids, years, severities, values)
+            drafts.append(incident.is_draft)
+            for field_name, column in values.items():
+                column.append(tuple(map(intern, incident_values(incident, field_name))))
+        return cls(ids, years, severities, values, drafts)
+
+    def holders(self, field_name: str, concept_id: str) -> list[int]:
+        """The rows (ascending) of the incidents whose ``field_name`` names ``concept_id``; the index of a field is
+        made on its first use, in one pass over its column (a race makes it twice, the same)."""
+        index = self._holders.get(field_name)
+        if index is None:
+            index = {}
+            for row, ids in enumerate(self.values[field_name]):
+                for concept in ids:
+                    index.setdefault(concept, []).append(row)
+            self._holders[field_name] = index
+        return index.get(concept_id, [])
 
     def matching(self, accepted: Mapping[str, set[str]], filters: IncidentFilter) -> list[str]:
         """Ids of the incidents that pass ``filters`` (:func:`passes`), in order."""

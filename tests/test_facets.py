@@ -96,3 +96,51 @@ def test_the_facets_follow_the_data_and_do_not_hold_replaced_data(tmp_path: Path
     gc.collect()
     assert replaced() is None  # the facets do not hold the data they were read from
     assert library.filter_ids(nccl) == before
+
+
+def test_diagnosis_and_signal_explanations_read_the_columns(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which incidents hold a concept, and the drafts, come from the columns as from the records; a diagnosis by
+    symptoms scores each cause as the rule written here does (for each symptom, the published incidents showing it
+    share 1 among their causes), and from a start snapshot it validates only the incidents it shows."""
+    library = Library.open(data_dir)
+    facets = library._facets
+    records = library.incidents()
+    assert facets.drafts == [i.is_draft for i in records]
+    for field in ("components", "causes", "symptoms", "org"):
+        for concept in {c for i in records for c in ((i.org,) if field == "org" else getattr(i, field))}:
+            rows = facets.holders(field, concept)
+            assert [facets.ids[r] for r in rows] == [i.id for i in records if concept in ((i.org,) if field == "org" else getattr(i, field))]
+    assert facets.holders("symptoms", "no-such-symptom") == []
+
+    symptoms = ["collective-timeout", "xid-errors"]
+    expected: Counter[str] = Counter()
+    for symptom in symptoms:
+        showing = [i for i in records if not i.is_draft and symptom in i.symptoms]
+        for incident in showing:
+            for cause in incident.causes:
+                expected[cause] += 1 / (len(showing) * len(symptoms))
+    diagnosis = library.diagnose(symptoms=symptoms, limit=50)
+    assert {c.id: c.score for c in diagnosis.causes} == {c: round(s, 4) for c, s in expected.most_common(50)}
+
+    from incidentlib.analysis.signatures import PHRASES, SIGNALS_SHOWN
+
+    explained = 0
+    for signal in library.signals():  # the incidents that share a symptom, named as a scan of the records names them
+        owner = library.get(signal.incident_id)
+        sharing = sorted({i.id for i in records if i.id != owner.id and set(i.symptoms) & set(owner.symptoms)})
+        if sharing:
+            assert PHRASES["en"]["others"].format(len(sharing), ", ".join(sharing[:SIGNALS_SHOWN])) in signal.explanation
+            explained += 1
+    assert explained > 10
+
+    monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 1)  # a part per record: what is read is countable
+    root, cache = small_library(tmp_path / "lib", data_dir, [i.id for i in records[:40]]), tmp_path / "cache"
+    first = Library.open(root, SearchConfig(cache_dir=cache))
+    _ = first._search_engine.chunks
+    assert first.save_start_snapshot()
+    snapshot = Library.open(root, SearchConfig(cache_dir=cache))
+    parts = snapshot.data.incidents
+    assert isinstance(parts, start_snapshot.RecordParts)
+    shown = snapshot.diagnose(symptoms=symptoms)
+    evidence = {e.id for c in [*shown.causes, *shown.components] for e in c.evidence}
+    assert shown.causes and parts.validated == len(evidence) < 40

@@ -66,8 +66,9 @@ class Analysis:
         return diagnose(self.library, symptoms=symptoms, text=text, lang=check_lang(lang), limit=limit)
 
     def signals(self, lang: str = "en") -> list[SignalExplanation]:
-        data = self.library.data
-        return [SignalExplanation(signal=s.text, incident_id=s.incident_id, explanation=explain(data, s, check_lang(lang)), matched=1.0)
+        data, facets = self.library.data, self.library._facets
+        return [SignalExplanation(signal=s.text, incident_id=s.incident_id, explanation=explain(data, facets, s, check_lang(lang)),
+                                  matched=1.0)
                 for s in library_signals(data)]
 
     # ---- pictures ----------------------------------------------------------------------

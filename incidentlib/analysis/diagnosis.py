@@ -76,18 +76,21 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
         response = library.similar(text=text, k=SIMILAR_DEPTH, lang=lang)
         similar = [EvidenceIncident(id=r.id, title=r.title, score=r.score) for r in response.results if r.score > 0]
 
-    incidents = [i for i in library.incidents() if not i.is_draft]
+    # the published incidents' curated concepts, read from the library's columns (no record is read or kept for them)
+    facets = library._facets
     text_weight = {e.id: e.score for e in similar}
 
     def rank(field: str, kind: str) -> list[Candidate]:
         cooc: dict[str, float] = defaultdict(float)
         backers: dict[str, dict[str, float]] = defaultdict(dict)
+        column = facets.values[field]
         for symptom in symptom_ids:
-            with_symptom = [i for i in incidents if symptom in i.symptoms]
-            for incident in with_symptom:
-                for concept_id in getattr(incident, field):
+            with_symptom = [row for row in facets.holders("symptoms", symptom) if not facets.drafts[row]]
+            for row in with_symptom:
+                incident_id = facets.ids[row]
+                for concept_id in column[row]:
                     cooc[concept_id] += 1 / (len(with_symptom) * len(symptom_ids))
-                    backers[concept_id][incident.id] = max(backers[concept_id].get(incident.id, 0.0), SYMPTOM_EVIDENCE_RANK)
+                    backers[concept_id][incident_id] = max(backers[concept_id].get(incident_id, 0.0), SYMPTOM_EVIDENCE_RANK)
         text_part: dict[str, float] = defaultdict(float)
         total = sum(text_weight.values())
         kind_of_field = {"components": "component", "causes": "cause", "symptoms": "symptom"}[field]
@@ -117,7 +120,7 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
     causes = rank("causes", "cause")
     components = rank("components", "component")
     confidence, note = _confidence(causes, symptom_ids, similar, lang)
-    signals = match_signals(library.data, text, lang) if text else []
+    signals = match_signals(library.data, facets, text, lang) if text else []
     return Diagnosis(
         symptoms=[kg.concept_ref(s, lang) for s in symptom_ids], recognised=recognised, causes=causes,
         components=components, similar=similar[:EVIDENCE_SHOWN], signals=signals, confidence=confidence, note=note,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..loader import LibraryData
+from ..facets import Facets
+from ..loader import LibraryData, each_record
 from ..search.tokenize import tokenize
 from ..views import SignalExplanation
 
@@ -35,20 +36,24 @@ class KnownSignal:
 
 
 def library_signals(data: LibraryData) -> list[KnownSignal]:
+    """Every record's signals, read in one pass that keeps no record (:func:`~incidentlib.loader.each_record`)."""
     return [
         KnownSignal(signal.text, incident.id, frozenset(tokenize(signal.text)))
-        for incident in data.incidents.values()
+        for incident in each_record(data.incidents)
         for signal in incident.signals
     ]
 
 
-def explain(data: LibraryData, signal: KnownSignal, lang: str) -> str:
+def explain(data: LibraryData, facets: Facets, signal: KnownSignal, lang: str) -> str:
+    """A signal in words: its note, the incident, its symptoms and causes, and the other incidents that share a
+    symptom with it (from ``facets``' symptom column: no other record is read)."""
     incident = data.incidents[signal.incident_id]
     vocab = data.vocab
     note = next((s.note.get(lang) for s in incident.signals if s.text == signal.text and s.note), None)
     symptoms = ", ".join(vocab.label(s, lang) for s in incident.symptoms)
     causes = ", ".join(vocab.label(c, lang) for c in incident.causes)
-    others = sorted({i.id for i in data.incidents.values() if i.id != incident.id and set(i.symptoms) & set(incident.symptoms)})
+    others = sorted({facets.ids[row] for symptom in incident.symptoms for row in facets.holders("symptoms", symptom)}
+                    - {incident.id})
     phrases = PHRASES[lang]
     parts = [note] if note else []
     parts.append(phrases["seen"].format(id=incident.id, org=vocab.label(incident.org, lang), title=incident.title.get(lang)))
@@ -61,7 +66,7 @@ def explain(data: LibraryData, signal: KnownSignal, lang: str) -> str:
     return " ".join(parts)
 
 
-def match_signals(data: LibraryData, text: str, lang: str, limit: int = SIGNALS_SHOWN) -> list[SignalExplanation]:
+def match_signals(data: LibraryData, facets: Facets, text: str, lang: str, limit: int = SIGNALS_SHOWN) -> list[SignalExplanation]:
     """Library signals whose tokens mostly appear in ``text`` (a pasted log), best first."""
     pasted = set(tokenize(text))
     found = []
@@ -72,5 +77,5 @@ def match_signals(data: LibraryData, text: str, lang: str, limit: int = SIGNALS_
         if share >= MIN_MATCH:
             found.append((share, signal))
     found.sort(key=lambda item: (-item[0], item[1].incident_id))
-    return [SignalExplanation(signal=s.text, incident_id=s.incident_id, explanation=explain(data, s, lang), matched=round(share, 3))
+    return [SignalExplanation(signal=s.text, incident_id=s.incident_id, explanation=explain(data, facets, s, lang), matched=round(share, 3))
             for share, s in found[:limit]]
