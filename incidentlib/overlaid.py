@@ -53,26 +53,23 @@ class OverlaidRecords(Mapping[str, "Incident"]):
         return self.base[key]
 
     def scan(self) -> Iterator[Incident]:
-        """Every record in id order, the base's read by :func:`~incidentlib.loader.each_record` (a pass that keeps
-        none of a start snapshot's records)."""
+        """Every record in the order of iteration, the base's read by :func:`~incidentlib.loader.each_record` (a pass
+        that keeps none of a start snapshot's records)."""
         from .loader import each_record
 
-        pending = sorted(self.changes)
+        changes = self.changes
+        added = sorted(((incident_id, record) for incident_id, record in changes.items()
+                        if record is not None and incident_id not in self.base), key=lambda pair: pair[0])
         at = 0
         for record in each_record(self.base):
-            while at < len(pending) and pending[at] < record.id:  # an added record before this one
-                added = self.changes[pending[at]]
-                if added is not None:
-                    yield added
+            if record.id in changes:
+                changed = changes[record.id]
+                if changed is None:  # gone
+                    continue
+                record = changed
+            while at < len(added) and added[at][0] < record.id:  # as the ids merge them (``heapq.merge``)
+                yield added[at][1]
                 at += 1
-            if at < len(pending) and pending[at] == record.id:
-                changed = self.changes[record.id]
-                if changed is not None:
-                    yield changed
-                at += 1
-            else:
-                yield record
-        for incident_id in pending[at:]:
-            added = self.changes[incident_id]
-            if added is not None:
-                yield added
+            yield record
+        for _, record in added[at:]:
+            yield record

@@ -27,3 +27,13 @@ def test_changes_laid_over_records_read_as_the_dict_they_stand_for(data_dir) -> 
     with pytest.raises(KeyError):
         second[ids[7]]
     assert ids[3] not in first and list(first) == sorted({*ids, "IL-9000"} - {ids[3]})
+
+
+def test_a_scan_follows_the_iteration_order_whatever_the_base_order(data_dir) -> None:
+    records = list(load_library(data_dir).incidents.values())[:8]
+    base = {r.id: r for r in reversed(records)}  # not in id order: a mapping someone built by hand
+    changes = {records[2].id: None, records[4].id: records[0], "IL-0000": records[1].model_copy(update={"id": "IL-0000"}),
+               "IL-9999": records[1].model_copy(update={"id": "IL-9999"})}
+    overlaid = OverlaidRecords(base, changes)
+    assert [r.id for r in each_record(overlaid)] == [overlaid[i].id for i in overlaid]
+    assert set(overlaid) == ({r.id for r in records} - {records[2].id}) | {"IL-0000", "IL-9999"}
