@@ -13,10 +13,9 @@ still running after ``--timeout`` seconds is stopped and reported as unfinished.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tree_child import Unfinished, run_in_tree
 
 CALLS = {
     "diagnose": "library.diagnose(symptoms=['collective-timeout', 'xid-errors'])",
@@ -25,21 +24,7 @@ CALLS = {
 }
 
 _CHILD = r"""
-import json, sys, time
-from pathlib import Path
-sys.path.insert(0, sys.argv[1])
 work, call = Path(sys.argv[2]), sys.argv[3]
-
-def memory():
-    values = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        name = line.split(":")[0]
-        if name in ("RssAnon", "VmHWM"):
-            values[name] = int(line.split()[1]) // 1024
-    return values
-
-import incidentlib
-assert Path(incidentlib.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()), incidentlib.__file__
 from incidentlib import Library
 
 library = Library.open(work / "library", cache_dir=work / "cache")
@@ -56,13 +41,9 @@ print(json.dumps({"seconds": seconds, "added_mb": done["RssAnon"] - opened["RssA
 
 def run(tree: Path, work: Path, call: str, timeout: float) -> dict[str, object]:
     try:
-        answer = subprocess.run([sys.executable, "-c", _CHILD, str(tree), str(work), CALLS[call]], capture_output=True,
-                                text=True, check=False, cwd="/", timeout=timeout)
-    except subprocess.TimeoutExpired:
+        return run_in_tree(tree, _CHILD, str(work), CALLS[call], timeout=timeout)[-1]
+    except Unfinished:
         return {"unfinished": True}
-    if answer.returncode != 0:
-        raise SystemExit(f"{tree} {call}: failed:\n{answer.stderr[-3000:]}")
-    return json.loads(answer.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def main() -> None:

@@ -16,23 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-_CHILD = r"""
-import ctypes, gc, json, sys, time
-from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-work = Path(sys.argv[2])
+from tree_child import run_in_tree
 
-def memory():
-    values = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        name = line.split(":")[0]
-        if name in ("RssAnon", "VmHWM"):
-            values[name] = int(line.split()[1]) // 1024
-    return values
+_CHILD = r"""
+import ctypes, gc
+work = Path(sys.argv[2])
 
 def settle():
     gc.collect()
@@ -61,11 +52,7 @@ print(json.dumps({"seconds": seconds, "edges": edges, "added_mb": built["RssAnon
 
 
 def run(tree: Path, work: Path) -> dict[str, float]:
-    answer = subprocess.run([sys.executable, "-c", _CHILD, str(tree), str(work)], capture_output=True, text=True,
-                            check=False, cwd="/")
-    if answer.returncode != 0:
-        raise SystemExit(f"{tree}: the projection run failed:\n{answer.stderr[-3000:]}")
-    return json.loads(answer.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return run_in_tree(tree, _CHILD, str(work))[-1]  # type: ignore[return-value]
 
 
 def main() -> None:

@@ -16,29 +16,15 @@ on a library rebuilds its start snapshot (its key covers the code): run a round 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from tree_child import run_in_tree
+
 _CHILD = r"""
-import json, sys, time
-from pathlib import Path
-sys.path.insert(0, sys.argv[1])
 copy, writes = Path(sys.argv[2]), int(sys.argv[3])
-
-def memory():
-    values = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        name = line.split(":")[0]
-        if name in ("VmRSS", "RssAnon", "VmHWM"):
-            values[name] = int(line.split()[1]) // 1024
-    return values
-
-import incidentlib
-assert Path(incidentlib.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()), incidentlib.__file__
 from incidentlib import Library
 
 start = time.perf_counter()
@@ -69,13 +55,9 @@ def run(tree: Path, work: Path, writes: int) -> list[dict[str, object]]:
     try:
         for part in ("library", "cache"):
             subprocess.run(["cp", "-al", str(work / part), str(scratch / part)], check=True)
-        answer = subprocess.run([sys.executable, "-c", _CHILD, str(tree), str(scratch), str(writes)],
-                                capture_output=True, text=True, check=False, cwd="/")
+        return run_in_tree(tree, _CHILD, str(scratch), str(writes))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    if answer.returncode != 0:
-        raise SystemExit(f"{tree}: the write run failed:\n{answer.stderr[-3000:]}")
-    return [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
 
 
 def main() -> None:
