@@ -3,6 +3,7 @@
     python bench/bench_start.py --incidents 10000             # build once, then 3 starts; prints Markdown
     python bench/bench_start.py --incidents 10000 --cold      # also starts with the library's files evicted
     python bench/bench_start.py --incidents 1000 --runs 1     # a smoke run
+    python bench/bench_start.py --incidents 100000 --runs 0   # only the library and its index, for other benchmarks
     python bench/bench_start.py --incidents 100000 --runs 2 --reuse --graph oxigraph --touch   # serving RSS
 
 What it does, each step in its own process (so memory and imports are per step):
@@ -461,7 +462,7 @@ def child(step: str, library_dir: Path, cache: Path, graph_store: str | None, to
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--incidents", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=3, help="starts measured (median reported)")
+    parser.add_argument("--runs", type=int, default=3, help="starts measured (median reported); 0 only writes the library and builds its index")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench-start"))
     parser.add_argument("--cold", action="store_true", help="also measure starts with the library's files evicted")
     parser.add_argument("--reuse", action="store_true", help="keep the library and cache in --workdir if present")
@@ -506,6 +507,9 @@ def main() -> None:
         built_file.write_text(json.dumps(built))
     built = json.loads(built_file.read_text())
     print(f"build: {built}", file=sys.stderr)
+    if args.runs == 0:  # a library to measure other things on (bench_write_large.py, bench_analysis_large.py)
+        print(build_line(built))
+        return
     starts = []
     for run in range(args.runs):
         starts.append(child("serve", library_dir, cache, graph, args.touch))
@@ -554,9 +558,13 @@ def report(args: argparse.Namespace, built: dict, starts: list[dict], cold: list
     for name in part_runs[0]:
         if name != "peak_rss_mb":
             print(f"| {name} | {med(run[name] for run in part_runs):.3f} |")
+    print(f"\n{build_line(built)}")
+
+
+def build_line(built: dict) -> str:
     graph = f", Oxigraph load {built['graph_store_load_s']:.1f} s" if "graph_store_load_s" in built else ""
-    print(f"\nBuild (once, not part of the start): dense {built['dense_build_s']:.1f} s (no embedding: looked-up vectors), "
-          f"BM25 {built['bm25_build_s']:.1f} s{graph}, peak RSS {built['peak_rss_mb']:,.0f} MB.")
+    return (f"Build (once, not part of the start): dense {built['dense_build_s']:.1f} s (no embedding: looked-up vectors), "
+            f"BM25 {built['bm25_build_s']:.1f} s{graph}, peak RSS {built['peak_rss_mb']:,.0f} MB.")
 
 
 if __name__ == "__main__":
