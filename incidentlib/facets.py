@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 
 from .loader import each_record
 from .models import CONCEPT_FIELDS, Incident, Severity
@@ -80,6 +80,16 @@ class Facets:
                     index.setdefault(concept, []).append(row)
             self._holders[field_name] = index
         return index.get(concept_id, [])
+
+    def holds(self, incident_id: str, field_name: str, concepts: tuple[str, ...]) -> bool:
+        """Whether the incident ``incident_id`` names any of ``concepts`` in ``field_name`` (False for an id not in
+        the columns); the row of each id is found through an index made on first use."""
+        row = self._rows.get(incident_id)
+        return row is not None and not set(concepts).isdisjoint(self.values[field_name][row])
+
+    @cached_property
+    def _rows(self) -> dict[str, int]:
+        return {incident_id: row for row, incident_id in enumerate(self.ids)}
 
     def matching(self, accepted: Mapping[str, set[str]], filters: IncidentFilter) -> list[str]:
         """Ids of the incidents that pass ``filters`` (:func:`passes`), in order."""

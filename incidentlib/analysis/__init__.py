@@ -13,7 +13,7 @@ from ..requests import check_lang
 from ..views import ClusterSet, ClusterView, Diagnosis, MapPoint, SignalExplanation
 from .clusters import ClusterMethod, RawCluster, describe, embedding_clusters, graph_clusters
 from .diagnosis import diagnose
-from .signatures import explain, library_signals
+from .signatures import Sharers, explain, library_signals
 
 if TYPE_CHECKING:
     from ..library import Library
@@ -66,8 +66,9 @@ class Analysis:
         return diagnose(self.library, symptoms=symptoms, text=text, lang=check_lang(lang), limit=limit)
 
     def signals(self, lang: str = "en") -> list[SignalExplanation]:
-        data, facets = self.library.data, self.library._facets
-        return [SignalExplanation(signal=s.text, incident_id=s.incident_id, explanation=explain(data, facets, s, check_lang(lang)),
+        data, facets, lang = self.library.data, self.library._facets, check_lang(lang)
+        sharers: dict[tuple[str, ...], Sharers] = {}  # this call's: the facets may be replaced by a write before the next
+        return [SignalExplanation(signal=s.text, incident_id=s.incident_id, explanation=explain(data, facets, s, lang, sharers),
                                   matched=1.0)
                 for s in library_signals(data)]
 

@@ -7,6 +7,7 @@ caused it there, and how many other incidents share those symptoms.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from ..facets import Facets
@@ -44,16 +45,41 @@ def library_signals(data: LibraryData) -> list[KnownSignal]:
     ]
 
 
-def explain(data: LibraryData, facets: Facets, signal: KnownSignal, lang: str) -> str:
+@dataclass(frozen=True)
+class Sharers:
+    """The incidents that hold any of a set of symptoms: how many, and the first ids in id order, one more than an
+    explanation names so that the incident explained can be left out of them."""
+
+    count: int
+    first: tuple[str, ...]
+
+    @classmethod
+    def of(cls, facets: Facets, symptoms: tuple[str, ...]) -> Sharers:
+        rows = set().union(*(facets.holders("symptoms", symptom) for symptom in symptoms))
+        return cls(len(rows), tuple(heapq.nsmallest(SIGNALS_SHOWN + 1, (facets.ids[row] for row in rows))))
+
+
+def explain(data: LibraryData, facets: Facets, signal: KnownSignal, lang: str,
+            sharers: dict[tuple[str, ...], Sharers] | None = None) -> str:
     """A signal in words: its note, the incident, its symptoms and causes, and the other incidents that share a
-    symptom with it (from ``facets``' symptom column: no other record is read)."""
+    symptom with it (from ``facets``' symptom column: no other record is read).
+
+    ``sharers`` remembers, by symptom set, who shares those symptoms, for a caller that explains many signals: at
+    100k incidents a common symptom has tens of thousands of holders, and most signals' incidents repeat a symptom
+    set another signal's incident has, so gathering the holders for each signal anew is quadratic."""
     incident = data.incidents[signal.incident_id]
     vocab = data.vocab
     note = next((s.note.get(lang) for s in incident.signals if s.text == signal.text and s.note), None)
     symptoms = ", ".join(vocab.label(s, lang) for s in incident.symptoms)
     causes = ", ".join(vocab.label(c, lang) for c in incident.causes)
-    others = sorted({facets.ids[row] for symptom in incident.symptoms for row in facets.holders("symptoms", symptom)}
-                    - {incident.id})
+    key = tuple(sorted(set(incident.symptoms)))
+    shared = sharers.get(key) if sharers is not None else None
+    if shared is None:
+        shared = Sharers.of(facets, key)
+        if sharers is not None:
+            sharers[key] = shared
+    itself = facets.holds(incident.id, "symptoms", key)
+    others = [other for other in shared.first if other != incident.id][:SIGNALS_SHOWN]
     phrases = PHRASES[lang]
     parts = [note] if note else []
     parts.append(phrases["seen"].format(id=incident.id, org=vocab.label(incident.org, lang), title=incident.title.get(lang)))
@@ -62,7 +88,7 @@ def explain(data: LibraryData, facets: Facets, signal: KnownSignal, lang: str) -
     if causes:
         parts.append(phrases["causes"].format(causes))
     if others:
-        parts.append(phrases["others"].format(len(others), ", ".join(others[:SIGNALS_SHOWN])))
+        parts.append(phrases["others"].format(shared.count - itself, ", ".join(others)))
     return " ".join(parts)
 
 
