@@ -169,3 +169,22 @@ def test_signal_explanations_share_who_shares_a_symptom_set(data_dir: Path) -> N
     assert facets.holds(owner.id, "symptoms", key)
     assert not facets.holds(owner.id, "symptoms", ("no-such-symptom",))
     assert not facets.holds("IL-NO-SUCH", "symptoms", key)
+
+
+def test_signal_explanations_keep_no_record(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a start snapshot, explaining every signal reads each record once in a pass and keeps none, and gives
+    the explanations a library loaded from its files gives."""
+    monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 1)  # a part per record: what is kept is countable
+    ids = [i.id for i in Library.open(data_dir).incidents()[:60]]
+    root, cache = small_library(tmp_path / "lib", data_dir, ids), tmp_path / "cache"
+    first = Library.open(root, SearchConfig(cache_dir=cache))
+    _ = first._search_engine.chunks
+    assert first.save_start_snapshot()
+    snapshot = Library.open(root, SearchConfig(cache_dir=cache))
+    parts = snapshot.data.incidents
+    assert isinstance(parts, start_snapshot.RecordParts)
+    kept = parts.validated
+    explained = snapshot.signals(lang="ko")
+    assert parts.validated == kept
+    assert explained == Library.open(root).signals(lang="ko")
+    assert len(explained) > 10

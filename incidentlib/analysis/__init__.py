@@ -9,11 +9,12 @@ import numpy as np
 
 from ..errors import UnknownClusterError
 from ..graph.projection import node_id
+from ..loader import each_record
 from ..requests import check_lang
 from ..views import ClusterSet, ClusterView, Diagnosis, MapPoint, SignalExplanation
 from .clusters import ClusterMethod, RawCluster, describe, embedding_clusters, graph_clusters
 from .diagnosis import diagnose
-from .signatures import Sharers, explain, library_signals
+from .signatures import Sharers, explain_in
 
 if TYPE_CHECKING:
     from ..library import Library
@@ -68,9 +69,10 @@ class Analysis:
     def signals(self, lang: str = "en") -> list[SignalExplanation]:
         data, facets, lang = self.library.data, self.library._facets, check_lang(lang)
         sharers: dict[tuple[str, ...], Sharers] = {}  # this call's: the facets may be replaced by a write before the next
-        return [SignalExplanation(signal=s.text, incident_id=s.incident_id, explanation=explain(data, facets, s, lang, sharers),
-                                  matched=1.0)
-                for s in library_signals(data)]
+        # explained in the one pass that reads each record (each_record keeps none), not looked up by id after
+        return [SignalExplanation(signal=s.text, incident_id=incident.id, matched=1.0,
+                                  explanation=explain_in(incident, data.vocab, facets, s.text, lang, sharers))
+                for incident in each_record(data.incidents) for s in incident.signals]
 
     # ---- pictures ----------------------------------------------------------------------
     @cached_property

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 from ..facets import Facets
 from ..loader import LibraryData, each_record
+from ..models import Incident
 from ..search.tokenize import tokenize
 from ..views import SignalExplanation
+from ..vocab import Vocabulary
 
 # Share of a signal's tokens that must appear in the pasted text: a majority, so a log line that has
 # lost or changed a few tokens (ids, numbers, hosts) still matches.  Chosen by hand; not tuned.
@@ -61,15 +63,19 @@ class Sharers:
 
 def explain(data: LibraryData, facets: Facets, signal: KnownSignal, lang: str,
             sharers: dict[tuple[str, ...], Sharers] | None = None) -> str:
-    """A signal in words: its note, the incident, its symptoms and causes, and the other incidents that share a
-    symptom with it (from ``facets``' symptom column: no other record is read).
+    """A signal in words (:func:`explain_in`), its incident read by id."""
+    return explain_in(data.incidents[signal.incident_id], data.vocab, facets, signal.text, lang, sharers)
+
+
+def explain_in(incident: Incident, vocab: Vocabulary, facets: Facets, text: str, lang: str,
+               sharers: dict[tuple[str, ...], Sharers] | None = None) -> str:
+    """The signal ``text`` of ``incident`` in words: its note, the incident, its symptoms and causes, and the other
+    incidents that share a symptom with it (from ``facets``' symptom column: no other record is read).
 
     ``sharers`` remembers, by symptom set, who shares those symptoms, for a caller that explains many signals: at
     100k incidents a common symptom has tens of thousands of holders, and most signals' incidents repeat a symptom
     set another signal's incident has, so gathering the holders for each signal anew is quadratic."""
-    incident = data.incidents[signal.incident_id]
-    vocab = data.vocab
-    note = next((s.note.get(lang) for s in incident.signals if s.text == signal.text and s.note), None)
+    note = next((s.note.get(lang) for s in incident.signals if s.text == text and s.note), None)
     symptoms = ", ".join(vocab.label(s, lang) for s in incident.symptoms)
     causes = ", ".join(vocab.label(c, lang) for c in incident.causes)
     key = tuple(sorted(set(incident.symptoms)))
