@@ -98,6 +98,17 @@ def test_the_facets_follow_the_data_and_do_not_hold_replaced_data(tmp_path: Path
     assert library.filter_ids(nccl) == before
 
 
+def _from_snapshot(root: Path, cache: Path) -> tuple[Library, start_snapshot.RecordParts]:
+    """The library at ``root`` opened from the start snapshot a first opening saved, and its records by part."""
+    first = Library.open(root, SearchConfig(cache_dir=cache))
+    _ = first._search_engine.chunks
+    assert first.save_start_snapshot()
+    snapshot = Library.open(root, SearchConfig(cache_dir=cache))
+    parts = snapshot.data.incidents
+    assert isinstance(parts, start_snapshot.RecordParts)
+    return snapshot, parts
+
+
 def test_diagnosis_and_signal_explanations_read_the_columns(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Which incidents hold a concept, and the drafts, come from the columns as from the records; a diagnosis by
     symptoms scores each cause as the rule written here does (for each symptom, the published incidents showing it
@@ -134,13 +145,7 @@ def test_diagnosis_and_signal_explanations_read_the_columns(tmp_path: Path, data
     assert explained > 10
 
     monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 1)  # a part per record: what is read is countable
-    root, cache = small_library(tmp_path / "lib", data_dir, [i.id for i in records[:40]]), tmp_path / "cache"
-    first = Library.open(root, SearchConfig(cache_dir=cache))
-    _ = first._search_engine.chunks
-    assert first.save_start_snapshot()
-    snapshot = Library.open(root, SearchConfig(cache_dir=cache))
-    parts = snapshot.data.incidents
-    assert isinstance(parts, start_snapshot.RecordParts)
+    snapshot, parts = _from_snapshot(small_library(tmp_path / "lib", data_dir, [i.id for i in records[:40]]), tmp_path / "cache")
     shown = snapshot.diagnose(symptoms=symptoms)
     evidence = {e.id for c in [*shown.causes, *shown.components] for e in c.evidence}
     assert shown.causes and parts.validated == len(evidence) < 40
@@ -175,14 +180,8 @@ def test_signal_explanations_keep_no_record(tmp_path: Path, data_dir: Path, monk
     """From a start snapshot, explaining every signal reads each record once in a pass and keeps none, and gives
     the explanations a library loaded from its files gives."""
     monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 1)  # a part per record: what is kept is countable
-    ids = [i.id for i in Library.open(data_dir).incidents()[:60]]
-    root, cache = small_library(tmp_path / "lib", data_dir, ids), tmp_path / "cache"
-    first = Library.open(root, SearchConfig(cache_dir=cache))
-    _ = first._search_engine.chunks
-    assert first.save_start_snapshot()
-    snapshot = Library.open(root, SearchConfig(cache_dir=cache))
-    parts = snapshot.data.incidents
-    assert isinstance(parts, start_snapshot.RecordParts)
+    root = small_library(tmp_path / "lib", data_dir, [i.id for i in Library.open(data_dir).incidents()[:60]])
+    snapshot, parts = _from_snapshot(root, tmp_path / "cache")
     kept = parts.validated
     explained = snapshot.signals(lang="ko")
     assert parts.validated == kept
