@@ -81,6 +81,11 @@ class Facets:
             self._holders[field_name] = index
         return index.get(concept_id, [])
 
+    def index_all(self) -> None:
+        """Make every field's index of :meth:`holders` now (a warm-up: each is otherwise made on its first use)."""
+        for field_name in self.values:
+            self.holders(field_name, "")
+
     def holds(self, incident_id: str, field_name: str, concepts: tuple[str, ...]) -> bool:
         """Whether the incident ``incident_id`` names any of ``concepts`` in ``field_name`` (False for an id not in
         the columns); the row of each id is found through an index made on first use."""

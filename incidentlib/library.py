@@ -455,6 +455,16 @@ class Library:
             return list(self.data.incidents)
         return self._facets.matching(self.resolve_filter(filters), filters)
 
+    def prepare_facets(self) -> None:
+        """Read the facet columns and index them now (:mod:`incidentlib.facets`), so that the first filtered list,
+        count or diagnosis does not pay a pass over every record: 7-9 s at 100k incidents (docs/benchmarks.md,
+        "Analysis calls at 100k").  ``serve`` runs it in a background thread after its first answer.  Errors are
+        logged, not raised: the request that needs the columns meets the error itself."""
+        try:
+            self._facets.index_all()
+        except Exception:  # a background warm-up must not take the process down
+            logger.exception("prepare_facets: the facet columns could not be read")
+
     @property
     def _facets(self) -> Facets:
         """The fields filters and counts read of every record (:mod:`incidentlib.facets`), for the current data."""
@@ -1002,7 +1012,7 @@ class Library:
     def follow_changes(self, stop: threading.Event, interval: float = FOLLOW_INTERVAL_S,
                        compact_after: float = COMPACT_AFTER_IDLE_S) -> None:
         """Until ``stop`` is set: every ``interval`` seconds apply committed changes (:meth:`refresh`)
-        and, when there were some, :meth:`prepare_search`.  Run in a background thread by ``serve``,
+        and, when there were some, :meth:`prepare_search` (and :meth:`prepare_facets` once they have been read).  Run in a background thread by ``serve``,
         so the first request after a write, in any process, finds the index already built.  Once no
         change came for ``compact_after`` seconds, :meth:`compact` runs in another background thread.
 
@@ -1015,6 +1025,8 @@ class Library:
             try:
                 if self.refresh():
                     self.prepare_search()
+                    if self._facets_of is not None:  # in use: read them again now, not in the next filtered list
+                        self.prepare_facets()
                     last_change = time.monotonic()
                 elif self.needs_compaction and time.monotonic() - last_change >= compact_after:
                     self._compact_in_background()

@@ -187,3 +187,30 @@ def test_signal_explanations_keep_no_record(tmp_path: Path, data_dir: Path, monk
     assert parts.validated == kept
     assert explained == Library.open(root).signals(lang="ko")
     assert len(explained) > 10
+
+
+def test_prepare_facets_reads_the_columns_ahead(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After ``prepare_facets`` (what ``serve`` runs after its first answer), a filtered list, the organisation
+    counts and a diagnosis by symptoms read no column again, and their answers are those of a library that read
+    the columns on demand."""
+    from incidentlib import facets as facets_module
+
+    monkeypatch.setattr(start_snapshot, "RECORDS_PER_PART", 1)  # a part per record: what is read is countable
+    root = small_library(tmp_path / "lib", data_dir, [i.id for i in Library.open(data_dir).incidents()[:60]])
+    on_demand = Library.open(root)
+    nccl, symptom = IncidentFilter(component="nccl"), on_demand.incidents()[0].symptoms[0]
+    expected = on_demand.filter_ids(nccl), on_demand.organizations(), on_demand.diagnose(symptoms=[symptom])
+    snapshot, parts = _from_snapshot(root, tmp_path / "cache")
+    snapshot.prepare_facets()
+    assert set(snapshot._facets._holders) == set(snapshot._facets.values)
+
+    def read_again(*_: object) -> None:
+        raise AssertionError("the facet columns were read again")
+
+    monkeypatch.setattr(facets_module.Facets, "of", classmethod(read_again))
+    before = parts.validated
+    shown = snapshot.diagnose(symptoms=[symptom])
+    assert (snapshot.filter_ids(nccl), snapshot.organizations(), shown) == expected
+    assert expected[0]
+    evidence = {e.id for c in [*shown.causes, *shown.components] for e in c.evidence}
+    assert parts.validated - before <= len(evidence)  # only records a diagnosis shows are read

@@ -73,6 +73,7 @@ def test_a_draft_is_stored_searchable_and_seen_by_another_instance(root: Path) -
 def test_the_follower_applies_another_instances_write_and_builds_search_before_any_request(root: Path) -> None:
     writer, follower = open_lib(root), open_lib(root)
     assert follower.search("quokka", mode="lexical").results == []  # its search structures exist before the write
+    assert follower.organizations().items  # its facet columns too
     stop = threading.Event()
     thread = threading.Thread(target=follower.follow_changes, args=(stop, 0.05), daemon=True)
     thread.start()
@@ -90,6 +91,10 @@ def test_the_follower_applies_another_instances_write_and_builds_search_before_a
             time.sleep(0.05)
         # no request ever called refresh(): the follower did, and built the index the search now uses
         assert follower.change_seq == writer.change_seq
+        while not (follower._facets_of is not None and follower._facets_of[0]() is follower.data):
+            assert time.monotonic() < deadline, "the follower never read the facet columns again"
+            time.sleep(0.05)
+        assert record.id in follower._facets_of[1].ids and follower._facets_of[1]._holders  # read and indexed
         assert [r.id for r in follower.search("quokka", mode="lexical").results] == [record.id]
     finally:
         stop.set()
