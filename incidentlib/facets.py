@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import partial
 
 from .loader import each_record
 from .models import CONCEPT_FIELDS, Incident, Severity
@@ -70,8 +70,17 @@ class Facets:
         return cls(ids, years, severities, values, drafts)
 
     def holders(self, field_name: str, concept_id: str) -> list[int]:
-        """The rows (ascending) of the incidents whose ``field_name`` names ``concept_id``; the index of a field is
-        made on its first use, in one pass over its column (a race makes it twice, the same)."""
+        """The rows (ascending) of the incidents whose ``field_name`` names ``concept_id``."""
+        return self._index(field_name).get(concept_id, [])
+
+    def index_all(self) -> None:
+        """Make every field's index of :meth:`holders` now (a warm-up: each is otherwise made on its first use)."""
+        for field_name in self.values:
+            self._index(field_name)
+
+    def _index(self, field_name: str) -> dict[str, list[int]]:
+        """Each concept's rows in ``field_name``, made on the field's first use in one pass over its column (a
+        race makes it twice, the same)."""
         index = self._holders.get(field_name)
         if index is None:
             index = {}
@@ -79,22 +88,7 @@ class Facets:
                 for concept in ids:
                     index.setdefault(concept, []).append(row)
             self._holders[field_name] = index
-        return index.get(concept_id, [])
-
-    def index_all(self) -> None:
-        """Make every field's index of :meth:`holders` now (a warm-up: each is otherwise made on its first use)."""
-        for field_name in self.values:
-            self.holders(field_name, "")
-
-    def holds(self, incident_id: str, field_name: str, concepts: tuple[str, ...]) -> bool:
-        """Whether the incident ``incident_id`` names any of ``concepts`` in ``field_name`` (False for an id not in
-        the columns); the row of each id is found through an index made on first use."""
-        row = self._rows.get(incident_id)
-        return row is not None and not set(concepts).isdisjoint(self.values[field_name][row])
-
-    @cached_property
-    def _rows(self) -> dict[str, int]:
-        return {incident_id: row for row, incident_id in enumerate(self.ids)}
+        return index
 
     def matching(self, accepted: Mapping[str, set[str]], filters: IncidentFilter) -> list[str]:
         """Ids of the incidents that pass ``filters`` (:func:`passes`), in order."""

@@ -1012,8 +1012,9 @@ class Library:
     def follow_changes(self, stop: threading.Event, interval: float = FOLLOW_INTERVAL_S,
                        compact_after: float = COMPACT_AFTER_IDLE_S) -> None:
         """Until ``stop`` is set: every ``interval`` seconds apply committed changes (:meth:`refresh`)
-        and, when there were some, :meth:`prepare_search` (and :meth:`prepare_facets` once they have been read).  Run in a background thread by ``serve``,
-        so the first request after a write, in any process, finds the index already built.  Once no
+        and, when there were some, :meth:`prepare_search` (and :meth:`prepare_facets` once they have been read).
+        Run in a background thread by ``serve``, so the first request after a write, in any process, finds the
+        index already built.  Once no
         change came for ``compact_after`` seconds, :meth:`compact` runs in another background thread.
 
         Write-to-searchable latency is then at most ``interval`` + one rebuild, instead of one rebuild

@@ -61,16 +61,16 @@ class Sharers:
         return cls(len(rows), tuple(heapq.nsmallest(SIGNALS_SHOWN + 1, (facets.ids[row] for row in rows))))
 
 
-def explain(data: LibraryData, facets: Facets, signal: KnownSignal, lang: str,
-            sharers: dict[tuple[str, ...], Sharers] | None = None) -> str:
+def explain(data: LibraryData, facets: Facets, signal: KnownSignal, lang: str) -> str:
     """A signal in words (:func:`explain_in`), its incident read by id."""
-    return explain_in(data.incidents[signal.incident_id], data.vocab, facets, signal.text, lang, sharers)
+    return explain_in(data.incidents[signal.incident_id], data.vocab, facets, signal.text, lang)
 
 
 def explain_in(incident: Incident, vocab: Vocabulary, facets: Facets, text: str, lang: str,
                sharers: dict[tuple[str, ...], Sharers] | None = None) -> str:
     """The signal ``text`` of ``incident`` in words: its note, the incident, its symptoms and causes, and the other
-    incidents that share a symptom with it (from ``facets``' symptom column: no other record is read).
+    incidents that share a symptom with it (from ``facets``' symptom column, read from the data ``incident`` belongs
+    to: no other record is read).
 
     ``sharers`` remembers, by symptom set, who shares those symptoms, for a caller that explains many signals: at
     100k incidents a common symptom has tens of thousands of holders, and most signals' incidents repeat a symptom
@@ -84,7 +84,7 @@ def explain_in(incident: Incident, vocab: Vocabulary, facets: Facets, text: str,
         shared = Sharers.of(facets, key)
         if sharers is not None:
             sharers[key] = shared
-    itself = facets.holds(incident.id, "symptoms", key)
+    itself = 1 if key else 0  # the incident holds its own symptoms in the column too
     others = [other for other in shared.first if other != incident.id][:SIGNALS_SHOWN]
     phrases = PHRASES[lang]
     parts = [note] if note else []
