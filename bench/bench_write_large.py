@@ -6,9 +6,11 @@
 tree) a scratch copy of both is made with hard links (``cp -al``: a write adds the overlay store to the copy; cache
 files are replaced by rename, never written in place, so the originals stay as they were), and a fresh interpreter
 that imports ``incidentlib`` from that tree opens the copy, answers one search, then files ``--writes`` drafts
-through ``Library.create_draft`` and, after each, times ``refresh()`` + ``prepare_search()``: what the follower of
-``serve`` does before the next request finds the draft.  Each draft is checked to be found by a lexical search for
-its unique word.  Reported per write: seconds to store it, seconds to bring the index along, the process's RSS and
+through ``Library.create_draft`` and, after each, times ``refresh()`` + ``prepare_search()``, then
+``prepare_facets()``: what the follower of ``serve`` does before the next request finds the draft (the facet columns
+are read once after the first search, as ``serve`` reads them after its first answer).  Each draft is checked to be found by a lexical search for
+its unique word.  Reported per write: seconds to store it, seconds to bring the index along, seconds to bring the facet
+columns along (what ``prepare_facets`` still had to do after the refresh), the process's RSS and
 anonymous RSS after it, and its peak RSS so far.  The trees take turns within a round.  The first start of a tree
 on a library rebuilds its start snapshot (its key covers the code): run a round first and leave it out.
 """
@@ -31,6 +33,9 @@ start = time.perf_counter()
 library = Library.open(copy / "library", cache_dir=copy / "cache")
 library.search("nccl watchdog timeout", k=3)
 print(json.dumps({"step": "opened and searched", "seconds": time.perf_counter() - start, **memory()}), flush=True)
+start = time.perf_counter()
+library.prepare_facets()
+print(json.dumps({"step": "facet columns read", "seconds": time.perf_counter() - start, **memory()}), flush=True)
 for n in range(writes):
     word = f"zebraquux{n}"
     doc = {"title": {"en": f"NCCL watchdog timeout {word} on the training cluster"}, "org": "imbue",
@@ -43,10 +48,12 @@ for n in range(writes):
     library.refresh()
     library.prepare_search()
     ready_at = time.perf_counter()
+    library.prepare_facets()
+    facets_at = time.perf_counter()
     found = [hit.id for hit in library.search(word, k=3, mode="lexical").results]
     assert found[:1] == [stored.id], (word, stored.id, found)
     print(json.dumps({"step": f"write {n + 1}", "store_s": stored_at - start, "index_s": ready_at - stored_at,
-                      **memory()}), flush=True)
+                      "facets_s": facets_at - ready_at, **memory()}), flush=True)
 """
 
 
@@ -67,15 +74,17 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    print("| round | tree | step | store (s) | index brought along (s) | RSS (MB) | anonymous (MB) | peak RSS (MB) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| round | tree | step | store (s) | index brought along (s) | facet columns brought along (s) | RSS (MB) | "
+          "anonymous (MB) | peak RSS (MB) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for round_number in range(args.rounds):
         for tree in args.tree:
             for row in run(tree.resolve(), args.work.resolve(), args.writes):
                 seconds = row.get("seconds")
-                store = f"{row['store_s']:.1f}" if "store_s" in row else (f"open {seconds:.1f}" if seconds else "")
+                store = f"{row['store_s']:.1f}" if "store_s" in row else (f"{seconds:.1f}" if seconds else "")
                 index = f"{row['index_s']:.1f}" if "index_s" in row else ""
-                print(f"| {round_number + 1} | {tree} | {row['step']} | {store} | {index} | {row['VmRSS']:,} | "
+                facets = f"{row['facets_s']:.2f}" if "facets_s" in row else ""
+                print(f"| {round_number + 1} | {tree} | {row['step']} | {store} | {index} | {facets} | {row['VmRSS']:,} | "
                       f"{row['RssAnon']:,} | {row['VmHWM']:,} |", flush=True)
 
 

@@ -465,6 +465,16 @@ class Library:
         except Exception:  # a background warm-up must not take the process down
             logger.exception("prepare_facets: the facet columns could not be read")
 
+    def _carry_facets(self, previous: LibraryData | None, changed: set[str] | None) -> None:
+        """After a live write: the facet columns of ``previous``, if they were read, patched with the ``changed``
+        incidents for the current data (:meth:`Facets.patched`), instead of read again from every record."""
+        with self._facets_lock:
+            made = self._facets_of
+            if made is None or previous is None or changed is None or made[0]() is not previous:
+                return
+            data = self.data
+            self._facets_of = (weakref.ref(data), made[1].patched(data.incidents, changed))
+
     @property
     def _facets(self) -> Facets:
         """The fields filters and counts read of every record (:mod:`incidentlib.facets`), for the current data."""
@@ -989,6 +999,7 @@ class Library:
                 self.__dict__.pop(name, None)
             self.data = data
             self._seq = seq
+            self._carry_facets(previous, changed_ids)
             release_frozen()  # what was just dropped may be frozen in a cycle (incidentlib.gc_pause.release_frozen)
             self._sync_graph_store(previous, changed_ids)  # the graph store follows: patched with the changed incidents
         return True
@@ -1026,7 +1037,7 @@ class Library:
             try:
                 if self.refresh():
                     self.prepare_search()
-                    if self._facets_of is not None:  # in use: read them again now, not in the next filtered list
+                    if self._facets_of is not None:  # in use: patched by refresh(), indexed now, not in a request
                         self.prepare_facets()
                     last_change = time.monotonic()
                 elif self.needs_compaction and time.monotonic() - last_change >= compact_after:

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 from conftest import small_library
+from fakes import HashEmbedder
 
 from incidentlib import start_snapshot
 from incidentlib.library import Library
+from incidentlib.loader import load_library
 from incidentlib.models import Incident
 from incidentlib.requests import IncidentFilter
 from incidentlib.search.engine import SearchConfig
@@ -212,3 +214,51 @@ def test_prepare_facets_reads_the_columns_ahead(tmp_path: Path, data_dir: Path, 
     assert expected[0]
     evidence = {e.id for c in [*shown.causes, *shown.components] for e in c.evidence}
     assert parts.validated - before <= len(evidence)  # only records a diagnosis shows are read
+
+
+def test_a_live_write_patches_the_columns_instead_of_reading_every_record(tmp_path: Path, data_dir: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Columns in use when a write lands are patched with the changed incidents: after a draft is added, edited,
+    published, rejected, a published incident deleted and restored, they equal the columns read afresh from the
+    data, and no write read them from every record."""
+    from incidentlib import facets as facets_module
+
+    root = small_library(tmp_path / "lib", data_dir, [i.id for i in Library.open(data_dir).incidents()[:12]])
+    library = Library(load_library(root), embedder=HashEmbedder())
+    first = library.incidents()[0]
+    assert library.filter_ids(IncidentFilter(org=first.org))  # the columns are read here, once
+    read_from_every_record = facets_module.Facets.of
+
+    def not_again(*_: object) -> None:
+        raise AssertionError("the facet columns were read from every record again")
+
+    monkeypatch.setattr(facets_module.Facets, "of", classmethod(not_again))
+
+    def columns(facets: facets_module.Facets) -> tuple[object, ...]:
+        return facets.ids, facets.years, facets.severities, facets.drafts, facets.values
+
+    doc = {"org": "meta", "title": {"en": "Checkpoint stalls"}, "summary": {"en": "Jobs stalled writing checkpoints."},
+           "body": {"en": "The storage tier stopped answering."}, "sources": [{"url": "https://example.com/postmortem", "title": "Postmortem"}]}
+    record = library.create_draft(doc)
+    steps = [
+        lambda: library.update_incident(record.id, {"date": "2024-05", "components": ["gpu"], "severity": "sev2",
+                                                    "title": {"ko": "체크포인트 지연"},
+                                                    "summary": {"ko": "체크포인트 저장 중 학습 작업이 멈췄다."}}, record.etag),
+        lambda: library.publish(record.id),
+        lambda: library.reject(library.create_draft({**doc, "title": {"en": "Rejected"}}).id),
+        lambda: library.delete(first.id),
+        lambda: library.restore(first.id),
+    ]
+    seen = [columns(library._facets)]
+    for step in steps:
+        step()
+        seen.append(columns(library._facets))
+        assert seen[-1] == columns(read_from_every_record.__func__(facets_module.Facets, library.data.incidents))
+    assert record.id in seen[0][0] and first.id not in seen[4][0] and first.id in seen[5][0]
+    assert seen[0][3][seen[0][0].index(record.id)] and not seen[2][3][seen[2][0].index(record.id)]  # draft, published
+    assert seen[1][4]["components"][seen[1][0].index(record.id)] == ("gpu",)
+    assert seen[3][0] == seen[2][0]  # the rejected draft came and went
+    assert library.filter_ids(IncidentFilter(component="gpu", severity="sev2")) == [record.id]
+    gone = library.data.incidents
+    with pytest.raises(ValueError, match="new but not named as changed"):
+        facets_module.Facets([], [], [], {field: [] for field in library._facets.values}, []).patched(gone, set())
