@@ -295,7 +295,7 @@ class Library:
         from .graph.store import ensure_loaded, follow_change
         from .graph.store_memory import MemoryStore
 
-        self.__dict__.pop("_knowledge", None)
+        self._carry_projection(self.__dict__.pop("_knowledge", None), previous, changed)
         store: GraphStore | None = self.__dict__.get("_graph_store")
         if store is None:
             self.__dict__.pop("_rdf", None)
@@ -310,6 +310,21 @@ class Library:
         if previous is None or changed is None:
             return "loaded" if ensure_loaded(store, self.data) else "current"
         return follow_change(store, previous, self.data, changed)
+
+    def _carry_projection(self, replaced: KnowledgeGraph | None, previous: LibraryData | None, changed: set[str] | None) -> None:
+        """After a live write: the graph of the current data with the projection of ``replaced`` (the graph of
+        ``previous``), if it was built, patched with the ``changed`` incidents
+        (:func:`~incidentlib.graph.projection_patch.patched_projection`) instead of built again from every record."""
+        if replaced is None or previous is None or changed is None or replaced.data is not previous:
+            return
+        projection = replaced.built_projection()
+        if projection is None:
+            return
+        from .graph.projection_patch import patched_projection
+
+        knowledge = KnowledgeGraph(self.data, replaced.store)  # what ``_knowledge`` makes, over the same store
+        knowledge.use_projection(patched_projection(projection, previous, self.data, changed))
+        self.__dict__["_knowledge"] = knowledge
 
     @cached_property
     def _knowledge(self) -> KnowledgeGraph:

@@ -24,6 +24,7 @@ from .defaults import HUB_KINDS, RELATING_KINDS, TOPIC_LIST_LIMIT
 if TYPE_CHECKING:
     import networkx as nx
 
+    from .projection import Projection
     from .store import GraphStore
 
 # The modules that need NetworkX (nodes, scoring, topics, walks, projection) are imported by the
@@ -39,7 +40,7 @@ class KnowledgeGraph:
         """``store``: the graph store the projection is read from (without one it is built from ``data``)."""
         self.data = data
         self.store = store
-        self._nx: nx.Graph | None = None
+        self._nx: Projection | None = None
         # a server builds the projection in a background thread while it already answers: a request that needs
         # it meanwhile waits for that build here, instead of seeing a half-built graph or building a second one
         self._nx_lock = threading.Lock()
@@ -58,6 +59,17 @@ class KnowledgeGraph:
                         graph = build_projection(self.data) if self.store is None else projection_from_store(self.store, self.data)
                     self._nx = graph
         return graph
+
+    def built_projection(self) -> Projection | None:
+        """The projection if it has been built, else ``None`` (nothing is built)."""
+        return self._nx
+
+    def use_projection(self, graph: Projection) -> None:
+        """Take ``graph`` as the projection of this library's data (one patched after a live write), unless one was
+        built meanwhile."""
+        with self._nx_lock:
+            if self._nx is None:
+                self._nx = graph
 
     # ---- node references and views ---------------------------------------------
     def resolve_node(self, reference: str) -> str:

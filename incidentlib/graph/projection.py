@@ -23,6 +23,7 @@ import networkx as nx
 from ..loader import LibraryData, each_record
 
 if TYPE_CHECKING:
+    from ..models import Incident
     from .store import GraphStore
 
 # Incident field -> (node type of the concept, edge type).
@@ -108,22 +109,34 @@ def build_projection(data: LibraryData) -> Projection:
                 graph.link(node_id(concept.kind.value, concept.id), node_id(parent.kind.value, parent.id), kinds.of("broader"))
     curated: list[tuple[str, str]] = []  # added once every incident is: the same insertion order as a second pass
     for incident in each_record(data.incidents):
-        inode = node_id("incident", incident.id)
-        graph.add_node(inode, type="incident", key=incident.id)
-        if incident.year is not None:
-            graph.nodes[inode]["year"] = incident.year
-        graph.link(inode, node_id("organization", incident.org), kinds.of("organization"))
-        for field, (kind, edge_type) in CONCEPT_FIELDS.items():
-            for concept_id in getattr(incident, field):
-                graph.link(inode, node_id(kind, concept_id), kinds.of(edge_type))
-        # inferred links are edges too, marked as such and weighted by their confidence
-        for inferred in incident.proposed():
-            kind = inferred.kind.value
-            graph.link(inode, node_id(kind, inferred.concept), kinds.inferred(kind, inferred.confidence))
-        curated.extend((inode, node_id("incident", link.id)) for link in incident.related)
+        curated.extend(link_incident(graph, kinds, incident))
     for a, b in curated:
         graph.link(a, b, kinds.of("curated"))
     return graph.finish()
+
+
+def incident_attributes(incident: Incident) -> dict[str, Any]:
+    """The attributes of an incident's node."""
+    attributes: dict[str, Any] = {"type": "incident", "key": incident.id}
+    if incident.year is not None:
+        attributes["year"] = incident.year
+    return attributes
+
+
+def link_incident(graph: Projection, kinds: EdgeKinds, incident: Incident) -> list[tuple[str, str]]:
+    """Add an incident's node and its links to its organisation and concepts; its curated links to other incidents
+    are returned (node pairs), for the caller to add once every incident's node is in."""
+    inode = node_id("incident", incident.id)
+    graph.add_node(inode, **incident_attributes(incident))
+    graph.link(inode, node_id("organization", incident.org), kinds.of("organization"))
+    for field, (kind, edge_type) in CONCEPT_FIELDS.items():
+        for concept_id in getattr(incident, field):
+            graph.link(inode, node_id(kind, concept_id), kinds.of(edge_type))
+    # inferred links are edges too, marked as such and weighted by their confidence
+    for inferred in incident.proposed():
+        kind = inferred.kind.value
+        graph.link(inode, node_id(kind, inferred.concept), kinds.inferred(kind, inferred.confidence))
+    return [(inode, node_id("incident", link.id)) for link in incident.related]
 
 
 # ---- the projection read from a graph store ------------------------------------------------
