@@ -110,3 +110,26 @@ def test_an_organisation_left_without_incidents_is_dropped_and_a_vocabulary_chan
     other_vocabulary = replace(data, vocab=type(data.vocab)(list(data.vocab)[1:]))
     with pytest.raises(ValueError, match="vocabulary changed"):
         patched_projection(graph, data, other_vocabulary, {"IL-0001"})
+
+
+def test_over_a_persistent_store_the_patch_equals_the_projection_read_from_the_store(tmp_path: Path, data_dir: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the graph in an embedded Oxigraph store, a write patches the projection too (no five SELECTs), and the
+    result equals the projection read from the store, which the write patched with its own triples."""
+    from incidentlib.graph.store import parse_graph_store
+
+    root = small_library(tmp_path / "lib", data_dir, IDS)
+    library = Library(load_library(root), embedder=HashEmbedder(), graph_store=parse_graph_store(f"oxigraph:{tmp_path / 'ox'}"))
+    before = library._knowledge.nx
+    read_from_store = projection_module.projection_from_store
+
+    def no_read(*_: object) -> None:
+        raise AssertionError("the projection was read from the store again")
+
+    monkeypatch.setattr(projection_module, "projection_from_store", no_read)
+    record = library.create_draft(draft("third", components=["nccl"]))
+    library.add_link(record.id, "IL-0025", {"en": "same collective"})
+    library.delete("IL-0003")
+    graph = library._knowledge.nx
+    assert graph is not before and f"incident:{record.id}" in graph and "incident:IL-0003" not in graph
+    assert shape(graph) == shape(read_from_store(library._graph_store, library.data)) == shape(build_projection(library.data))
