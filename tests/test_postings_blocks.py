@@ -1,5 +1,5 @@
-"""The BM25 build's block sizes (``KEY_BLOCK``, ``WEIGH_BLOCK``) bound its temporaries but not its result: postings
-built with blocks of a few chunks or pairs equal those built in one block, and the weights equal the formula."""
+"""The BM25 build: the (term, chunk) counts equal a count written here, the weighing block size (``WEIGH_BLOCK``)
+bounds its temporaries but not its result, and the weights equal the formula."""
 
 from __future__ import annotations
 
@@ -28,11 +28,10 @@ def same(a: lexical.Postings, b: lexical.Postings) -> None:
         assert x.dtype == y.dtype and np.array_equal(x, y), name
 
 
-@pytest.mark.parametrize("key_block, weigh_block", [(1, 1), (3, 7), (64, 5)])
-def test_blocks_do_not_change_postings(monkeypatch: pytest.MonkeyPatch, key_block: int, weigh_block: int) -> None:
-    texts = corpus(200, seed=key_block)
+@pytest.mark.parametrize("weigh_block", [1, 7, 5])
+def test_blocks_do_not_change_postings(monkeypatch: pytest.MonkeyPatch, weigh_block: int) -> None:
+    texts = corpus(200, seed=weigh_block)
     whole_texts, whole_tokens = build_postings(texts), postings_from_tokens((tokenize(t) for t in texts), len(texts))
-    monkeypatch.setattr(lexical, "KEY_BLOCK", key_block)
     monkeypatch.setattr(lexical, "WEIGH_BLOCK", weigh_block)
     same(build_postings(texts), whole_texts)
     same(postings_from_tokens((tokenize(t) for t in texts), len(texts)), whole_tokens)
@@ -40,7 +39,6 @@ def test_blocks_do_not_change_postings(monkeypatch: pytest.MonkeyPatch, key_bloc
 
 
 def test_weights_follow_the_formula(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lexical, "KEY_BLOCK", 4)
     monkeypatch.setattr(lexical, "WEIGH_BLOCK", 9)
     texts = corpus(60, seed=11)
     p = build_postings(texts)
@@ -55,41 +53,27 @@ def test_weights_follow_the_formula(monkeypatch: pytest.MonkeyPatch) -> None:
         for at, chunk in zip(range(start, end), holders, strict=True):
             tf = tokens[chunk].count(word)
             expected = idf * tf / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * len(tokens[chunk]) / average))
-            assert p.data[at] == pytest.approx(expected, rel=1e-6)
+            assert p.tf[at] == tf and p.data[at] == pytest.approx(expected, rel=1e-6)
             checked += 1
     assert checked == len(p.data) > 0
 
 
-@pytest.mark.parametrize("split_at", [1, 2, 100])
-def test_sorting_the_keys_in_two_halves_does_not_change_postings(monkeypatch: pytest.MonkeyPatch, split_at: int) -> None:
-    texts = corpus(700, seed=7)  # a small vocabulary: many runs of equal keys straddle the middle of the keys
-    whole = build_postings(texts)
-    monkeypatch.setattr(lexical, "SPLIT_SORT_KEYS", split_at)
-    monkeypatch.setattr(lexical, "usable_cores", lambda: 2)  # the split runs on a one-core machine too
-    halves = []
-    real_halves = lexical._sorted_runs_in_halves
-    monkeypatch.setattr(lexical, "_sorted_runs_in_halves", lambda keys: halves.append(len(keys)) or real_halves(keys))
-    same(build_postings(texts), whole)
-    same(postings_from_tokens([tokenize(t) for t in texts], len(texts)), whole)
-    assert len(halves) == 2  # both builds took the two-thread path
-
-
-def test_one_core_sorts_the_keys_in_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:
-    texts = corpus(300, seed=9)
-    whole = build_postings(texts)
-    monkeypatch.setattr(lexical, "SPLIT_SORT_KEYS", 1)
-    monkeypatch.setattr(lexical, "usable_cores", lambda: 1)
-    monkeypatch.setattr(lexical, "_sorted_runs_in_halves", lambda keys: pytest.fail("split on one core"))
-    same(build_postings(texts), whole)
-
-
-def test_a_run_across_the_middle_of_the_keys_is_counted_once() -> None:
-    keys = np.array([9, 4, 4, 4, 4, 4, 4, 1], dtype=np.int64)  # the run of 4s holds the middle position
-    distinct, counts = lexical._sorted_runs_in_halves(keys.copy())
-    assert distinct.tolist() == [1, 4, 9] and counts.tolist() == [1, 6, 1] and counts.dtype == np.int32
-    rng = np.random.default_rng(8)
-    for size in (2, 3, 1001):
-        keys = rng.integers(0, 5, size).astype(np.int64)
-        values, numbers = np.unique(keys, return_counts=True)
-        distinct, counts = lexical._sorted_runs_in_halves(keys)
-        assert distinct.tolist() == values.tolist() and counts.tolist() == numbers.tolist()
+@pytest.mark.parametrize("batches", [1, 3])
+def test_pairs_count_each_term_of_each_chunk(batches: int) -> None:
+    """``_pairs`` gives every distinct (term, chunk) once, term-major with chunks ascending, with its count; the
+    token ids may come in several arrays, and a term no token holds (the largest id here) has no pair."""
+    rng = np.random.default_rng(batches)
+    lengths = rng.integers(1, 30, size=400).astype(np.int32)
+    ids = rng.integers(0, 12, size=int(lengths.sum())).astype(np.int32)  # few terms: many repeats in a chunk
+    chunk_of_token = np.repeat(np.arange(len(lengths)), lengths)
+    expected: dict[tuple[int, int], int] = {}
+    for term, chunk in zip(ids.tolist(), chunk_of_token.tolist(), strict=True):
+        expected[term, chunk] = expected.get((term, chunk), 0) + 1
+    parts = np.array_split(ids, batches)
+    terms, chunks, counts, kept_lengths = lexical._pairs(parts, lengths)
+    assert parts == [] and kept_lengths is lengths
+    found = list(zip(terms.tolist(), chunks.tolist(), strict=True))
+    assert found == sorted(expected) and counts.tolist() == [expected[pair] for pair in found]
+    assert counts.dtype == np.int32 and int(counts.sum()) == len(ids)
+    empty = lexical._pairs([], np.zeros(0, dtype=np.int32))
+    assert [len(part) for part in empty[:3]] == [0, 0, 0]
