@@ -5,7 +5,8 @@
     python bench/bench_bm25_build.py --copies 30 --before /tmp/lexical_before.py \\
         --before-tokenize /tmp/tokenize_before.py
 
-The corpus is the bundled library's chunks copied ``--copies`` times with `` #<copy>`` appended to
+The corpus is the bundled library's chunks (or those of ``--library``, e.g. the 100k library ``bench_start.py``
+builds, with ``--copies 1``) copied ``--copies`` times with `` #<copy>`` appended to
 every text of a copy after the first (the recipe of ``bench_search.py``).  Two builds are timed:
 
 - ``postings``: :func:`postings_from_tokens` over the chunks tokenized once beforehand (each copy's
@@ -133,6 +134,9 @@ def main() -> None:
     parser.add_argument("--before-tokenize", type=Path, help="that version's tokenize.py (default: this tree's)")
     parser.add_argument("--mode", choices=("postings", "texts", "both"), default="both")
     parser.add_argument("--versions", choices=("both", "after"), default="both")
+    parser.add_argument("--library", type=Path,
+                        help="take the chunks of this library instead of the bundled one (e.g. bench_start.py's WORK/library)")
+    parser.add_argument("--cache", type=Path, help="the cache folder of --library (e.g. WORK/cache)")
     args = parser.parse_args()
     if args.versions == "both" and args.before is None:
         parser.error("--before is required unless --versions after")
@@ -142,7 +146,9 @@ def main() -> None:
         if args.before_tokenize:
             before.tokenize = load(args.before_tokenize, "_tokenize_before").tokenize  # type: ignore[attr-defined]
         versions.insert(0, ("before", before))
-    real_texts = [c.text for c in Library.open()._search_engine.chunks]
+    source = Library.open(args.library, cache_dir=args.cache) if args.library else Library.open()
+    real_texts = [c.text for c in source._search_engine.chunks]
+    del source
     texts = [f"{text} #{copy}" if copy else text for copy in range(args.copies) for text in real_texts]
     print(f"{len(texts):,} chunks ({args.copies} copies of {len(real_texts):,}), "
           f"load average before: {os.getloadavg()[0]:.2f}")
