@@ -70,10 +70,11 @@ def test_pairs_count_each_term_of_each_chunk(batches: int) -> None:
     for term, chunk in zip(ids.tolist(), chunk_of_token.tolist(), strict=True):
         expected[term, chunk] = expected.get((term, chunk), 0) + 1
     parts = np.array_split(ids, batches)
-    terms, chunks, counts, kept_lengths = lexical._pairs(parts, lengths)
-    assert parts == [] and kept_lengths is lengths
+    runs, chunks, counts, kept_lengths = lexical._pairs(parts, lengths)
+    assert parts == [] and kept_lengths is lengths and runs[0] == 0 and len(runs) == int(ids.max()) + 2
+    terms = np.repeat(np.arange(len(runs) - 1), np.diff(runs))
     found = list(zip(terms.tolist(), chunks.tolist(), strict=True))
     assert found == sorted(expected) and counts.tolist() == [expected[pair] for pair in found]
     assert counts.dtype == np.int32 and int(counts.sum()) == len(ids)
     empty = lexical._pairs([], np.zeros(0, dtype=np.int32))
-    assert [len(part) for part in empty[:3]] == [0, 0, 0]
+    assert empty[0].tolist() == [0] and len(empty[1]) == len(empty[2]) == 0

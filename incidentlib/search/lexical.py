@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain, islice, repeat
 
 import numpy as np
@@ -61,15 +62,15 @@ def build_postings(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B)
     batch (:mod:`.token_workers`).
     """
     vocabulary: dict[str, int] = {}
-    term_of_pair, chunk_of_pair, tf, lengths = _count_texts(texts, vocabulary)
-    return _weigh(list(vocabulary), term_of_pair, chunk_of_pair, tf, lengths, k1, b, ordered=True)
+    runs, chunk_of_pair, tf, lengths = _count_texts(texts, vocabulary)
+    return _weigh_runs(list(vocabulary), runs, chunk_of_pair, tf, lengths, k1, b)
 
 
 def postings_from_tokens(token_lists: Iterable[list[str]], size: int, k1: float = BM25_K1, b: float = BM25_B) -> Postings:
     """:func:`build_postings` from already tokenized chunks (``size`` of them)."""
     vocabulary: dict[str, int] = {}
-    term_of_pair, chunk_of_pair, tf, lengths = _count(token_lists, size, vocabulary)
-    return _weigh(list(vocabulary), term_of_pair, chunk_of_pair, tf, lengths, k1, b, ordered=True)
+    runs, chunk_of_pair, tf, lengths = _count(token_lists, size, vocabulary)
+    return _weigh_runs(list(vocabulary), runs, chunk_of_pair, tf, lengths, k1, b)
 
 
 def update_postings(previous: Postings, previous_keys: Sequence[str], texts: Sequence[str],
@@ -101,7 +102,8 @@ def update_postings(previous: Postings, previous_keys: Sequence[str], texts: Seq
     lengths = np.zeros(size, dtype=np.int32)
     reused = new_position >= 0
     lengths[new_position[reused]] = previous.lengths[reused]
-    add_terms, add_local, add_tf, add_lengths = _count_texts([texts[p] for p in fresh], vocabulary)
+    add_runs, add_local, add_tf, add_lengths = _count_texts([texts[p] for p in fresh], vocabulary)
+    add_terms = np.repeat(np.arange(len(add_runs) - 1, dtype=np.int64), np.diff(add_runs))  # the new chunks' pairs: few
     fresh_positions = np.asarray(fresh, dtype=np.int64)
     lengths[fresh_positions] = add_lengths
     if size and bool(np.all(np.diff(new_position[reused]) > 0)):
@@ -175,14 +177,17 @@ def _merged(previous: Postings, new_position: np.ndarray, vocabulary: list[str],
     indptr = np.zeros(terms + 1, dtype=np.int64)
     np.cumsum(per_term, out=indptr[1:])
 
-    def term_ids(lo: int, hi: int) -> np.ndarray:  # the terms of postings lo..hi, from the run offsets
-        first = int(np.searchsorted(indptr, lo, side="right")) - 1
-        last = int(np.searchsorted(indptr, hi, side="left"))
-        runs = np.diff(np.clip(indptr[first:last + 1], lo, hi)).astype(np.int64)
-        return np.repeat(np.arange(first, first + len(runs), dtype=np.int64), runs)
-
-    weights = _bm25_weights(per_term, size, lengths, tf, indices, term_ids, k1, b)
+    weights = _bm25_weights(per_term, size, lengths, tf, indices, partial(_run_terms, indptr), k1, b)
     return Postings(vocabulary, indptr, indices, weights, size, tf, lengths)
+
+
+def _run_terms(indptr: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The term of each of postings ``lo..hi``, from the run offsets ``indptr`` (term ``t``'s postings are
+    ``indptr[t]:indptr[t+1]``): one block's terms, never one array for every posting."""
+    first = int(np.searchsorted(indptr, lo, side="right")) - 1
+    last = int(np.searchsorted(indptr, hi, side="left"))
+    runs = np.diff(np.clip(indptr[first:last + 1], lo, hi)).astype(np.int64)
+    return np.repeat(np.arange(first, first + len(runs), dtype=np.int64), runs)
 
 
 def _bm25_weights(per_term: np.ndarray, size: int, lengths: np.ndarray, tf: np.ndarray, chunk_of_pair: np.ndarray,
@@ -214,8 +219,8 @@ _EMPTY_CHUNK = [EMPTY_TOKEN]
 
 def _count(token_lists: Iterable[list[str]], size: int, vocabulary: dict[str, int]
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(term, chunk, count) of every distinct term of every chunk, ordered by term then chunk, and each chunk's
-    length; new terms are added to ``vocabulary``.
+    """:func:`_pairs` of the chunks' tokens (every distinct (term, chunk) pair with its count, term-major) and each
+    chunk's length; new terms are added to ``vocabulary``.
 
     Tokens are numbered by C-level dictionary look-ups into a flat int32 array, which :func:`_pairs` counts per
     (term, chunk).
@@ -280,8 +285,10 @@ WEIGH_BLOCK = 1 << 20
 
 
 def _pairs(ids: list[np.ndarray], chunk_lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(term, chunk, count) of every distinct pair, term-major with chunks ascending (see :func:`_count`), and the
-    chunk lengths, from the term ids of every token (chunk by chunk) and each chunk's number of tokens.
+    """Every distinct (term, chunk) pair with its count, term-major with chunks ascending, from the term ids of every
+    token (chunk by chunk) and each chunk's number of tokens: the run offsets by term (term ``t``'s pairs are
+    ``runs[t]:runs[t+1]``, for the terms up to the largest id given), the chunk and the count of each pair (int32),
+    and the chunk lengths.
 
     The tokens already come grouped by chunk, so they are a chunk-by-term sparse matrix with a 1 per token (CSR:
     the chunk lengths are its row offsets, the token ids its column indices, nothing copied); scipy sorts each row's
@@ -298,18 +305,18 @@ def _pairs(ids: list[np.ndarray], chunk_lengths: np.ndarray) -> tuple[np.ndarray
     tokens = ids[0] if len(ids) == 1 else np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
     ids.clear()
     if not size or not len(tokens):
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0, dtype=np.int32), chunk_lengths
+        return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), chunk_lengths
     terms = int(tokens.max()) + 1
-    offsets = np.zeros(size + 1, dtype=np.int64)
-    np.cumsum(chunk_lengths, out=offsets[1:])
-    by_chunk = sparse.csr_matrix((np.ones(len(tokens), dtype=np.int32), tokens, offsets), shape=(size, terms))
+    # row offsets in the token ids' own width when they fit, so scipy takes the ids as they are instead of a copy
+    width = np.int32 if len(tokens) < 2**31 else np.int64
+    offsets = np.zeros(size + 1, dtype=width)
+    np.cumsum(chunk_lengths, out=offsets[1:], dtype=width)
+    by_chunk = sparse.csr_matrix((np.ones(len(tokens), dtype=np.int32), tokens, offsets), shape=(size, terms), copy=False)
     del tokens, offsets
     by_chunk.sum_duplicates()
     by_term = by_chunk.tocsc()
     del by_chunk
-    term_of_pair = np.repeat(np.arange(terms, dtype=np.int64), np.diff(by_term.indptr))
-    return term_of_pair, by_term.indices, by_term.data, chunk_lengths
+    return by_term.indptr.astype(np.int64, copy=False), by_term.indices, by_term.data, chunk_lengths
 
 
 class _Numbering(dict[str, int]):
@@ -322,9 +329,8 @@ class _Numbering(dict[str, int]):
 
 
 def _weigh(vocabulary: list[str], term_of_pair: np.ndarray, chunk_of_pair: np.ndarray, tf: np.ndarray,
-           lengths: np.ndarray, k1: float, b: float, ordered: bool = False) -> Postings:
-    """Postings from (term, chunk, count) triples in any order (``ordered``: already by term, chunks ascending):
-    grouped by term, chunks ascending, BM25-weighted.
+           lengths: np.ndarray, k1: float, b: float) -> Postings:
+    """Postings from (term, chunk, count) triples in any order: grouped by term, chunks ascending, BM25-weighted.
 
     ``idf`` is computed per term and the length normalisation per chunk, then gathered per pair: the same
     float64 operations in the same order as computing both per pair, on ``terms + chunks`` values instead of
@@ -334,7 +340,7 @@ def _weigh(vocabulary: list[str], term_of_pair: np.ndarray, chunk_of_pair: np.nd
     if not size:
         return Postings([], np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), 0,
                         np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32))
-    if not ordered and len(term_of_pair) > 1:
+    if len(term_of_pair) > 1:
         keys = term_of_pair * size + chunk_of_pair
         if not bool(np.all(keys[1:] > keys[:-1])):
             order = np.argsort(keys, kind="stable")
@@ -344,6 +350,22 @@ def _weigh(vocabulary: list[str], term_of_pair: np.ndarray, chunk_of_pair: np.nd
     weights = _bm25_weights(per_term, size, lengths, tf, chunk_of_pair, lambda lo, hi: term_of_pair[lo:hi], k1, b)
     indptr = np.zeros(terms + 1, dtype=np.int64)
     np.cumsum(per_term, out=indptr[1:])
+    return Postings(vocabulary, indptr, chunk_of_pair.astype(np.int32, copy=False), weights, size,
+                    tf.astype(np.int32, copy=False), lengths.astype(np.int32, copy=False))
+
+
+def _weigh_runs(vocabulary: list[str], runs: np.ndarray, chunk_of_pair: np.ndarray, tf: np.ndarray, lengths: np.ndarray,
+                k1: float, b: float) -> Postings:
+    """Postings from :func:`_pairs`' term-major pairs (``runs``: their offsets by term), BM25-weighted: the result
+    :func:`_weigh` gives for the same pairs, without a term id per pair."""
+    terms, size = len(vocabulary), len(lengths)
+    if not size:
+        return _weigh(vocabulary, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32),
+                      lengths, k1, b)
+    indptr = np.full(terms + 1, runs[-1], dtype=np.int64)  # terms no token holds (above the largest id) hold nothing
+    indptr[: len(runs)] = runs
+    per_term = np.diff(indptr)
+    weights = _bm25_weights(per_term, size, lengths, tf, chunk_of_pair, partial(_run_terms, indptr), k1, b)
     return Postings(vocabulary, indptr, chunk_of_pair.astype(np.int32, copy=False), weights, size,
                     tf.astype(np.int32, copy=False), lengths.astype(np.int32, copy=False))
 
