@@ -30,8 +30,10 @@ def same(a: lexical.Postings, b: lexical.Postings) -> None:
 
 @pytest.mark.parametrize("weigh_block", [1, 7, 5])
 def test_blocks_do_not_change_postings(monkeypatch: pytest.MonkeyPatch, weigh_block: int) -> None:
+    """Postings weighed in blocks equal those weighed at once, counted by the sort or the sparse matrix alike."""
     texts = corpus(200, seed=weigh_block)
     whole_texts, whole_tokens = build_postings(texts), postings_from_tokens((tokenize(t) for t in texts), len(texts))
+    monkeypatch.setattr(lexical, "SPARSE_COUNT_TOKENS", 0)  # the small corpus counted by the sparse matrix
     monkeypatch.setattr(lexical, "WEIGH_BLOCK", weigh_block)
     same(build_postings(texts), whole_texts)
     same(postings_from_tokens((tokenize(t) for t in texts), len(texts)), whole_tokens)
@@ -58,10 +60,14 @@ def test_weights_follow_the_formula(monkeypatch: pytest.MonkeyPatch) -> None:
     assert checked == len(p.data) > 0
 
 
-@pytest.mark.parametrize("batches", [1, 3])
-def test_pairs_count_each_term_of_each_chunk(batches: int) -> None:
-    """``_pairs`` gives every distinct (term, chunk) once, term-major with chunks ascending, with its count; the
-    token ids may come in several arrays, and a term no token holds (the largest id here) has no pair."""
+@pytest.mark.parametrize("batches, sparse", [(1, True), (3, True), (1, False), (3, False)])
+def test_pairs_count_each_term_of_each_chunk(monkeypatch: pytest.MonkeyPatch, batches: int, sparse: bool) -> None:
+    """``_pairs`` gives every distinct (term, chunk) once, term-major with chunks ascending, with its count, with
+    scipy's sparse matrices (many tokens) and with numpy's sort (few); the token ids may come in several arrays."""
+    monkeypatch.setattr(lexical, "SPARSE_COUNT_TOKENS", 0 if sparse else 10**9)
+    calls: list[int] = []
+    real = lexical._pairs_by_sort
+    monkeypatch.setattr(lexical, "_pairs_by_sort", lambda *args: calls.append(1) or real(*args))
     rng = np.random.default_rng(batches)
     lengths = rng.integers(1, 30, size=400).astype(np.int32)
     ids = rng.integers(0, 12, size=int(lengths.sum())).astype(np.int32)  # few terms: many repeats in a chunk
@@ -75,6 +81,7 @@ def test_pairs_count_each_term_of_each_chunk(batches: int) -> None:
     terms = np.repeat(np.arange(len(runs) - 1), np.diff(runs))
     found = list(zip(terms.tolist(), chunks.tolist(), strict=True))
     assert found == sorted(expected) and counts.tolist() == [expected[pair] for pair in found]
-    assert counts.dtype == np.int32 and int(counts.sum()) == len(ids)
+    assert counts.dtype == np.int32 and chunks.dtype == np.int32 and int(counts.sum()) == len(ids)
+    assert calls == ([] if sparse else [1])
     empty = lexical._pairs([], np.zeros(0, dtype=np.int32))
     assert empty[0].tolist() == [0] and len(empty[1]) == len(empty[2]) == 0

@@ -284,6 +284,27 @@ def _count_texts(texts: Sequence[str], vocabulary: dict[str, int]) -> tuple[np.n
 WEIGH_BLOCK = 1 << 20
 
 
+#: Tokens from which :func:`_pairs` counts with scipy's sparse matrices: importing them costs a short command (the
+#: first search of a small library builds its index) more than sorting a few hundred thousand keys does, and a
+#: search imports no SciPy module otherwise (tests/test_startup.py).
+SPARSE_COUNT_TOKENS = 1 << 21
+
+
+def _pairs_by_sort(tokens: np.ndarray, chunk_lengths: np.ndarray, terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_pairs` for a few tokens, with numpy alone: each token becomes the key ``term << shift | chunk``, one
+    sort puts equal pairs side by side, term-major with chunks ascending, and a run's length is the pair's count."""
+    size = len(chunk_lengths)
+    shift = max(1, (size - 1).bit_length())
+    keys = (tokens.astype(np.int64) << shift) | np.repeat(np.arange(size, dtype=np.int64), chunk_lengths)
+    keys.sort(kind="stable")
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    tf = np.diff(np.r_[first, len(keys)]).astype(np.int32)
+    distinct = keys[first]
+    runs = np.zeros(terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(distinct >> shift, minlength=terms), out=runs[1:])
+    return runs, (distinct & ((1 << shift) - 1)).astype(np.int32), tf, chunk_lengths
+
+
 def _pairs(ids: list[np.ndarray], chunk_lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every distinct (term, chunk) pair with its count, term-major with chunks ascending, from the term ids of every
     token (chunk by chunk) and each chunk's number of tokens: the run offsets by term (term ``t``'s pairs are
@@ -297,16 +318,21 @@ def _pairs(ids: list[np.ndarray], chunk_lengths: np.ndarray) -> tuple[np.ndarray
     the sort of each chunk's ~100 terms: 2.2x faster than one sort of every (term, chunk) key on two threads, with a
     third of its peak memory (docs/benchmarks.md, "Fifth pass").
 
+    Below :data:`SPARSE_COUNT_TOKENS` tokens the same counts come from one sort of numpy keys
+    (:func:`_pairs_by_sort`).
+
     ``ids`` is emptied: its arrays are freed as soon as the matrix holds them.
     """
-    from scipy import sparse  # type: ignore[import-untyped]
-
     size = len(chunk_lengths)
     tokens = ids[0] if len(ids) == 1 else np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
     ids.clear()
     if not size or not len(tokens):
         return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), chunk_lengths
     terms = int(tokens.max()) + 1
+    if len(tokens) < SPARSE_COUNT_TOKENS:
+        return _pairs_by_sort(tokens, chunk_lengths, terms)
+    from scipy import sparse  # type: ignore[import-untyped]  # here: a short command's small build never imports it
+
     # row offsets in the token ids' own width when they fit, so scipy takes the ids as they are instead of a copy
     width = np.int32 if len(tokens) < 2**31 else np.int64
     offsets = np.zeros(size + 1, dtype=width)
