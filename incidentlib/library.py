@@ -320,10 +320,14 @@ class Library:
         projection = replaced.built_projection()
         if projection is None:
             return
-        from .graph.projection_patch import patched_projection
+        from .graph.projection_patch import patched_frequencies, patched_projection
 
         knowledge = KnowledgeGraph(self.data, replaced.store)  # what ``_knowledge`` makes, over the same store
-        knowledge.use_projection(patched_projection(projection, previous, self.data, changed))
+        patched = patched_projection(projection, previous, self.data, changed)
+        knowledge.use_projection(patched)
+        frequencies = replaced.__dict__.get("document_frequency")  # related's concept weights, if it made them
+        if frequencies is not None:
+            knowledge.__dict__["document_frequency"] = patched_frequencies(frequencies, projection, patched, changed)
         self.__dict__["_knowledge"] = knowledge
 
     @cached_property

@@ -1,5 +1,6 @@
 """The graph projection after a live write is patched from the one before (incidentlib.graph.projection_patch): the
-nodes, edges and attributes a build from every record gives, the projection before left as it was, and no build."""
+nodes, edges and attributes a build from every record gives, the projection before left as it was, and no build;
+related's concept document frequencies are patched along."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fakes import HashEmbedder
 
 from incidentlib import Library
 from incidentlib.graph import projection as projection_module
+from incidentlib.graph import scoring
 from incidentlib.graph.projection import build_projection
 from incidentlib.graph.projection_patch import patched_projection
 from incidentlib.loader import load_library
@@ -39,11 +41,14 @@ def test_every_kind_of_write_patches_the_projection_as_a_build_would(tmp_path: P
     root = small_library(tmp_path / "lib", data_dir, IDS)
     library = Library(load_library(root), embedder=HashEmbedder())
     before = library._knowledge.nx  # built once, from every record
+    assert library.related("IL-0025")  # and related's concept document frequencies with it
+    count_all = scoring.document_frequency
 
     def no_build(*_: object) -> None:
-        raise AssertionError("the projection was built from every record again")
+        raise AssertionError("the projection or its document frequencies were made from scratch again")
 
     monkeypatch.setattr(projection_module, "build_projection", no_build)
+    monkeypatch.setattr(scoring, "document_frequency", no_build)
     inferred = [{"concept": "hbm", "kind": "component", "evidence": "memory", "method": "alias", "confidence": 0.9},
                 {"concept": "gpu", "kind": "component", "evidence": "x", "method": "alias", "confidence": 0.6}]
     made: dict[str, str] = {}
@@ -76,6 +81,7 @@ def test_every_kind_of_write_patches_the_projection_as_a_build_would(tmp_path: P
         graph = library._knowledge.nx
         assert graph is not previous_graph
         assert shape(graph) == shape(build_projection(library.data))
+        assert library._knowledge.__dict__["document_frequency"] == count_all(graph)  # patched with the projection
         assert shape(previous_graph) == previous_shape  # the projection a request may still read is untouched
         graphs.append(graph)
     first = f"incident:{made['first']}"

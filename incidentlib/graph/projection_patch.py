@@ -106,3 +106,25 @@ class _CopyOnWrite(Projection):
         graph.graph.update(self.graph)
         graph._node, graph._adj = self._node, self._adj
         return graph.finish()
+
+
+def patched_frequencies(frequencies: Mapping[str, int], before: Projection, after: Projection,
+                        changed: Collection[str]) -> dict[str, int]:
+    """``scoring.document_frequency(after)`` from ``frequencies`` (that of ``before``): only the nodes a changed
+    incident was or is now linked to are counted again, from ``after``, each in the time of its degree."""
+    from .scoring import document_frequency_of
+
+    result = dict(frequencies)
+    touched: set[str] = set()
+    for incident_id in changed:
+        inode = node_id("incident", incident_id)
+        for graph in (before, after):
+            if inode in graph:
+                touched.update(graph[inode])
+    for node in touched:
+        count = document_frequency_of(after, node)
+        if count is None:
+            result.pop(node, None)
+        else:
+            result[node] = count
+    return result

@@ -44,6 +44,13 @@ def document_frequency(graph: nx.Graph) -> dict[str, int]:
     }
 
 
+def document_frequency_of(graph: nx.Graph, node: str) -> int | None:
+    """``document_frequency(graph)[node]``, counted for one node (``None``: not a concept node of ``graph``)."""
+    if node not in graph or graph.nodes[node].get("type", "incident") == "incident":
+        return None
+    return sum(1 for other in graph[node] if other.startswith("incident:"))
+
+
 def concept_weight(frequencies: dict[str, int], incident_count: int, node: str) -> float:
     """``w(c) = ln(1 + N / df(c))``, with ``N`` and ``df`` at least 1."""
     total = max(incident_count, 1)
