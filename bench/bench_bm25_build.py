@@ -132,6 +132,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", type=Path, help="another version's incidentlib/search/lexical.py (needed unless --versions after)")
     parser.add_argument("--before-tokenize", type=Path, help="that version's tokenize.py (default: this tree's)")
+    parser.add_argument("--before-workers", type=Path, help="that version's token_workers.py (default: this tree's)")
     parser.add_argument("--mode", choices=("postings", "texts", "both"), default="both")
     parser.add_argument("--versions", choices=("both", "after"), default="both")
     parser.add_argument("--library", type=Path,
@@ -145,6 +146,8 @@ def main() -> None:
         before = load(args.before, "_lexical_before")
         if args.before_tokenize:
             before.tokenize = load(args.before_tokenize, "_tokenize_before").tokenize  # type: ignore[attr-defined]
+        if args.before_workers:
+            before.token_workers = load(args.before_workers, "_token_workers_before")  # type: ignore[attr-defined]
         versions.insert(0, ("before", before))
     source = Library.open(args.library, cache_dir=args.cache) if args.library else Library.open()
     real_texts = [c.text for c in source._search_engine.chunks]

@@ -101,3 +101,16 @@ def test_an_interrupted_build_leaves_no_worker_running(monkeypatch: pytest.Monke
         token_workers.token_ids(random_texts(300, seed=14), lambda term: terms.setdefault(term, len(terms)), workers=2,
                                 min_texts=0)
     assert len(started) == 2 and all(worker is not None and worker.poll() is not None for worker in started)
+
+
+def test_relabelling_in_place_block_by_block_equals_one_look_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Token ids relabelled in blocks (the building process's way, with no second array of every id) equal one
+    table look-up, and the array given is the one relabelled."""
+
+    monkeypatch.setattr(token_workers, "RELABEL_BLOCK", 7)
+    rng = np.random.default_rng(3)
+    table = rng.permutation(50).astype(np.int32)
+    ids = rng.integers(0, 50, 103).astype(np.int32)
+    expected = table[ids]
+    assert token_workers.relabel_in_place(ids, table) is ids
+    assert ids.tolist() == expected.tolist()

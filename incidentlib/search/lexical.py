@@ -270,7 +270,7 @@ def _count_texts(texts: Sequence[str], vocabulary: dict[str, int]) -> tuple[np.n
         order = order[first[order] < len(ids)]  # a term numbered for a token no text kept is left out
         renumber = np.arange(known + len(new_terms), dtype=np.int32)
         renumber[known + order] = np.arange(known, known + len(order), dtype=np.int32)
-        ids = renumber[ids]
+        ids = token_workers.relabel_in_place(ids, renumber)
         vocabulary.update((new_terms[i], known + rank) for rank, i in enumerate(order.tolist()))
     if len(lengths) != len(texts):
         raise AssertionError(f"{len(lengths)} token counts for {len(texts)} texts")
