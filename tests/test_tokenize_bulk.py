@@ -83,13 +83,14 @@ def test_pieces_split_on_the_white_space_of_the_patterns() -> None:
 
 def test_hints_never_match_white_space() -> None:
     # a hint is tested on white-space-free pieces first, so none may match white space: each hint is written only
-    # with atoms that cannot (digits, hex-digit classes, escaped dots, dashes, colons, a [.:] class, counts)
-    atoms = re.compile(r"(?:\\d|\\\.|[-:]|\[0-9a-f\]|\[\.:\]|\{\d+(?:,\d+)?\})+")
-    hints = [hint for _, _, _, hint in tk._VOLATILE if hint is not None]
-    assert len(hints) >= 5
+    # with atoms that cannot (digits, lowercase letters, hex-digit and [a-z0-9-] classes, escaped dots, dashes,
+    # colons, a [.:] class, counts, a star) and with alternation and non-capturing groups, which match nothing
+    atoms = re.compile(r"(?:\\d|\\\.|[-:a-z0-9|*]|\(\?:|\)|\[0-9a-f\]|\[a-z0-9-\]|\[\.:\]|\{\d+(?:,\d+)?\})+")
+    hints = [hint for _, _, _, hint in (*tk._VOLATILE, *tk._FAMILIES) if hint is not None]
+    assert len(hints) >= 7
     for hint in hints:
         assert atoms.fullmatch(hint.pattern), hint.pattern
-    assert not atoms.fullmatch(r"\d\s+\d") and not atoms.fullmatch(r"a.b")
+    assert not atoms.fullmatch(r"\d\s+\d") and not atoms.fullmatch(r"a.b") and not atoms.fullmatch(r"a[^b]c")
 
 
 def test_postings_from_texts_equal_postings_from_token_lists() -> None:

@@ -84,7 +84,7 @@ _VOLATILE: tuple[tuple[str, re.Pattern[str], tuple[str, ...], re.Pattern[str] | 
         ("pci", r"\b(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b|\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\b", (), r":[0-9a-f]{2}[.:]"),
         ("ip", r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{2,5})?\b", (), r"\.\d{1,3}\."),
         ("host", r"\bip-\d+-\d+-\d+-\d+(?:\.[a-z0-9-]+)*|\b[a-z0-9-]*(?:node|host|worker|compute|server)[a-z0-9-]*-\d+(?:\.[a-z0-9-]+)*",
-         ("ip-", "node", "host", "worker", "compute", "server"), r"-\d"),
+         ("ip-", "node", "host", "worker", "compute", "server"), r"ip-\d|(?:node|host|worker|compute|server)[a-z0-9-]*-\d"),
         ("hex", r"\b0x[0-9a-f]{5,}\b", ("0x",), None),
         ("pid", r"\b(?:pid|tid)\s*[=: ]\s*\d+", ("pid", "tid"), None),
         ("rank", r"\brank\s*[=: ]?\s*\d+", ("rank",), None),
@@ -95,20 +95,21 @@ _VOLATILE: tuple[tuple[str, re.Pattern[str], tuple[str, ...], re.Pattern[str] | 
     )
 )
 # Error families: one feature token for a family however its instance is written; with the
-# substrings (lowercase) one of which every match contains, tested on the lowercased text as for ``_VOLATILE``.
-_FAMILIES: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
-    (name, re.compile(pattern, re.IGNORECASE), needles)
-    for name, pattern, needles in (
-        ("nccl_watchdog", r"watchdog caught collective operation timeout|nccl watchdog|processgroupnccl.*watchdog", ("watchdog",)),
+# substrings (lowercase) one of which every match contains and a hint every match passes, tested on the lowercased
+# text as for ``_VOLATILE``.
+_FAMILIES: tuple[tuple[str, re.Pattern[str], tuple[str, ...], re.Pattern[str] | None], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE), needles, re.compile(hint) if hint else None)
+    for name, pattern, needles, hint in (
+        ("nccl_watchdog", r"watchdog caught collective operation timeout|nccl watchdog|processgroupnccl.*watchdog", ("watchdog",), None),
         ("ib_completion_error", r"\bibv_wc_\w+|transport retry counter exceeded|work completion.*status|completion error",
-         ("ibv_wc_", "transport retry counter exceeded", "completion")),
+         ("ibv_wc_", "transport retry counter exceeded", "completion"), None),
         ("http_5xx", r"\b(?:http(?:/[\d.]+)?|status(?: code)?)[\s:=]+5\d\d\b|\b5\d\d (?:internal server error|bad gateway|service unavailable|gateway timeout)",
-         ("http", "status", "internal server error", "bad gateway", "service unavailable", "gateway timeout")),
+         ("http", "status", "internal server error", "bad gateway", "service unavailable", "gateway timeout"), r"5\d\d"),
         ("http_4xx", r"\b(?:http(?:/[\d.]+)?|status(?: code)?)[\s:=]+4\d\d\b|\b4\d\d (?:forbidden|not found|unauthorized|too many requests)",
-         ("http", "status", "forbidden", "not found", "unauthorized", "too many requests")),
+         ("http", "status", "forbidden", "not found", "unauthorized", "too many requests"), r"4\d\d"),
         ("k8s_backoff", r"\b(?:crashloopbackoff|imagepullbackoff|errimagepull|back-off restarting)",
-         ("crashloopbackoff", "imagepullbackoff", "errimagepull", "back-off restarting")),
-        ("oom_kill", r"\boomkilled\b|out of memory: kill(?:ed)? process|oom-kill", ("oomkilled", "out of memory: kill", "oom-kill")),
+         ("crashloopbackoff", "imagepullbackoff", "errimagepull", "back-off restarting"), None),
+        ("oom_kill", r"\boomkilled\b|out of memory: kill(?:ed)? process|oom-kill", ("oomkilled", "out of memory: kill", "oom-kill"), None),
     )
 )
 # Case-insensitive matching equates the dotless ı and the dotted İ with i, which ``str.lower`` does not
@@ -239,8 +240,8 @@ def tokenize(text: str, *, gates: bool = True) -> list[str]:
     text = unicodedata.normalize("NFKC", text)
     lowered = _lowered(text) if gates else None
     tokens: list[str] = []
-    for name, pattern, needles in _FAMILIES:
-        if _may_match(lowered, needles) and pattern.search(text):
+    for name, pattern, needles, hint in _FAMILIES:
+        if _may_match(lowered, needles, hint) and pattern.search(text):
             tokens.append(_family_token(name))
     for name, pattern, needles, hint in _VOLATILE:
         if _may_match(lowered, needles, hint):
@@ -282,7 +283,7 @@ TOKEN_BATCH = 16384
 PIECE_MEMO_SIZE = WORD_MEMO_SIZE
 # (needles, hint) of each gated pattern, families then volatile tokens: bit j of a piece's gate bits says that
 # its needles may be in it, bit 32 + j that its hint may match in it; bit 31 that it holds a < or > (_LINK_WIDTH).
-_GATES = [(needles, None) for _, _, needles in _FAMILIES] + [(needles, hint) for _, _, needles, hint in _VOLATILE]
+_GATES = [(needles, hint) for _, _, needles, hint in _FAMILIES] + [(needles, hint) for _, _, needles, hint in _VOLATILE]
 _HINT_BIT = 32
 _LINK_BIT = 31
 # Each needle's longest space-free part, and each distinct hint, with the bits of the gates that hold it; a gate
@@ -412,7 +413,7 @@ def _batch_ids(texts: list[str], term_id: Callable[[str], int], table: _Pieces) 
             if not _may_match(lowered[i], needles, hint):
                 continue
             if j < len(_FAMILIES):
-                name, pattern, _ = _FAMILIES[j]
+                name, pattern, _, _ = _FAMILIES[j]
                 if pattern.search(text):
                     before.setdefault(i, []).append(_family_token(name))
             else:
