@@ -121,6 +121,11 @@ COMPACT_AFTER_IDLE_S = 5.0
 logger = logging.getLogger(__name__)
 assert set(get_args(SearchModeName)) == {m.value for m in SearchMode}
 
+#: Live-write steps remembered for patching the facet columns (:meth:`Library._carry_facets`): far more than the writes
+#: that land during one first read of the columns; a chain longer than this reads the columns again instead.
+FACET_STEPS_KEPT = 256
+
+
 class Library:
     """A loaded, validated incident library."""
 
@@ -152,6 +157,9 @@ class Library:
         self._graph_ready = threading.Event()  # set by prepare_graph (see graph_ready)
         self._tagger_ready = threading.Event()  # set by prepare_tagger (see tagger_ready)
         self._facets_of: tuple[weakref.ref[LibraryData], Facets] | None = None  # for the data they were read from (see _facets)
+        self._facets_hash: str | None = None  # the content hash of that data
+        # each live write's step: the content hash before -> (the one after, the incidents it changed); see _carry_facets
+        self._facet_steps: dict[str, tuple[str, frozenset[str]]] = {}
         self._facets_lock = threading.Lock()
         self._snapshot_saved: str | None = None
         if self._store.exists:
@@ -485,24 +493,55 @@ class Library:
             logger.exception("prepare_facets: the facet columns could not be read")
 
     def _carry_facets(self, previous: LibraryData | None, changed: set[str] | None) -> None:
-        """After a live write: the facet columns of ``previous``, if they were read, patched with the ``changed``
-        incidents for the current data (:meth:`Facets.patched`), instead of read again from every record."""
-        with self._facets_lock:
-            made = self._facets_of
-            if made is None or previous is None or changed is None or made[0]() is not previous:
-                return
-            data = self.data
-            self._facets_of = (weakref.ref(data), made[1].patched(data.incidents, changed))
+        """After a live write: the facet columns, if they were read, patched with the ``changed`` incidents for the
+        current data (:meth:`Facets.patched`), instead of read again from every record.  The step is recorded first;
+        when a first read of the columns is under way (it holds the lock for seconds at 100k), the write does not
+        wait for it: the next use of the columns patches them along the recorded steps (:meth:`_facets_along`)."""
+        if previous is None or changed is None:
+            return
+        steps = self._facet_steps
+        steps[previous.content_hash] = (self.data.content_hash, frozenset(changed))
+        while len(steps) > FACET_STEPS_KEPT:
+            del steps[next(iter(steps))]  # the oldest: columns that far behind are read again instead
+        if self._facets_lock.acquire(blocking=False):
+            try:
+                self._facets_along(self.data)
+            finally:
+                self._facets_lock.release()
+
+    def _facets_along(self, data: LibraryData) -> Facets | None:
+        """The columns made for ``data`` from those made last, patched with the incidents the recorded write steps
+        between the two changed; ``None`` when none were made or no chain of steps leads to ``data``.  Called with
+        the lock held."""
+        made = self._facets_of
+        if made is None or self._facets_hash is None:
+            return None
+        if made[0]() is data or self._facets_hash == data.content_hash:  # the same content
+            self._facets_of = (weakref.ref(data), made[1])
+            return made[1]
+        at, changed = self._facets_hash, set[str]()
+        for _ in range(len(self._facet_steps)):
+            step = self._facet_steps.get(at)
+            if step is None:
+                return None
+            at, changed = step[0], changed | step[1]
+            if at == data.content_hash:
+                facets = made[1].patched(data.incidents, changed)
+                self._facets_of, self._facets_hash = (weakref.ref(data), facets), data.content_hash
+                return facets
+        return None
 
     @property
     def _facets(self) -> Facets:
-        """The fields filters and counts read of every record (:mod:`incidentlib.facets`), for the current data."""
+        """The fields filters and counts read of every record (:mod:`incidentlib.facets`), for the current data:
+        patched along the live writes since they were made (:meth:`_facets_along`), else read in one pass."""
         data = self.data
         with self._facets_lock:
-            made = self._facets_of
-            if made is None or made[0]() is not data:  # by a weak reference: replaced data is not held for them
-                made = self._facets_of = (weakref.ref(data), Facets.of(data.incidents))
-        return made[1]
+            facets = self._facets_along(data)
+            if facets is None:  # by a weak reference and a hash: replaced data is not held for them
+                facets = Facets.of(data.incidents)
+                self._facets_of, self._facets_hash = (weakref.ref(data), facets), data.content_hash
+        return facets
 
     def list_incidents(
         self, filters: IncidentFilter | None = None, lang: str = "en", limit: int | None = None, offset: int = 0

@@ -90,11 +90,12 @@ def test_the_facets_follow_the_data_and_do_not_hold_replaced_data(tmp_path: Path
     assert before
     dropped = before[0]
     base = library.data
-    # as live writes replace it: first without one incident, then as it was
-    library.data = dataclasses.replace(base, incidents={i: r for i, r in base.incidents.items() if i != dropped})
+    # as live writes replace it (each with a content hash of its own): first without one incident, then as it was
+    library.data = dataclasses.replace(base, incidents={i: r for i, r in base.incidents.items() if i != dropped},
+                                       content_hash="without-one")
     assert library.filter_ids(nccl) == before[1:]
     replaced = weakref.ref(library.data)
-    library.data = dataclasses.replace(base, incidents=dict(base.incidents))
+    library.data = dataclasses.replace(base, incidents=dict(base.incidents), content_hash="as-it-was")
     gc.collect()
     assert replaced() is None  # the facets do not hold the data they were read from
     assert library.filter_ids(nccl) == before
@@ -262,3 +263,45 @@ def test_a_live_write_patches_the_columns_instead_of_reading_every_record(tmp_pa
     gone = library.data.incidents
     with pytest.raises(ValueError, match="new but not named as changed"):
         facets_module.Facets([], [], [], {field: [] for field in library._facets.values}, []).patched(gone, set())
+
+
+def test_a_write_during_the_first_read_of_the_columns_does_not_wait_and_is_patched_in(
+        tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that lands while the columns are being read for the first time (seconds at 100k) neither waits for
+    that read nor makes the next use read them again: its step is recorded, and the next use patches the columns
+    just read along it."""
+    import threading
+
+    from incidentlib import facets as facets_module
+
+    root = small_library(tmp_path / "lib", data_dir, [i.id for i in Library.open(data_dir).incidents()[:12]])
+    library = Library(load_library(root), embedder=HashEmbedder())
+    read_from_every_record = facets_module.Facets.of.__func__
+    reading, release, reads = threading.Event(), threading.Event(), []
+
+    def slow_read(cls: type[facets_module.Facets], incidents: object) -> facets_module.Facets:
+        reads.append(1)
+        reading.set()
+        assert release.wait(60), "the read was never released"
+        return read_from_every_record(cls, incidents)
+
+    monkeypatch.setattr(facets_module.Facets, "of", classmethod(slow_read))
+    org = library.incidents()[0].org
+    reader = threading.Thread(target=library.filter_ids, args=(IncidentFilter(org=org),), daemon=True)
+    reader.start()
+    assert reading.wait(30)
+    doc = {"org": org, "title": {"en": "Checkpoint stalls"}, "summary": {"en": "Jobs stalled writing checkpoints."},
+           "body": {"en": "The storage tier stopped answering."},
+           "sources": [{"url": "https://example.com/postmortem", "title": "Postmortem"}]}
+    stored: list[str] = []
+    writer = threading.Thread(target=lambda: stored.append(library.create_draft(doc).id), daemon=True)
+    writer.start()
+    writer.join(30)
+    assert not writer.is_alive() and stored  # the write did not wait for the read under way
+    assert reader.is_alive()  # which is still under way
+    release.set()
+    reader.join(30)
+    ids = library.filter_ids(IncidentFilter(org=org))
+    assert stored[0] in ids and reads == [1]  # patched along the recorded step, not read again
+    fresh = read_from_every_record(facets_module.Facets, library.data.incidents)
+    assert (library._facets.ids, library._facets.values) == (fresh.ids, fresh.values)
