@@ -14,7 +14,6 @@ import difflib
 import logging
 import threading
 import time
-import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -156,8 +155,7 @@ class Library:
         self._compaction: threading.Thread | None = None
         self._graph_ready = threading.Event()  # set by prepare_graph (see graph_ready)
         self._tagger_ready = threading.Event()  # set by prepare_tagger (see tagger_ready)
-        self._facets_of: tuple[weakref.ref[LibraryData], Facets] | None = None  # for the data they were read from (see _facets)
-        self._facets_hash: str | None = None  # the content hash of that data
+        self._facets_of: tuple[str, Facets] | None = None  # the content hash of the data they are for, and they (see _facets)
         # each live write's step: the content hash before -> (the one after, the incidents it changed); see _carry_facets
         self._facet_steps: dict[str, tuple[str, frozenset[str]]] = {}
         self._facets_lock = threading.Lock()
@@ -514,20 +512,20 @@ class Library:
         between the two changed; ``None`` when none were made or no chain of steps leads to ``data``.  Called with
         the lock held."""
         made = self._facets_of
-        if made is None or self._facets_hash is None:
+        if made is None:
             return None
-        if made[0]() is data or self._facets_hash == data.content_hash:  # the same content
-            self._facets_of = (weakref.ref(data), made[1])
-            return made[1]
-        at, changed = self._facets_hash, set[str]()
+        at, facets = made
+        if at == data.content_hash:  # the same content
+            return facets
+        changed = set[str]()
         for _ in range(len(self._facet_steps)):
             step = self._facet_steps.get(at)
             if step is None:
                 return None
             at, changed = step[0], changed | step[1]
             if at == data.content_hash:
-                facets = made[1].patched(data.incidents, changed)
-                self._facets_of, self._facets_hash = (weakref.ref(data), facets), data.content_hash
+                facets = facets.patched(data.incidents, changed)
+                self._facets_of = (at, facets)
                 return facets
         return None
 
@@ -538,9 +536,9 @@ class Library:
         data = self.data
         with self._facets_lock:
             facets = self._facets_along(data)
-            if facets is None:  # by a weak reference and a hash: replaced data is not held for them
+            if facets is None:  # kept by content hash: replaced data is not held for them
                 facets = Facets.of(data.incidents)
-                self._facets_of, self._facets_hash = (weakref.ref(data), facets), data.content_hash
+                self._facets_of = (data.content_hash, facets)
         return facets
 
     def list_incidents(

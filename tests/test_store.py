@@ -91,7 +91,7 @@ def test_the_follower_applies_another_instances_write_and_builds_search_before_a
             time.sleep(0.05)
         # no request ever called refresh(): the follower did, and built the index the search now uses
         assert follower.change_seq == writer.change_seq
-        while not (follower._facets_of is not None and follower._facets_of[0]() is follower.data):
+        while not (follower._facets_of is not None and follower._facets_of[0] == follower.data.content_hash):
             assert time.monotonic() < deadline, "the follower never read the facet columns again"
             time.sleep(0.05)
         assert record.id in follower._facets_of[1].ids and follower._facets_of[1]._holders  # read and indexed

@@ -115,19 +115,13 @@ def build_projection(data: LibraryData) -> Projection:
     return graph.finish()
 
 
-def incident_attributes(incident: Incident) -> dict[str, Any]:
-    """The attributes of an incident's node."""
-    attributes: dict[str, Any] = {"type": "incident", "key": incident.id}
-    if incident.year is not None:
-        attributes["year"] = incident.year
-    return attributes
-
-
 def link_incident(graph: Projection, kinds: EdgeKinds, incident: Incident) -> list[tuple[str, str]]:
     """Add an incident's node and its links to its organisation and concepts; its curated links to other incidents
     are returned (node pairs), for the caller to add once every incident's node is in."""
     inode = node_id("incident", incident.id)
-    graph.add_node(inode, **incident_attributes(incident))
+    graph.add_node(inode, type="incident", key=incident.id)
+    if incident.year is not None:
+        graph.nodes[inode]["year"] = incident.year
     graph.link(inode, node_id("organization", incident.org), kinds.of("organization"))
     for field, (kind, edge_type) in CONCEPT_FIELDS.items():
         for concept_id in getattr(incident, field):

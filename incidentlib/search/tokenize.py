@@ -283,7 +283,7 @@ TOKEN_BATCH = 16384
 PIECE_MEMO_SIZE = WORD_MEMO_SIZE
 # (needles, hint) of each gated pattern, families then volatile tokens: bit j of a piece's gate bits says that
 # its needles may be in it, bit 32 + j that its hint may match in it; bit 31 that it holds a < or > (_LINK_WIDTH).
-_GATES = [(needles, hint) for _, _, needles, hint in _FAMILIES] + [(needles, hint) for _, _, needles, hint in _VOLATILE]
+_GATES = [(needles, hint) for _, _, needles, hint in (*_FAMILIES, *_VOLATILE)]
 _HINT_BIT = 32
 _LINK_BIT = 31
 # Each needle's longest space-free part, and each distinct hint, with the bits of the gates that hold it; a gate
