@@ -5,7 +5,7 @@
 ``WORK`` is a directory ``bench_start.py`` wrote (``library/`` and ``cache/``; its start snapshot made by each tree
 beforehand, so each opens warm).  Each (tree, call) runs in a fresh interpreter that imports ``incidentlib`` from
 that tree, opens the library from its snapshot, then times one call: ``diagnose`` (by symptoms, no text, so no
-search runs), ``organizations`` (every organisation's count) or ``signals`` (every library signal explained).
+search runs), ``organizations`` (every organisation's count), ``signals`` (every library signal explained) or ``clusters`` (the graph clusters, every incident a member of one).
 Reported: the seconds to open and the anonymous RSS then; the seconds of the call, made twice (the first builds
 what it reads, the second is what a serving process pays per request), the anonymous RSS the two calls added, and
 the process's peak RSS.  A call still running after ``--timeout`` seconds is stopped and reported as unfinished.
@@ -22,6 +22,7 @@ CALLS = {
     "diagnose": "library.diagnose(symptoms=['collective-timeout', 'xid-errors'])",
     "organizations": "library.organizations()",
     "signals": "library.signals()",
+    "clusters": "library.clusters()",
 }
 
 _CHILD = r"""
@@ -39,7 +40,8 @@ start = time.perf_counter()
 again = eval(call)
 again_s = time.perf_counter() - start
 done = memory()
-size = len(answer) if isinstance(answer, list) else len(getattr(answer, "causes", getattr(answer, "items", [])))
+size = len(answer) if isinstance(answer, list) else len(getattr(answer, "causes", None) or getattr(answer, "items", None)
+                                                         or getattr(answer, "clusters", []))
 print(json.dumps({"open_s": open_s, "opened_anon_mb": opened["RssAnon"], "first_s": first_s, "again_s": again_s,
                   "added_mb": done["RssAnon"] - opened["RssAnon"], "peak_mb": done["VmHWM"], "answer_items": size,
                   "same_answer": again == answer}))

@@ -8,6 +8,7 @@
     ├── InvalidRequest (also ValueError)    -> CLI exit 2, HTTP 422, MCP tool error
     │   ├── FilterError
     │   ├── QueryError
+    │   ├── ClusterLimitError               a clustering method asked of more incidents than it can hold
     │   ├── InputError                      (names ``where`` and ``reason``)
     │   │   ├── SeriesError                 a metric series that cannot be read
     │   │   └── AlertError                  an alert payload that cannot be read
@@ -113,6 +114,13 @@ class FilterError(InvalidRequest):
 
 class QueryError(InvalidRequest):
     """A query that cannot be run (empty or too long)."""
+
+
+class ClusterLimitError(InvalidRequest):
+    """A clustering method asked of more incidents than it can hold (the message names the method and the bound)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, parameter="method")
 
 
 class SparqlError(InvalidRequest):
@@ -261,6 +269,7 @@ class GraphNotReady(SparqlBusy):
 __all__ = [
     "AlertError",
     "AuthError",
+    "ClusterLimitError",
     "DataError",
     "EmbedderUnavailable",
     "FilterError",

@@ -49,7 +49,7 @@ def test_graph_clusters_beat_a_random_partition(search_library) -> None:
         for size in sizes:
             chunks.append(RawCluster(ids[start:start + size], ids[start]))
             start += size
-        random_purities.append(quality(search_library._knowledge, chunks).purity)
+        random_purities.append(quality({i.id: i.causes for i in search_library.incidents()}, chunks).purity)
     assert found.quality.purity > max(random_purities)
 
 

@@ -12,7 +12,7 @@ from ..graph.projection import node_id
 from ..loader import each_record
 from ..requests import check_lang
 from ..views import ClusterSet, ClusterView, Diagnosis, MapPoint, SignalExplanation
-from .clusters import ClusterMethod, RawCluster, describe, embedding_clusters, graph_clusters
+from .clusters import ClusterMethod, ClusterRow, RawCluster, describe, embedding_clusters, graph_clusters, read_rows
 from .diagnosis import diagnose
 from .signatures import Sharers, explain_in
 
@@ -38,13 +38,17 @@ class Analysis:
         return [i.id for i in self.library.incidents() if not i.is_draft]
 
     @cached_property
+    def _rows(self) -> list[ClusterRow]:
+        return read_rows(self.library.data)
+
+    @cached_property
     def vectors(self) -> np.ndarray:
         engine = self.library._search_engine
         return np.vstack([engine.incident_vector(i) for i in self._ids])
 
     def _raw(self, method: ClusterMethod) -> tuple[RawCluster, ...]:
         if method not in self._raw_cache:
-            graph_result = graph_clusters(self.library._knowledge, resolution=DEFAULT_RESOLUTION)
+            graph_result = graph_clusters(self._rows, resolution=DEFAULT_RESOLUTION)
             if method is ClusterMethod.graph:
                 self._raw_cache[method] = tuple(graph_result)
             else:
@@ -53,7 +57,7 @@ class Analysis:
 
     def clusters(self, method: ClusterMethod | str = ClusterMethod.graph, lang: str = "en") -> ClusterSet:
         method = ClusterMethod(method)
-        return describe(self.library._knowledge, list(self._raw(method)), method, check_lang(lang))
+        return describe(self._rows, self.library.data, list(self._raw(method)), method, check_lang(lang))
 
     def cluster(self, cluster_id: str, lang: str = "en") -> ClusterView:
         method = ClusterMethod.embedding if cluster_id.startswith("e-") else ClusterMethod.graph
