@@ -5,7 +5,8 @@
 ``WORK`` is a directory ``bench_start.py`` wrote (``library/`` and ``cache/``; its start snapshot made by each tree
 beforehand, so each opens warm).  Each (tree, call) runs in a fresh interpreter that imports ``incidentlib`` from
 that tree, opens the library from its snapshot, then times one call: ``diagnose`` (by symptoms, no text, so no
-search runs), ``organizations`` (every organisation's count), ``signals`` (every library signal explained) or ``clusters`` (the graph clusters, every incident a member of one).
+search runs), ``organizations`` (every organisation's count), ``signals`` (every library signal explained) ``clusters`` (the graph clusters, every incident a member of one) or ``map`` (the map's points: the graph clusters,
+then t-SNE of at most ``analysis.MAP_POINTS`` incidents).
 Reported: the seconds to open and the anonymous RSS then; the seconds of the call, made twice (the first builds
 what it reads, the second is what a serving process pays per request), the anonymous RSS the two calls added, and
 the process's peak RSS.  A call still running after ``--timeout`` seconds is stopped and reported as unfinished.
@@ -23,6 +24,7 @@ CALLS = {
     "organizations": "library.organizations()",
     "signals": "library.signals()",
     "clusters": "library.clusters()",
+    "map": "library.map_points()",
 }
 
 _CHILD = r"""

@@ -877,8 +877,13 @@ class Library:
         """Every verbatim error signal in the library, explained."""
         return self._analysis.signals(lang)
 
+    def map_coverage(self) -> tuple[int, int]:
+        """(incidents on the map, published incidents): a map shows a sample past ``analysis.MAP_POINTS``."""
+        return self._analysis.map_coverage
+
     def map_points(self, lang: str = "en") -> list[MapPoint]:
-        """Every incident at its 2D map position (t-SNE of its embedding) with its graph cluster id."""
+        """The published incidents at their 2D map positions (t-SNE of their embeddings) with their graph cluster ids;
+        past ``analysis.MAP_POINTS`` of them, a seeded sample keeping each cluster's share (see :meth:`map_coverage`)."""
         return self._analysis.map_points(lang)
 
     def map_png(self, lang: str = "en") -> bytes:

@@ -126,7 +126,7 @@ def test_large_graph_keeps_each_nodes_nearest(monkeypatch) -> None:
 
 
 def _row(incident_id: str, weights: Weights) -> ClusterRow:
-    return ClusterRow(id=incident_id, clustered=True, weights=weights, concepts=(), causes=(), title_terms=frozenset(),
+    return ClusterRow(id=incident_id, published=True, clustered=True, weights=weights, concepts=(), causes=(), title_terms=frozenset(),
                       summaries={})
 
 

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 DEFAULT_RESOLUTION = 2.0
 #: Largest neighbourhood picture: past 40 nodes the labels overlap.
 MAX_PICTURE_NODES = 40
+#: Incidents placed on a map at most: a 960×640 map is covered by its 6-pixel dots well before that, and t-SNE of
+#: 2,000 points takes a few seconds on two cores where 100k would take hours.  A larger library is sampled.
+MAP_POINTS = 2_000
+#: Seed of the map's sample: the same library always shows the same incidents.
+MAP_SEED = 0
 
 
 class Analysis:
@@ -35,7 +40,8 @@ class Analysis:
     # ---- clusters ------------------------------------------------------------------
     @cached_property
     def _ids(self) -> list[str]:
-        return [i.id for i in self.library.incidents() if not i.is_draft]
+        """The published incidents, in the library's order (from the cluster rows: no record is kept)."""
+        return [row.id for row in self._rows if row.published]
 
     @cached_property
     def _rows(self) -> list[ClusterRow]:
@@ -80,28 +86,62 @@ class Analysis:
 
     # ---- pictures ----------------------------------------------------------------------
     @cached_property
+    def _map_ids(self) -> list[str]:
+        """The published incidents a map shows: all of them up to :data:`MAP_POINTS`, else a seeded sample that keeps
+        each graph cluster's share of the library (at least its representative), in the library's order."""
+        if len(self._ids) <= MAP_POINTS:
+            return self._ids
+        published = set(self._ids)
+        rng = np.random.default_rng(MAP_SEED)
+        chosen: set[str] = set()
+        for cluster in self._raw(ClusterMethod.graph):
+            members = [m for m in cluster.members if m in published]
+            if not members:
+                continue
+            share = max(1, round(len(members) * MAP_POINTS / len(self._ids)))
+            first = cluster.representative if cluster.representative in published else members[0]
+            others = [m for m in members if m != first]
+            chosen.add(first)
+            chosen.update(others[i] for i in rng.choice(len(others), min(share - 1, len(others)), replace=False).tolist())
+        return [i for i in self._ids if i in chosen]
+
+    @cached_property
     def _points(self) -> np.ndarray:
         from .maps import project
 
-        return project(self.vectors)
+        engine = self.library._search_engine
+        vectors = self.vectors if self._map_ids is self._ids else np.vstack([engine.incident_vector(i) for i in self._map_ids])
+        return project(vectors)
 
     def map_points(self, lang: str = "en") -> list[MapPoint]:
-        """Every incident at its map position with its graph cluster (what map_png and map_html draw)."""
+        """The map's incidents (:data:`MAP_POINTS` at most) at their positions, with their graph clusters (what
+        map_png and map_html draw)."""
         membership = {member.id: c.id for c in self.clusters(ClusterMethod.graph, lang).clusters for member in c.members}
-        return [MapPoint(id=i, title=self.library.get(i).title.get(lang), x=float(x), y=float(y), cluster=membership.get(i))
-                for i, (x, y) in zip(self._ids, self._points, strict=True)]
+        titles = self._titles(check_lang(lang))
+        return [MapPoint(id=i, title=titles[i], x=float(x), y=float(y), cluster=membership.get(i))
+                for i, (x, y) in zip(self._map_ids, self._points, strict=True)]
+
+    def _titles(self, lang: str) -> dict[str, str]:
+        """The map's incidents' titles in ``lang``, from the cluster rows (no record read again)."""
+        shown = set(self._map_ids)
+        return {row.id: row.summaries[lang].title for row in self._rows if row.id in shown}
+
+    @property
+    def map_coverage(self) -> tuple[int, int]:
+        """(incidents on the map, published incidents): the map samples past :data:`MAP_POINTS`."""
+        return len(self._map_ids), len(self._ids)
 
     def map_png(self, lang: str = "en") -> bytes:
         from .maps import map_png
 
-        titles = {i: self.library.get(i).title.get(lang) for i in self._ids}
-        return map_png(self._ids, titles, self._points, self.clusters(ClusterMethod.graph, lang), lang)
+        titles = self._titles(check_lang(lang))
+        return map_png(self._map_ids, titles, self._points, self.clusters(ClusterMethod.graph, lang), lang, total=len(self._ids))
 
     def map_html(self, lang: str = "en", link: str = "/incidents/{id}") -> str:
         from .maps import map_html
 
-        titles = {i: self.library.get(i).title.get(lang) for i in self._ids}
-        return map_html(self._ids, titles, self._points, self.clusters(ClusterMethod.graph, lang), lang, link)
+        titles = self._titles(check_lang(lang))
+        return map_html(self._map_ids, titles, self._points, self.clusters(ClusterMethod.graph, lang), lang, link, total=len(self._ids))
 
     def neighbourhood_png(self, incident_id: str, lang: str = "en", related: int = 6) -> bytes:
         from .maps import neighbourhood_png

@@ -79,6 +79,7 @@ class ClusterRow:
     """What clustering and the cluster descriptions read of one incident."""
 
     id: str
+    published: bool
     #: published, or a draft that carries inferred links (a team's own, untagged collection)
     clustered: bool
     #: curated links weigh 1, inferred (proposed) ones their confidence
@@ -101,14 +102,15 @@ def _weighted_concepts(incident: Incident) -> Weights:
 def read_rows(data: LibraryData) -> list[ClusterRow]:
     """Every incident's :class:`ClusterRow`, in the library's order, from one pass that keeps no record (the titles
     are tokenized after it, together: the bulk path, :func:`tokenize_many`)."""
-    read = [(incident.id, not incident.is_draft or bool(incident.proposed()), _weighted_concepts(incident),
+    read = [(incident.id, not incident.is_draft, not incident.is_draft or bool(incident.proposed()), _weighted_concepts(incident),
              tuple(concept_id for field in CONCEPT_FIELDS for concept_id in getattr(incident, field)),
              tuple(incident.causes), incident.title.get("en"), {lang: summary(data, incident, lang) for lang in LANGS})
             for incident in each_record(data.incidents)]
     terms = tokenize_many([title for *_, title, _ in read])
-    return [ClusterRow(id=incident_id, clustered=clustered, weights=weights, concepts=concepts, causes=causes,
-                       title_terms=frozenset(title_terms), summaries=summaries)
-            for (incident_id, clustered, weights, concepts, causes, _, summaries), title_terms in zip(read, terms, strict=True)]
+    return [ClusterRow(id=incident_id, published=published, clustered=clustered, weights=weights, concepts=concepts,
+                       causes=causes, title_terms=frozenset(title_terms), summaries=summaries)
+            for (incident_id, published, clustered, weights, concepts, causes, _, summaries), title_terms
+            in zip(read, terms, strict=True)]
 
 
 def graph_clusters(rows: Sequence[ClusterRow], resolution: float = 1.0) -> list[RawCluster]:

@@ -73,7 +73,17 @@ def _membership(clusters: ClusterSet) -> dict[str, int]:
     return {m.id: index for index, cluster in enumerate(clusters.clusters) for m in cluster.members}
 
 
-def map_png(ids: list[str], titles: dict[str, str], points: np.ndarray, clusters: ClusterSet, lang: str) -> bytes:
+def sampled_note(shown: int, total: int, lang: str) -> str:
+    """The line that says a map shows a sample ("" when it shows every incident)."""
+    if shown >= total:
+        return ""
+    if lang == "ko":
+        return f"사고 {total:,}건 중 {shown:,}건 표시 (클러스터별 비율을 유지한 표본)"
+    return f"{shown:,} of {total:,} incidents shown (a sample keeping each cluster's share)"
+
+
+def map_png(ids: list[str], titles: dict[str, str], points: np.ndarray, clusters: ClusterSet, lang: str,
+            total: int | None = None) -> bytes:
     from adjustText import adjust_text
 
     membership = _membership(clusters)
@@ -98,7 +108,8 @@ def map_png(ids: list[str], titles: dict[str, str], points: np.ndarray, clusters
     ax.set_xticks([])
     ax.set_yticks([])
     title = "사고 지도 (임베딩 t-SNE, 색 = 그래프 클러스터)" if lang == "ko" else "Incident map (embedding t-SNE, colour = graph cluster)"
-    ax.set_title(title, family=family, fontsize=13)
+    note = sampled_note(len(ids), total if total is not None else len(ids), lang)
+    ax.set_title(f"{title}\n{note}" if note else title, family=family, fontsize=13)
     legend = ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7.5, frameon=False, prop={"family": family, "size": 7.5})
     fig.tight_layout()
     buffer = io.BytesIO()
@@ -108,7 +119,7 @@ def map_png(ids: list[str], titles: dict[str, str], points: np.ndarray, clusters
 
 
 def map_html(ids: list[str], titles: dict[str, str], points: np.ndarray, clusters: ClusterSet, lang: str,
-             link: str = "/incidents/{id}") -> str:
+             link: str = "/incidents/{id}", total: int | None = None) -> str:
     """A self-contained interactive page (inline SVG and script, no external assets)."""
     membership = _membership(clusters)
     xs, ys = points[:, 0], points[:, 1]
@@ -123,6 +134,8 @@ def map_html(ids: list[str], titles: dict[str, str], points: np.ndarray, cluster
     ]
     legend = [{"id": c.id, "label": c.label, "size": c.size, "colour": PALETTE[i % len(PALETTE)]} for i, c in enumerate(clusters.clusters)]
     heading = "사고 지도" if lang == "ko" else "Incident map"
+    sampled = sampled_note(len(ids), total if total is not None else len(ids), lang)
+    note = f'\n<p class="sampled">{html.escape(sampled)}</p>' if sampled else ""
     payload = json.dumps({"points": data, "legend": legend, "palette": PALETTE, "link": link}, ensure_ascii=False)
     return f"""<!doctype html>
 <html lang="{lang}"><head><meta charset="utf-8"><title>{html.escape(heading)} · incidentlib</title>
@@ -134,7 +147,7 @@ circle{{cursor:pointer;stroke:#fff;stroke-width:1}} circle.dim{{opacity:.12}}
 ul{{list-style:none;padding:0;margin:0;font-size:13px}} li{{cursor:pointer;margin:3px 0}} li span{{display:inline-block;width:12px;height:12px;margin-right:6px;border-radius:6px;vertical-align:middle}}
 input{{width:320px;padding:4px;margin-bottom:8px}}
 </style></head><body>
-<h1>{html.escape(heading)}</h1>
+<h1>{html.escape(heading)}</h1>{note}
 <input id="q" placeholder="{'제목이나 ID로 찾기' if lang == 'ko' else 'filter by title or id'}">
 <div id="wrap"><svg id="map" width="{width}" height="{height}" role="img" aria-label="{html.escape(heading)}"></svg><ul id="legend"></ul></div>
 <div id="tip"></div>

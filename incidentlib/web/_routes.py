@@ -31,6 +31,9 @@ router = APIRouter(include_in_schema=False)
 
 # Results shown per search: a screenful on a laptop; the JSON API serves deeper pages.
 RESULTS_PER_PAGE = 20
+#: Members listed under each cluster of the clusters page; the rest are in the cluster's JSON (a 100k library's
+#: clusters would otherwise put every incident of the library in one page).
+CLUSTER_MEMBERS_SHOWN = 100
 # Similar incidents and likely causes on "have we seen this?": the CLI's defaults.
 SEEN_SIMILAR, SEEN_CAUSES = 10, 5
 SEVERITIES = ("sev1", "sev2", "sev3", "sev4")
@@ -225,8 +228,10 @@ def clusters(request: Request, lang: Lang = None, accept_language: AcceptLanguag
     dots = [{"id": p.id, "title": p.title, "colour": order.get(p.cluster or "", -1),
              "x": round(margin + (p.x - min(xs)) / span_x * (width - 2 * margin), 1),
              "y": round(margin + (p.y - min(ys)) / span_y * (height - 2 * margin), 1)} for p in points]
+    shown, total = library.map_coverage()
+    sampled = texts(language)["map_sampled"].format(shown=f"{shown:,}", total=f"{total:,}") if shown < total else ""
     return _page(request, "clusters.html", language, texts(language)["clusters_title"], found=found, dots=dots,
-                 width=width, height=height)
+                 width=width, height=height, sampled=sampled, members_shown=CLUSTER_MEMBERS_SHOWN)
 
 
 @router.get("/ui/series", response_class=HTMLResponse)
