@@ -260,9 +260,10 @@ def test_reliability_weighting_discounts_graph_evidence_that_is_noise(
     noisy.build_index()
     engine = noisy._search_service.engine
     equal, reliable = SimilarityIndex(engine), SimilarityIndex(engine, "reliability")
-    assert equal.weights == {"lexical": 1.0, "dense": 1.0, "graph": 1.0}
+    assert equal.weights == {"lexical": 1.0, "dense": 1.0, "graph": 1.0, "cause": 1.0}
     weights = reliable.weights
-    assert weights["graph"] < 0.5 * min(weights["lexical"], weights["dense"]), weights
+    # the causes drawn at random are noise too: the cause evidence is discounted with the graph's
+    assert max(weights["graph"], weights["cause"]) < 0.5 * min(weights["lexical"], weights["dense"]), weights
 
     def top(index: SimilarityIndex, drop_graph: bool = False) -> list[set[str]]:
         queries = [index.incident_query(i) for i in noisy.incidents()]
@@ -323,3 +324,34 @@ def test_ranking_matches_a_full_sort_and_a_loop_over_incidents(hashed_collection
         fused, _ = index._fuse(columns, candidates)
         expected = [index.ids[i] for i in sorted(candidates, key=lambda i: (-fused[i], index.ids[i]))[:5]]
         assert [e.incident_id for e in index.rank(query, 5)] == expected
+
+
+def test_cause_evidence_compares_the_causes_alone(search_library) -> None:
+    """The fourth kind: the cosine of the incidents' cause vectors (the concept weights, causes only), fused with the
+    others and shown in ``why.evidence``; a query that names no cause has none."""
+    from incidentlib.models import ConceptKind
+
+    index = search_library._search_service.similarity
+    vocab = search_library.data.vocab
+    causes = set(vocab.ids(ConceptKind.cause))
+    incident = search_library.get("IL-0025")
+    query = index.incident_query(incident)
+    columns, _ = index._columns(query)
+    assert set(columns) == {"lexical", "dense", "graph", "cause"}
+    graph_space = index._graph_space  # the same weights, all concepts
+
+    def cause_vector(concepts: dict[str, float]) -> dict[str, float]:
+        return {c: w * graph_space.idf[graph_space.index[c]] for c, w in concepts.items() if c in causes and c in graph_space.index}
+
+    mine = cause_vector(query.concepts)
+    assert mine
+    weighted, _ = index._concepts
+    for position in range(0, len(index.ids), 17):
+        other = cause_vector(weighted[position])
+        norm = np.sqrt(sum(v * v for v in mine.values()) * sum(v * v for v in other.values()))
+        expected = sum(mine[c] * other.get(c, 0.0) for c in mine) / norm if norm else 0.0
+        assert columns["cause"][position] == pytest.approx(expected, abs=1e-12)
+    top = search_library.similar("IL-0025", k=3)
+    assert all(r.why.evidence is not None and "cause" in r.why.evidence for r in top.results)
+    no_cause = index.text_query("the dashboard was slow", {"nccl": 1.0}, set())
+    assert "cause" not in index._columns(no_cause)[0] and "graph" in index._columns(no_cause)[0]

@@ -100,6 +100,8 @@ class SearchService:
             raw["lexical"] = round(evidence.lexical, 4)
         if evidence.graph is not None:
             raw["graph"] = round(evidence.graph, 4)
+        if evidence.cause is not None:
+            raw["cause"] = round(evidence.cause, 4)
         return SearchResult(
             id=incident.id, score=round(evidence.score, 6), title=incident.title.get(lang), org=incident.org, date=incident.date,
             snippet=snippet(shown, evidence.terms),

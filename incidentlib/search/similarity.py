@@ -1,6 +1,6 @@
 """"Find incidents like this": one ranking pipeline for an incident and for pasted text.
 
-Three kinds of evidence are measured for every candidate incident ``c`` against a query
+Four kinds of evidence are measured for every candidate incident ``c`` against a query
 ``q`` (an incident of the library, or free text), after the collection's boilerplate
 (:mod:`.boilerplate`) has been removed from both sides:
 
@@ -14,10 +14,14 @@ Three kinds of evidence are measured for every candidate incident ``c`` against 
 - **graph** — shared concepts: ``G(q, c) = cos(g_q, g_c)`` where ``g_x[k] = conf_x(k) · ln(1 + N / df(k))``
   over components, causes and symptoms; ``conf`` is 1 for a curated link and the
   confidence of an inferred one; for text, the concepts are inferred from the text.
+- **cause** — shared causes: ``C(q, c) = cos(g_q, g_c)`` over the cause concepts alone (the same weights,
+  :mod:`.concept_space`).  "Alike" for this library means alike in root cause (its "same cause · shared X"
+  relation), and in the graph evidence a shared cause weighs no more than a shared component or symptom; this
+  kind lets it count once more.  A query that names no cause (curated or inferred) has no cause term.
 
 Fusion: each evidence is standardised over the candidates,
 ``z_e(c) = (e(q, c) − mean_c e) / std_c e``, and ``score(c) = Σ_e w_e z_e(c) / Σ_e w_e`` over
-the evidence the query has (no concepts → no graph term).  Standardising puts scores of
+the evidence the query has (no concepts → no graph term, no cause → no cause term).  Standardising puts scores of
 different scales on one footing without a weight tuned to one collection.
 
 The weights ``w_e`` come from :data:`WEIGHTING`:
@@ -35,6 +39,8 @@ The weights ``w_e`` come from :data:`WEIGHTING`:
   variance, ``w_e = a_e / (1 − a_e²)`` (Bartlett's factor score), so a kind that agrees with
   nothing (noise) gets a weight near 0 and one that carries the common signal dominates.
   Fewer than three kinds cannot separate signal from noise this way: equal weights.
+  The cause evidence reads the graph's concept links, so its errors are the graph's (two kinds of one source
+  agree whether or not they are right): the model is fitted on lexical, dense and graph, and cause takes graph's weight.
 
 **Neighbourhood** (database-side augmentation; score regularisation over the nearest-neighbour
 graph): incidents alike in cause form groups, so a candidate whose own nearest incidents also
@@ -120,10 +126,11 @@ from scipy import sparse  # type: ignore[import-untyped]
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
 from ..loader import each_record
-from ..models import Incident
+from ..models import ConceptKind, Incident
 from ..tagging.tagger import incident_text
 from .boilerplate import Boilerplate
 from .chunks import _PARAGRAPH, _split_long, chunk_digests, chunk_incident_ids, chunk_kinds
+from .concept_space import ConceptSpace
 from .engine import SearchEngine
 from .lexical_top import LexicalTop, TermBounds, WeightedQuery, lexical_top, scores_of
 from .similarity_store import SimilarityArtefact, cached_artefact, similarity_key
@@ -143,7 +150,10 @@ RELIABILITY_QUERIES = 200  # records used as queries to estimate the weights: en
 LOADING_FLOOR = 0.0  # a kind that disagrees with the others (negative loading) gets no weight, never a negative one
 LOADING_CEILING = 0.95  # keeps 1 − a² away from 0, so one kind cannot take all the weight from sampling noise
 FACTOR_ITERATIONS = 50  # principal-axis factoring converges in a few tens of steps for a handful of kinds
-EVIDENCE_KINDS = ("lexical", "dense", "graph")
+EVIDENCE_KINDS = ("lexical", "dense", "graph", "cause")
+#: The kinds the reliability model is fitted on: one source each (the cause evidence reads the graph's concept links).
+FACTOR_KINDS = ("lexical", "dense", "graph")
+MIN_FACTOR_KINDS = 3  # one common factor is identified from the agreement of three kinds or more (two agree or not: no more)
 NEIGHBOURS = 0  # off by default: no variant measured helps on every collection (docs/search.md)
 ELBOW = "elbow"  # ``neighbours=ELBOW``: each incident's neighbourhood ends at the largest drop of its nearest incidents' scores
 POOLED, BALANCED = "pooled", "balanced"  # how a candidate's own score and its neighbours' are combined (module docstring)
@@ -237,6 +247,7 @@ class Evidence:
     dense: float
     graph: float | None
     chunk: int  # index into SearchEngine.chunks: the candidate's passage that matched best
+    cause: float | None = None
     terms: list[str] = field(default_factory=list)
     shared: dict[str, bool] = field(default_factory=dict)  # concept id -> inferred on either side
     ranks: dict[str, int] = field(default_factory=dict)
@@ -572,58 +583,38 @@ class SimilarityIndex:
 
     # ---- graph ------------------------------------------------------------------
     @cached_property
-    def _concepts(self) -> tuple[dict[str, int], np.ndarray, sparse.csr_matrix, list[dict[str, float]], list[set[str]]]:
+    def _concepts(self) -> tuple[list[dict[str, float]], list[set[str]]]:
+        """Each incident's weighted concepts (curated 1, inferred their confidence) and its inferred concepts."""
         weighted: list[dict[str, float]] = []
         inferred: list[set[str]] = []
         for incident in each_record(self.data.incidents):  # one pass that keeps no record
             weighted.append(incident.weighted_concepts())
             inferred.append({link.concept for link in incident.proposed()})
-        index: dict[str, int] = {}
-        for concepts in weighted:
-            for c in concepts:
-                index.setdefault(c, len(index))
-        n = max(len(weighted), 1)
-        df = np.zeros(len(index))
-        for concepts in weighted:
-            for c in concepts:
-                df[index[c]] += 1
-        idf = np.log(1 + n / np.maximum(df, 1))
-        rows, cols, values = [], [], []
-        for row, concepts in enumerate(weighted):
-            for c, w in concepts.items():
-                rows.append(row)
-                cols.append(index[c])
-                values.append(w * idf[index[c]])
-        matrix = sparse.csr_matrix((values, (rows, cols)), shape=(len(weighted), len(index)))
-        norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
-        norms[norms == 0] = 1.0
-        return index, idf, sparse.csr_matrix(sparse.diags(1 / norms) @ matrix), weighted, inferred
-
-    def _graph_scores(self, concepts: dict[str, float]) -> np.ndarray:
-        index, idf, matrix, _, _ = self._concepts
-        vector = np.zeros(matrix.shape[1])
-        for c, w in concepts.items():
-            if c in index:
-                vector[index[c]] = w * idf[index[c]]
-        norm = float(np.linalg.norm(vector))
-        if norm == 0:
-            return np.zeros(len(self.ids))
-        return np.asarray(matrix @ (vector / norm)).ravel()
+        return weighted, inferred
 
     @cached_property
-    def _concept_columns(self) -> sparse.csc_matrix:
-        return sparse.csc_matrix(self._concepts[2])
+    def _graph_space(self) -> ConceptSpace:
+        return ConceptSpace.of(self._concepts[0])
+
+    @cached_property
+    def _cause_space(self) -> ConceptSpace:
+        """The incidents' cause concepts alone (the cause evidence, module docstring)."""
+        vocab = self.data.vocab
+
+        def is_cause(concept_id: str) -> bool:
+            concept = vocab.get(concept_id)
+            return concept is not None and concept.kind is ConceptKind.cause
+
+        return ConceptSpace.of(self._concepts[0], keep=is_cause)
+
+    def _graph_scores(self, concepts: dict[str, float]) -> np.ndarray:
+        scores = self._graph_space.scores(concepts)
+        return np.zeros(len(self.ids)) if scores is None else scores
 
     def _graph_column(self, concepts: dict[str, float]) -> np.ndarray:
         """``G(q, c)`` for every incident from the query concepts' columns only."""
-        index, idf, _, _, _ = self._concepts
-        known = [(index[c], w * idf[index[c]]) for c, w in concepts.items() if c in index]
-        weights = np.array([w for _, w in known], dtype=np.float64)
-        norm = float(np.linalg.norm(weights)) if known else 0.0
-        if norm == 0:
-            return np.zeros(len(self.ids))
-        columns = np.array([c for c, _ in known], dtype=np.int64)
-        return np.asarray(self._concept_columns[:, columns] @ (weights / norm)).ravel()
+        column = self._graph_space.column(concepts)
+        return np.zeros(len(self.ids)) if column is None else column
 
     # ---- queries ----------------------------------------------------------------
     def incident_query(self, incident: Incident) -> Query:
@@ -650,11 +641,17 @@ class SimilarityIndex:
             columns["lexical"] = self._lexical_scores(query.terms)
         if query.concepts:
             columns["graph"] = self._graph_scores(query.concepts)
+            cause = self._cause_space.scores(query.concepts)
+            if cause is not None:
+                columns["cause"] = cause
         return columns, best_chunk
 
     @cached_property
     def weights(self) -> dict[str, float]:
-        """The fusion weight of each evidence kind on this collection (see the module docstring)."""
+        """The fusion weight of each evidence kind on this collection (see the module docstring).  The cause evidence
+        reads the same concept links as the graph evidence, so their errors are not independent, as the one-factor
+        model assumes (two kinds of one source agree whether or not they are right): the model is fitted on
+        :data:`FACTOR_KINDS` and the cause evidence takes the graph's weight."""
         equal = dict.fromkeys(EVIDENCE_KINDS, 1.0)
         if self.weighting == "equal" or len(self.ids) < 3:
             return equal
@@ -663,15 +660,16 @@ class SimilarityIndex:
         for incident_id in self.ids[::step]:
             query = self.incident_query(self.data.incidents[incident_id])
             columns, _ = self._columns(query)
-            if len(columns) < len(EVIDENCE_KINDS):
+            if any(kind not in columns for kind in FACTOR_KINDS):
                 continue
             others = np.ones(len(self.ids), dtype=bool)
             others[self.position[incident_id]] = False
-            samples.append(np.column_stack([columns[kind][others] for kind in EVIDENCE_KINDS]))
+            samples.append(np.column_stack([columns[kind][others] for kind in FACTOR_KINDS]))
         loadings = evidence_loadings(samples)
         if loadings is None:
             return equal
-        return dict(zip(EVIDENCE_KINDS, factor_score_weights(loadings), strict=True))
+        weights = dict(zip(FACTOR_KINDS, factor_score_weights(loadings), strict=True))
+        return weights | {"cause": weights["graph"]}
 
     def _fuse(self, columns: dict[str, np.ndarray], candidates: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """``Σ_e w_e z_e / Σ_e w_e`` over ``candidates``, and each evidence's rank among them."""
@@ -763,7 +761,7 @@ class SimilarityIndex:
         own, ranks = self._fuse(columns, candidates)
         fused, chosen = self._neighbourhood(own, mask)
         order = top_by_score_then_id(fused, candidates, self._id_array, k)
-        _, _, _, weighted, inferred = self._concepts
+        weighted, inferred = self._concepts
         results = []
         for i in order:
             shared = {c: (c in query.inferred or c in inferred[i]) for c in query.concepts if c in weighted[i]}
@@ -772,6 +770,7 @@ class SimilarityIndex:
                 incident_id=self.ids[i], score=float(fused[i]),
                 lexical=float(columns["lexical"][i]) if "lexical" in columns else None,
                 dense=float(dense[i]), graph=float(columns["graph"][i]) if "graph" in columns else None,
+                cause=float(columns["cause"][i]) if "cause" in columns else None,
                 chunk=int(best_chunk[i]), terms=self._terms_explained(query.terms, int(i)), shared=shared,
                 ranks={name: int(r[i]) for name, r in ranks.items()},
                 neighbours=[self.ids[j] for j in near[:EXPLAIN_NEIGHBOURS]],
@@ -789,6 +788,7 @@ class SimilarityIndex:
         pools = self.pools
         exhaustive = allowed_count <= pools.exhaustive
         graph = self._graph_column(query.concepts) if query.concepts else None
+        cause = self._cause_space.column(query.concepts) if query.concepts else None
         # A filter's mean and deviation are over its incidents only: the saved column sums do not give them.
         pruned = bool(query.terms) and pools.prune_lexical and not restricted and not exhaustive
         full_lexical = self._lexical_column(query.terms) if query.terms and not pruned else None
@@ -800,6 +800,8 @@ class SimilarityIndex:
             parts = [self._dense_pool(query.passages, mask)]
             if graph is not None:
                 parts.append(_top_positive(graph, mask, pools.graph))
+            if cause is not None:
+                parts.append(_top_positive(cause, mask, pools.graph))
             if full_lexical is not None:
                 parts.append(_top_positive(full_lexical, mask, pools.lexical))
             elif weighted_query is not None:
@@ -814,7 +816,8 @@ class SimilarityIndex:
         dense, best_chunk = self._dense_on(query.passages, pool)
         columns = {"dense": dense}
         stats = {"dense": _mean_std(dense) if complete else self._dense_stats(query.passages, mask, dense)}
-        full = {name: values for name, values in (("lexical", full_lexical), ("graph", graph)) if values is not None}
+        full = {name: values for name, values in (("lexical", full_lexical), ("graph", graph), ("cause", cause))
+                if values is not None}
         if lexical is not None and weighted_query is not None:
             known = scores_of(lexical, pool)  # the pool is the seeds and the lexical pool: all scored already
             columns["lexical"] = known if known is not None else weighted_query.score_rows(self._artefact.matrix, pool)
@@ -826,7 +829,7 @@ class SimilarityIndex:
         fused = np.zeros(len(pool))
         used = 0.0
         ranks: dict[str, np.ndarray] = {}
-        for name in [kind for kind in ("dense", "lexical", "graph") if kind in columns]:  # the order they are summed in
+        for name in [kind for kind in ("dense", "lexical", "graph", "cause") if kind in columns]:  # the order they are summed in
             values = columns[name]
             rank = np.zeros(len(pool), dtype=np.int64)
             rank[np.argsort(-values, kind="stable")] = np.arange(1, len(pool) + 1)
@@ -837,7 +840,7 @@ class SimilarityIndex:
             fused += weights[name] * (values - mean) / std
             used += weights[name]
         fused /= used if used > 0 else 1.0
-        _, _, _, weighted, inferred = self._concepts
+        weighted, inferred = self._concepts
         results = []
         for j in top_by_score_then_id(fused, np.arange(len(pool)), self._id_array[pool], k):
             i = int(pool[j])
@@ -845,6 +848,7 @@ class SimilarityIndex:
                 incident_id=self.ids[i], score=float(fused[j]),
                 lexical=float(columns["lexical"][j]) if "lexical" in columns else None,
                 dense=float(dense[j]), graph=float(columns["graph"][j]) if "graph" in columns else None,
+                cause=float(columns["cause"][j]) if "cause" in columns else None,
                 chunk=int(best_chunk[j]), terms=self._terms_explained(query.terms, i),
                 shared={c: (c in query.inferred or c in inferred[i]) for c in query.concepts if c in weighted[i]},
                 ranks={name: int(r[j]) for name, r in ranks.items()},
@@ -971,7 +975,7 @@ def evidence_loadings(samples: Sequence[np.ndarray]) -> np.ndarray | None:
         if sample.shape[0] < 2 or np.any(std < STD_FLOOR):
             continue
         standardised.append((sample - sample.mean(axis=0)) / std)
-    if not standardised or standardised[0].shape[1] < len(EVIDENCE_KINDS):
+    if not standardised or standardised[0].shape[1] < MIN_FACTOR_KINDS:
         return None
     pooled = np.vstack(standardised)
     correlation = np.corrcoef(pooled, rowvar=False)

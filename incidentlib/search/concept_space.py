@@ -1,0 +1,82 @@
+"""Incidents as weighted concept vectors, for the graph and cause evidence of ``similar``.
+
+``g_x[k] = conf_x(k) · ln(1 + N / df(k))`` over the concepts ``k`` of the space (``conf`` is 1 for a curated link,
+the confidence of an inferred one; ``df`` counts the incidents holding ``k``, ``N`` every incident), normalised, so
+the evidence between a query ``q`` and an incident ``c`` is the cosine ``cos(g_q, g_c)``.  A space may keep some
+concepts only (the causes): the weights and ``df`` are the same, the vector and its norm hold those concepts alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from scipy import sparse  # type: ignore[import-untyped]
+
+
+@dataclass(frozen=True)
+class ConceptSpace:
+    """Concept columns, their ``ln(1 + N/df)`` and the (incidents × concepts) matrix of unit rows (zero rows stay 0)."""
+
+    index: dict[str, int]
+    idf: np.ndarray
+    matrix: sparse.csr_matrix
+
+    @classmethod
+    def of(cls, weighted: Sequence[Mapping[str, float]], keep: Callable[[str], bool] | None = None) -> ConceptSpace:
+        """The space of ``weighted`` (each incident's concept weights), holding the concepts ``keep`` accepts (all
+        when ``None``)."""
+        index: dict[str, int] = {}
+        for concepts in weighted:
+            for c in concepts:
+                if keep is None or keep(c):
+                    index.setdefault(c, len(index))
+        n = max(len(weighted), 1)
+        df = np.zeros(len(index))
+        rows, cols, values = [], [], []
+        for row, concepts in enumerate(weighted):
+            for c, w in concepts.items():
+                column = index.get(c)
+                if column is not None:
+                    df[column] += 1
+                    rows.append(row)
+                    cols.append(column)
+                    values.append(w)
+        idf = np.log(1 + n / np.maximum(df, 1))
+        weights = np.asarray(values, dtype=np.float64) * idf[np.asarray(cols, dtype=np.int64)] if values else np.zeros(0)
+        matrix = sparse.csr_matrix((weights, (rows, cols)), shape=(len(weighted), len(index)))
+        norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+        norms[norms == 0] = 1.0
+        return cls(index, idf, sparse.csr_matrix(sparse.diags(1 / norms) @ matrix))
+
+    def query(self, concepts: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The query's unit vector as (columns, weights), or ``None`` when it holds no concept of the space."""
+        known = [(self.index[c], w * self.idf[self.index[c]]) for c, w in concepts.items() if c in self.index]
+        weights = np.array([w for _, w in known], dtype=np.float64)
+        norm = float(np.linalg.norm(weights)) if known else 0.0
+        if norm == 0:
+            return None
+        return np.array([c for c, _ in known], dtype=np.int64), weights / norm
+
+    def scores(self, concepts: Mapping[str, float]) -> np.ndarray | None:
+        """``cos(g_q, g_c)`` for every incident (``None``: the query holds no concept of the space)."""
+        vector = self.query(concepts)
+        if vector is None:
+            return None
+        dense = np.zeros(self.matrix.shape[1])
+        dense[vector[0]] = vector[1]
+        return np.asarray(self.matrix @ dense).ravel()
+
+    @cached_property
+    def columns(self) -> sparse.csc_matrix:
+        """The matrix column-major: a query reads its concepts' columns only (the candidate path)."""
+        return sparse.csc_matrix(self.matrix)
+
+    def column(self, concepts: Mapping[str, float]) -> np.ndarray | None:
+        """:meth:`scores` from the query concepts' columns only."""
+        vector = self.query(concepts)
+        if vector is None:
+            return None
+        return np.asarray(self.columns[:, vector[0]] @ vector[1]).ravel()
