@@ -668,6 +668,8 @@ def clusters(
     cluster_id: Annotated[Optional[str], typer.Option("--id", help="Show one cluster, e.g. g-03.")] = None,
     data: DataOpt = None, graph_store: GraphStoreOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     as_json: JsonOpt = False,
+    members: Annotated[Optional[int], typer.Option(min=0, help="List at most this many members of each cluster "
+                                                   "(--json; its size still counts all).")] = None,
 ) -> None:
     """Root-cause clusters with labels, sizes, representatives and their agreement with cause annotations."""
     library = open_library(data, embedder, cache, graph_store=graph_store)
@@ -676,7 +678,8 @@ def clusters(
         raise fail(f"--method must be {' or '.join(methods)}, got {method!r}", 2)
     if method == "embedding":
         build_with_progress(library, quiet=as_json)
-    result: ClusterView | ClusterSet = library.cluster(cluster_id, lang.value) if cluster_id else library.clusters(method, lang.value)
+    result: ClusterView | ClusterSet = (library.cluster(cluster_id, lang.value) if cluster_id
+                                        else library.clusters(method, lang.value, members))
     if as_json:
         emit_json(result)
         return

@@ -860,9 +860,10 @@ class Library:
 
         return Analysis(self)
 
-    def clusters(self, method: ClusterMethod | str = "graph", lang: str = "en") -> ClusterSet:
-        """Root-cause clusters (graph communities or agglomerative embedding clusters) with purity and NMI."""
-        return self._analysis.clusters(method, lang)
+    def clusters(self, method: ClusterMethod | str = "graph", lang: str = "en", members: int | None = None) -> ClusterSet:
+        """Root-cause clusters (graph communities or agglomerative embedding clusters) with purity and NMI; with
+        ``members``, each cluster lists its first ``members`` members (its ``size`` still counts all)."""
+        return self._analysis.clusters(method, lang, members)
 
     def cluster(self, cluster_id: str, lang: str = "en") -> ClusterView:
         """One cluster by id (g-NN graph, e-NN embedding); :class:`UnknownClusterError` otherwise."""

@@ -24,6 +24,7 @@ from .requests import (
     MAX_AGENT_K,
     MAX_AGENT_LIMIT,
     MAX_QUERY_CHARS,
+    MCP_CLUSTER_MEMBERS,
     ClusterMethodName,
     ConceptKindName,
     FilterParam,
@@ -218,12 +219,13 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
         return _result(text, VocabList(kind=kind, concepts=entries))
 
     @tool(description="Root-cause clusters of the library (graph communities or embedding clusters), each with a "
-                      "bilingual label, size, representative incident and members.")
+                      f"bilingual label, size, representative incident and its first {MCP_CLUSTER_MEMBERS} members "
+                      "(size counts all; HTTP GET /clusters/{id} lists every one).")
     def list_clusters(
         method: Annotated[ClusterMethodName, Field(description="graph (default) or embedding.")] = "graph",
         lang: LangArg = "en",
     ) -> Annotated[CallToolResult, ClusterSet]:
-        result = library.clusters(method, lang)
+        result = library.clusters(method, lang, MCP_CLUSTER_MEMBERS)
         lines = [f"{result.quality.clusters} clusters (purity {result.quality.purity:.2f}, NMI {result.quality.nmi:.2f}):"]
         lines += [f"{c.id} ({c.size}) {c.label} — e.g. {c.representative}: " + ", ".join(m.id for m in c.members[:8])
                   for c in result.clusters]

@@ -142,6 +142,18 @@ def check_k(k: int, name: str = "k") -> int:
     return k
 
 
+def check_members(members: int | None) -> int | None:
+    """``members`` (members listed per cluster; ``None``: all) if it is not negative, else :class:`InvalidRequest`."""
+    if members is not None and members < 0:
+        raise InvalidRequest(f"members cannot be negative, got {members}", parameter="members")
+    return members
+
+
+#: Members listed per cluster by the MCP tool: a client model reads them as text, and a 100k library's clusters list
+#: every incident; the cluster's ``size`` still counts all of them.
+MCP_CLUSTER_MEMBERS = 50
+
+
 def check_query(query: str) -> str:
     """The stripped query; :class:`QueryError` when it is empty or longer than :data:`MAX_QUERY_CHARS`."""
     text = (query or "").strip()
@@ -218,6 +230,7 @@ __all__ = [
     "MAX_SYMPTOMS",
     "MAX_TOKEN_DAYS",
     "MAX_YEAR",
+    "MCP_CLUSTER_MEMBERS",
     "MIN_YEAR",
     "FilterParam",
     "IncidentFilter",
@@ -225,6 +238,7 @@ __all__ = [
     "Severity",
     "check_k",
     "check_lang",
+    "check_members",
     "check_query",
     "with_filter_params",
 ]

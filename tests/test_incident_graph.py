@@ -172,3 +172,18 @@ def test_embedding_method_refuses_past_its_limit(monkeypatch, search_library) ->
         answer = client.get("/clusters", params={"method": "embedding"})
         assert answer.status_code == 422
         assert "at most 10 incidents" in answer.text and "method" in answer.text
+
+
+def test_cluster_listings_can_cap_their_members(search_library) -> None:
+    full = search_library.clusters("graph")
+    capped = search_library.clusters("graph", members=2)
+    assert [c.size for c in capped.clusters] == [c.size for c in full.clusters]  # sizes still count every member
+    for whole, cut in zip(full.clusters, capped.clusters, strict=True):
+        assert [m.id for m in cut.members] == [m.id for m in whole.members[:2]]
+    assert search_library.clusters("graph").model_dump() == full.model_dump()  # the cached clusters were not cut
+    with pytest.raises(InvalidRequest, match="members cannot be negative"):
+        search_library.clusters("graph", members=-1)
+    with TestClient(create_app(search_library, ServiceSettings(mount_mcp=False)), base_url="http://127.0.0.1:8000") as client:
+        body = client.get("/clusters", params={"members": 1}).json()
+        assert all(len(c["members"]) == 1 for c in body["clusters"]) and body["clusters"][0]["size"] > 1
+        assert client.get("/clusters", params={"members": -1}).status_code == 422

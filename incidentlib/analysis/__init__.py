@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import UnknownClusterError
 from ..graph.projection import node_id
 from ..loader import each_record
-from ..requests import check_lang
+from ..requests import check_lang, check_members
 from ..views import ClusterSet, ClusterView, Diagnosis, MapPoint, SignalExplanation
 from .clusters import ClusterMethod, ClusterRow, RawCluster, describe, embedding_clusters, graph_clusters, read_rows
 from .diagnosis import diagnose
@@ -61,9 +61,14 @@ class Analysis:
                 self._raw_cache[method] = tuple(embedding_clusters(self._ids, self.vectors, n_clusters=len(graph_result)))
         return self._raw_cache[method]
 
-    def clusters(self, method: ClusterMethod | str = ClusterMethod.graph, lang: str = "en") -> ClusterSet:
+    def clusters(self, method: ClusterMethod | str = ClusterMethod.graph, lang: str = "en",
+                 members: int | None = None) -> ClusterSet:
         method = ClusterMethod(method)
-        return describe(self._rows, self.library.data, list(self._raw(method)), method, check_lang(lang))
+        found = describe(self._rows, self.library.data, list(self._raw(method)), method, check_lang(lang))
+        if check_members(members) is None:
+            return found
+        return found.model_copy(update={"clusters": [c.model_copy(update={"members": c.members[:members]})
+                                                     for c in found.clusters]})
 
     def cluster(self, cluster_id: str, lang: str = "en") -> ClusterView:
         method = ClusterMethod.embedding if cluster_id.startswith("e-") else ClusterMethod.graph

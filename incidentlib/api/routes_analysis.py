@@ -18,9 +18,12 @@ PNG: dict[int | str, dict[str, Any]] = {200: {"content": {"image/png": {}}}}
 
 
 @router.get("/clusters", response_model=ClusterSet)
-def clusters(library: LibraryDep, lang: LangDep, method: Annotated[ClusterMethodName, Query()] = "graph") -> ClusterSet:
+def clusters(library: LibraryDep, lang: LangDep, method: Annotated[ClusterMethodName, Query()] = "graph",
+             members: Annotated[int | None, Query(ge=0, description="List at most this many members of each cluster "
+                                                  "(its size still counts all); every member when absent.")] = None,
+             ) -> ClusterSet:
     """Root-cause clusters with bilingual labels, members, a representative and purity/NMI against cause annotations."""
-    return library.clusters(method, lang)
+    return library.clusters(method, lang, members)
 
 
 @router.get("/clusters/{cluster_id}", response_model=ClusterView, responses={404: {"model": ErrorBody}})
