@@ -12,7 +12,16 @@ from ..graph.projection import node_id
 from ..loader import each_record
 from ..requests import check_lang, check_members
 from ..views import ClusterSet, ClusterView, Diagnosis, MapPoint, SignalExplanation
-from .clusters import ClusterMethod, ClusterRow, RawCluster, describe, embedding_clusters, graph_clusters, read_rows
+from .clusters import (
+    ClusterMethod,
+    ClusterRow,
+    RawCluster,
+    cluster_id,
+    describe,
+    embedding_clusters,
+    graph_clusters,
+    read_rows,
+)
 from .diagnosis import diagnose
 from .signatures import Sharers, explain_in
 
@@ -121,7 +130,9 @@ class Analysis:
     def map_points(self, lang: str = "en") -> list[MapPoint]:
         """The map's incidents (:data:`MAP_POINTS` at most) at their positions, with their graph clusters (what
         map_png and map_html draw)."""
-        membership = {member.id: c.id for c in self.clusters(ClusterMethod.graph, lang).clusters for member in c.members}
+        # from the clusters alone: describing them would make a line for every member of the library
+        membership = {member: cluster_id(ClusterMethod.graph, number)
+                      for number, cluster in enumerate(self._raw(ClusterMethod.graph), 1) for member in cluster.members}
         titles = self._titles(check_lang(lang))
         return [MapPoint(id=i, title=titles[i], x=float(x), y=float(y), cluster=membership.get(i))
                 for i, (x, y) in zip(self._map_ids, self._points, strict=True)]

@@ -56,7 +56,7 @@ MIN_TERM_CHARS = 3
 #: (20,000 incidents: 3.2 GB, and hours of merging on two cores); the graph method has no such bound.
 EMBEDDING_LIMIT = 20_000
 
-__all__ = ["FIELD_WEIGHT", "ClusterMethod", "ClusterRow", "RawCluster", "describe", "embedding_clusters",
+__all__ = ["FIELD_WEIGHT", "ClusterMethod", "ClusterRow", "RawCluster", "cluster_id", "describe", "embedding_clusters",
            "graph_clusters", "quality", "read_rows"]
 
 
@@ -147,6 +147,11 @@ def embedding_clusters(ids: list[str], vectors: np.ndarray, n_clusters: int) -> 
     return _ordered(clusters)
 
 
+def cluster_id(method: ClusterMethod, number: int) -> str:
+    """The id of the ``number``-th cluster (from 1, in :func:`_ordered` order) of ``method``: g-01, e-07."""
+    return f"{'g' if method is ClusterMethod.graph else 'e'}-{number:02d}"
+
+
 def _ordered(clusters: list[RawCluster]) -> list[RawCluster]:
     return sorted(clusters, key=lambda c: (-len(c.members), c.representative))
 
@@ -182,7 +187,6 @@ def describe(rows: Sequence[ClusterRow], data: LibraryData, clusters: list[RawCl
     total = len(rows)
     df = Counter(cid for row in rows for cid in row.concepts)
     title_df = Counter(t for row in rows for t in row.title_terms)
-    prefix = "g" if method is ClusterMethod.graph else "e"
     views = []
     for number, cluster in enumerate(clusters, 1):
         size = len(cluster.members)
@@ -205,7 +209,7 @@ def describe(rows: Sequence[ClusterRow], data: LibraryData, clusters: list[RawCl
         terms = [t for t, _ in sorted(terms_count.items(), key=lambda kv: (-kv[1] * math.log(1 + total / title_df[kv[0]]), kv[0]))
                  if len(t) >= MIN_TERM_CHARS and not t.isdigit()][:TERMS_SHOWN]
         views.append(ClusterView(
-            id=f"{prefix}-{number:02d}", method=method.value, label=labels[lang], labels=labels, size=size,
+            id=cluster_id(method, number), method=method.value, label=labels[lang], labels=labels, size=size,
             representative=cluster.representative, defining_concepts=defining, terms=terms,
             members=[row.summaries[lang] for row in members],
         ))

@@ -97,7 +97,7 @@ def build(incidents: Sequence[tuple[str, Weights]]) -> IncidentGraph:
     if len(nodes) <= EXACT_NODES:
         _link_all(graph, nodes, sizes, *_matrix(rows, columns, column_weight, len(nodes)))
         return IncidentGraph(graph, members, exact=True)
-    _link_nearest(graph, nodes, sizes, rows, columns, column_weight, np.asarray(holders))
+    _link_nearest(graph, nodes, sizes, *_matrix(rows, columns, column_weight, len(nodes)))
     return IncidentGraph(graph, members, exact=False)
 
 
@@ -129,18 +129,22 @@ def _link_all(graph: nx.Graph, nodes: list[str], sizes: np.ndarray, weighted: An
     for a, b, s in zip(rows.tolist(), cols.tolist(), values.tolist(), strict=True):
         if a != b:
             graph.add_edge(nodes[a], nodes[b], weight=sizes[a] * sizes[b] * s)
-        elif sizes[a] > 1:
-            graph.add_edge(nodes[a], nodes[a], weight=sizes[a] * (sizes[a] - 1) / 2 * s)
+        else:
+            _link_members(graph, nodes[a], sizes[a], s)
 
 
-def _link_nearest(graph: nx.Graph, nodes: list[str], sizes: np.ndarray, rows: list[Weights],
-                  columns: dict[tuple[str, str], int], column_weight: np.ndarray, holders: np.ndarray) -> None:
-    weighted, plain = _matrix(rows, columns, column_weight, len(nodes))
+def _link_members(graph: nx.Graph, node: str, size: float, similarity: float) -> None:
+    """The self-loop of a node of ``size`` members: the ``size (size − 1) / 2`` links among them (none for one)."""
+    if size > 1:
+        graph.add_edge(node, node, weight=size * (size - 1) / 2 * similarity)
+
+
+def _link_nearest(graph: nx.Graph, nodes: list[str], sizes: np.ndarray, weighted: Any, plain: Any) -> None:
     self_links = np.asarray(weighted.multiply(plain).sum(axis=1)).ravel()
     for a in np.flatnonzero(sizes > 1).tolist():
-        graph.add_edge(nodes[a], nodes[a], weight=sizes[a] * (sizes[a] - 1) / 2 * self_links[a])
-    # a concept held by one incident links nothing; dropping its column shrinks every product
-    shared = np.flatnonzero(holders > 1)
+        _link_members(graph, nodes[a], sizes[a], self_links[a])
+    # a concept held by one node links nothing; dropping its column shrinks every product
+    shared = np.flatnonzero(plain.getnnz(axis=0) > 1)
     queries = np.ascontiguousarray(weighted[:, shared].astype(np.float32).toarray())
     kept = min(NEIGHBOURS_KEPT, len(nodes) - 1)
     found_similarity, found = _nearest(queries, plain[:, shared].astype(np.float32).toarray(), kept + 1)
