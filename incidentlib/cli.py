@@ -447,8 +447,9 @@ def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache:
 
 
 def _concept_label(ref: ConceptRef) -> str:
-    """A concept's label, with ``(inferred)`` when no curator asserted the link."""
-    return f"{ref.label} (inferred)" if ref.inferred else ref.label
+    """A concept's label, with ``(inferred)`` when no curator asserted the link (and ``(broader)``, see
+    :meth:`ConceptRef.marked_label`)."""
+    return ref.marked_label()
 
 
 def _print_results(response: SearchResponse, show_why: bool = True) -> None:

@@ -109,7 +109,7 @@ def _search_text(response: SearchResponse) -> str:
         if r.why.matched_terms:
             reasons.append("terms: " + ", ".join(r.why.matched_terms[:8]))
         if r.why.shared_concepts:
-            reasons.append("concepts: " + ", ".join(c.label for c in r.why.shared_concepts))
+            reasons.append("concepts: " + ", ".join(c.marked_label() for c in r.why.shared_concepts))
         if r.why.neighbours:
             reasons.append("near: " + ", ".join(r.why.neighbours))
         if reasons:

@@ -47,6 +47,13 @@ class ConceptRef(View):
     kind: str
     label: str
     inferred: bool = False  # recognised in the text, not asserted by a curator
+    # in similar's why: shared only through narrower concepts (a driver bug and a firmware bug share software-bug)
+    broader: bool = False
+
+    def marked_label(self) -> str:
+        """The label with ``(broader)`` and ``(inferred)`` when they apply, as the CLI and the MCP tools print it."""
+        marks = [mark for mark, flag in (("broader", self.broader), ("inferred", self.inferred)) if flag]
+        return f"{self.label} ({', '.join(marks)})" if marks else self.label
 
 
 class InferredView(View):

@@ -327,8 +327,8 @@ def test_ranking_matches_a_full_sort_and_a_loop_over_incidents(hashed_collection
 
 
 def test_cause_evidence_compares_the_causes_alone(search_library) -> None:
-    """The fourth kind: the cosine of the incidents' cause vectors (the concept weights, causes only), fused with the
-    others and shown in ``why.evidence``; a query that names no cause has none."""
+    """The fourth kind: the cosine of the incidents' cause vectors (the concept weights, causes only, closed over the
+    broader causes), fused with the others and shown in ``why.evidence``; a query that names no cause has none."""
     from incidentlib.models import ConceptKind
 
     index = search_library._search_service.similarity
@@ -341,7 +341,11 @@ def test_cause_evidence_compares_the_causes_alone(search_library) -> None:
     graph_space = index._graph_space  # the same weights, all concepts
 
     def cause_vector(concepts: dict[str, float]) -> dict[str, float]:
-        return {c: w * graph_space.idf[graph_space.index[c]] for c, w in concepts.items() if c in causes and c in graph_space.index}
+        closed = dict(concepts)  # every broader concept, with the highest weight under it
+        for concept, weight in concepts.items():
+            for ancestor in vocab.ancestors(concept):
+                closed[ancestor] = max(closed.get(ancestor, 0.0), weight)
+        return {c: w * graph_space.idf[graph_space.index[c]] for c, w in closed.items() if c in causes and c in graph_space.index}
 
     mine = cause_vector(query.concepts)
     assert mine
@@ -355,3 +359,28 @@ def test_cause_evidence_compares_the_causes_alone(search_library) -> None:
     assert all(r.why.evidence is not None and "cause" in r.why.evidence for r in top.results)
     no_cause = index.text_query("the dashboard was slow", {"nccl": 1.0}, set())
     assert "cause" not in index._columns(no_cause)[0] and "graph" in index._columns(no_cause)[0]
+
+
+def test_why_names_a_broader_concept_shared_only_through_narrower_ones(search_library) -> None:
+    """A driver-bug query and a firmware-bug incident share software-bug: the graph and cause evidence count it, and
+    ``why`` lists it once, marked broader (never beside a concept both hold that already explains it)."""
+    index = search_library._search_service.similarity
+    vocab = search_library.data.vocab
+    assert vocab.ancestors("driver-bug") == vocab.ancestors("firmware-bug") == ["software-bug"]
+    weighted, _ = index._concepts
+    firmware = next(i for i, held in enumerate(weighted)
+                    if "firmware-bug" in held and not {"driver-bug", "software-bug"} & held.keys())
+    query = index.text_query("a kernel module failed to load after an upgrade", {"driver-bug": 0.9}, {"driver-bug"})
+    columns, _ = index._columns(query)
+    assert columns["cause"][firmware] > 0.0 and columns["graph"][firmware] > 0.0
+    shared, broader = index._shared(query, firmware)
+    assert shared == {} and broader == {"software-bug": True}  # inferred: the query's link under it is inferred
+    both = next(i for i, held in enumerate(weighted) if "driver-bug" in held)
+    shared, broader = index._shared(query, both)
+    assert "driver-bug" in shared and "software-bug" not in broader  # driver-bug itself already explains it
+    evidence = [e for e in index.rank(query, len(index.ids)) if e.incident_id == index.ids[firmware]]
+    assert evidence and evidence[0].broader == {"software-bug": True}
+    result = search_library._search_service._similar_result(evidence[0], "en")
+    refs = [ref for ref in result.why.shared_concepts if ref.id == "software-bug"]
+    assert len(refs) == 1 and refs[0].broader and refs[0].inferred
+    assert refs[0].marked_label() == f"{refs[0].label} (broader, inferred)"

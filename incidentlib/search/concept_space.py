@@ -4,30 +4,58 @@
 the confidence of an inferred one; ``df`` counts the incidents holding ``k``, ``N`` every incident), normalised, so
 the evidence between a query ``q`` and an incident ``c`` is the cosine ``cos(g_q, g_c)``.  A space may keep some
 concepts only (the causes): the weights and ``df`` are the same, the vector and its norm hold those concepts alone.
+
+**Broader concepts.**  Given the vocabulary's ``broader`` chains, an incident also holds every concept broader than
+one of its own, with the highest confidence among its concepts under it: ``conf_x(a) = max_{k ⊑ a} conf_x(k)``.  A
+driver bug is a software bug, so two incidents with a driver bug and a firmware bug share ``software-bug``.  No
+weight is chosen for that: ``df(a)`` counts the incidents holding ``a`` or anything under it, so a broad concept
+weighs ``ln(1 + N/df(a))`` — what sharing it tells on this collection, always less than sharing the narrower
+concept — the information content of the most informative common ancestor that Resnik's measure of similarity
+in a taxonomy reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
 
+#: The concepts broader than a concept, nearest first (:meth:`incidentlib.vocab.Vocabulary.ancestors`).
+Broader = Callable[[str], Sequence[str]]
+
+
+def with_broader(concepts: Mapping[str, float], broader: Broader | None) -> Mapping[str, float]:
+    """``concepts`` and every concept broader than one of them, each broader one with the highest weight of the
+    concepts under it (the module docstring); ``concepts`` itself when ``broader`` is ``None``."""
+    if broader is None:
+        return concepts
+    closed = dict(concepts)
+    for concept, weight in concepts.items():
+        for ancestor in broader(concept):
+            if closed.get(ancestor, 0.0) < weight:
+                closed[ancestor] = weight
+    return closed
+
 
 @dataclass(frozen=True)
 class ConceptSpace:
-    """Concept columns, their ``ln(1 + N/df)`` and the (incidents × concepts) matrix of unit rows (zero rows stay 0)."""
+    """Concept columns, their ``ln(1 + N/df)`` and the (incidents × concepts) matrix of unit rows (zero rows stay 0);
+    ``broader``, when given, closes every vector (the incidents' and the queries') over the broader concepts."""
 
     index: dict[str, int]
     idf: np.ndarray
     matrix: sparse.csr_matrix
+    broader: Broader | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, weighted: Sequence[Mapping[str, float]], keep: Callable[[str], bool] | None = None) -> ConceptSpace:
+    def of(cls, weighted: Sequence[Mapping[str, float]], keep: Callable[[str], bool] | None = None,
+           broader: Broader | None = None) -> ConceptSpace:
         """The space of ``weighted`` (each incident's concept weights), holding the concepts ``keep`` accepts (all
-        when ``None``)."""
+        when ``None``), each incident closed over the concepts ``broader`` gives (not when ``None``)."""
+        weighted = [with_broader(concepts, broader) for concepts in weighted]
         index: dict[str, int] = {}
         for concepts in weighted:
             for c in concepts:
@@ -49,11 +77,12 @@ class ConceptSpace:
         matrix = sparse.csr_matrix((weights, (rows, cols)), shape=(len(weighted), len(index)))
         norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
         norms[norms == 0] = 1.0
-        return cls(index, idf, sparse.csr_matrix(sparse.diags(1 / norms) @ matrix))
+        return cls(index, idf, sparse.csr_matrix(sparse.diags(1 / norms) @ matrix), broader)
 
     def query(self, concepts: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray] | None:
         """The query's unit vector as (columns, weights), or ``None`` when it holds no concept of the space."""
-        known = [(self.index[c], w * self.idf[self.index[c]]) for c, w in concepts.items() if c in self.index]
+        closed = with_broader(concepts, self.broader)
+        known = [(self.index[c], w * self.idf[self.index[c]]) for c, w in closed.items() if c in self.index]
         weights = np.array([w for _, w in known], dtype=np.float64)
         norm = float(np.linalg.norm(weights)) if known else 0.0
         if norm == 0:

@@ -94,6 +94,9 @@ class SearchService:
         for concept_id, inferred in sorted(evidence.shared.items(), key=lambda kv: (kv[1], kv[0])):
             ref = self.knowledge.concept_ref(concept_id, lang)
             shared.append(ref.model_copy(update={"inferred": inferred}))
+        for concept_id, inferred in evidence.broader.items():
+            ref = self.knowledge.concept_ref(concept_id, lang)
+            shared.append(ref.model_copy(update={"inferred": inferred, "broader": True}))
         shown = self.engine.chunks[self._title_chunk(incident.id, lang)].text if chunk.kind == "concepts" else chunk.text
         raw = {"dense": round(evidence.dense, 4)}
         if evidence.lexical is not None:

@@ -12,7 +12,8 @@ Four kinds of evidence are measured for every candidate incident ``c`` against a
   passages ``q_i`` and the candidate's passages ``c_j``: each part of the query is matched
   by the best part of the candidate, instead of comparing two averaged vectors.
 - **graph** — shared concepts: ``G(q, c) = cos(g_q, g_c)`` where ``g_x[k] = conf_x(k) · ln(1 + N / df(k))``
-  over components, causes and symptoms; ``conf`` is 1 for a curated link and the
+  over components, causes and symptoms and the concepts broader than them (a driver bug is a software bug;
+  :mod:`.concept_space`); ``conf`` is 1 for a curated link and the
   confidence of an inferred one; for text, the concepts are inferred from the text.
 - **cause** — shared causes: ``C(q, c) = cos(g_q, g_c)`` over the cause concepts alone (the same weights,
   :mod:`.concept_space`).  "Alike" for this library means alike in root cause (its "same cause · shared X"
@@ -116,7 +117,7 @@ its saved term counts instead of tokenizing its text again (the same terms and c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any, Protocol, runtime_checkable
@@ -250,6 +251,8 @@ class Evidence:
     cause: float | None = None
     terms: list[str] = field(default_factory=list)
     shared: dict[str, bool] = field(default_factory=dict)  # concept id -> inferred on either side
+    # broader concepts shared only through narrower ones (a driver bug and a firmware bug: software-bug) -> inferred
+    broader: dict[str, bool] = field(default_factory=dict)
     ranks: dict[str, int] = field(default_factory=dict)
     neighbours: list[str] = field(default_factory=list)  # its nearest incidents that also match the query (raised its score)
 
@@ -592,9 +595,32 @@ class SimilarityIndex:
             inferred.append({link.concept for link in incident.proposed()})
         return weighted, inferred
 
+    def _shared(self, query: Query, position: int) -> tuple[dict[str, bool], dict[str, bool]]:
+        """The concepts the query and an incident both hold (each: inferred on either side), and the broader concepts
+        they share only through narrower ones, the narrowest of those (each: inferred when a link under it is)."""
+        weighted, inferred = self._concepts
+        held = weighted[position]
+        shared = {c: (c in query.inferred or c in inferred[position]) for c in query.concepts if c in held}
+        ancestors = self.data.vocab.ancestors
+
+        def under(concepts: Iterable[str]) -> dict[str, set[str]]:  # each concept of the closure -> those at or under it
+            found: dict[str, set[str]] = {}
+            for concept in concepts:
+                for reached in (concept, *ancestors(concept)):
+                    found.setdefault(reached, set()).add(concept)
+            return found
+
+        mine, theirs = under(query.concepts), under(held)
+        covered = {a for c in shared for a in ancestors(c)}  # what a concept shared as itself already explains
+        common = {a for a in mine.keys() & theirs.keys() if a not in shared and a not in covered}
+        narrowest = {a for a in common if not any(a in ancestors(b) for b in common if b != a)}
+        broader = {a: any(c in query.inferred for c in mine[a]) or any(c in inferred[position] for c in theirs[a])
+                   for a in sorted(narrowest)}
+        return shared, broader
+
     @cached_property
     def _graph_space(self) -> ConceptSpace:
-        return ConceptSpace.of(self._concepts[0])
+        return ConceptSpace.of(self._concepts[0], broader=self.data.vocab.ancestors)
 
     @cached_property
     def _cause_space(self) -> ConceptSpace:
@@ -605,7 +631,7 @@ class SimilarityIndex:
             concept = vocab.get(concept_id)
             return concept is not None and concept.kind is ConceptKind.cause
 
-        return ConceptSpace.of(self._concepts[0], keep=is_cause)
+        return ConceptSpace.of(self._concepts[0], keep=is_cause, broader=vocab.ancestors)
 
     def _graph_scores(self, concepts: dict[str, float]) -> np.ndarray:
         scores = self._graph_space.scores(concepts)
@@ -761,17 +787,16 @@ class SimilarityIndex:
         own, ranks = self._fuse(columns, candidates)
         fused, chosen = self._neighbourhood(own, mask)
         order = top_by_score_then_id(fused, candidates, self._id_array, k)
-        weighted, inferred = self._concepts
         results = []
         for i in order:
-            shared = {c: (c in query.inferred or c in inferred[i]) for c in query.concepts if c in weighted[i]}
+            shared, broader = self._shared(query, int(i))
             near = sorted((int(j) for j in chosen[i] if j >= 0 and own[j] > own[i]), key=lambda j: -own[j])
             results.append(Evidence(
                 incident_id=self.ids[i], score=float(fused[i]),
                 lexical=float(columns["lexical"][i]) if "lexical" in columns else None,
                 dense=float(dense[i]), graph=float(columns["graph"][i]) if "graph" in columns else None,
                 cause=float(columns["cause"][i]) if "cause" in columns else None,
-                chunk=int(best_chunk[i]), terms=self._terms_explained(query.terms, int(i)), shared=shared,
+                chunk=int(best_chunk[i]), terms=self._terms_explained(query.terms, int(i)), shared=shared, broader=broader,
                 ranks={name: int(r[i]) for name, r in ranks.items()},
                 neighbours=[self.ids[j] for j in near[:EXPLAIN_NEIGHBOURS]],
             ))
@@ -840,17 +865,17 @@ class SimilarityIndex:
             fused += weights[name] * (values - mean) / std
             used += weights[name]
         fused /= used if used > 0 else 1.0
-        weighted, inferred = self._concepts
         results = []
         for j in top_by_score_then_id(fused, np.arange(len(pool)), self._id_array[pool], k):
             i = int(pool[j])
+            shared, broader = self._shared(query, i)
             results.append(Evidence(
                 incident_id=self.ids[i], score=float(fused[j]),
                 lexical=float(columns["lexical"][j]) if "lexical" in columns else None,
                 dense=float(dense[j]), graph=float(columns["graph"][j]) if "graph" in columns else None,
                 cause=float(columns["cause"][j]) if "cause" in columns else None,
                 chunk=int(best_chunk[j]), terms=self._terms_explained(query.terms, i),
-                shared={c: (c in query.inferred or c in inferred[i]) for c in query.concepts if c in weighted[i]},
+                shared=shared, broader=broader,
                 ranks={name: int(r[j]) for name, r in ranks.items()},
             ))
         return results
