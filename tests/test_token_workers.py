@@ -6,7 +6,6 @@ The workers are real interpreters running the module's worker program, fed throu
 from __future__ import annotations
 
 import logging
-import subprocess
 import sys
 
 import numpy as np
@@ -84,10 +83,10 @@ def test_the_worker_count_comes_from_the_environment(monkeypatch: pytest.MonkeyP
 
 
 def test_an_interrupted_build_leaves_no_worker_running(monkeypatch: pytest.MonkeyPatch) -> None:
-    started: list[subprocess.Popen[bytes] | None] = []
+    started: list[token_workers._Worker | None] = []
     real_start = token_workers._start
 
-    def start(share: list[str]) -> subprocess.Popen[bytes] | None:
+    def start(share: list[str]) -> token_workers._Worker | None:
         started.append(real_start(share))
         return started[-1]
 
@@ -95,12 +94,12 @@ def test_an_interrupted_build_leaves_no_worker_running(monkeypatch: pytest.Monke
         raise RuntimeError("interrupted while tokenizing the first share")
 
     monkeypatch.setattr(token_workers, "_start", start)
-    monkeypatch.setattr(tokenize_module, "token_ids", interrupted)  # this process only: the worker loads its own
+    monkeypatch.setattr(tokenize_module, "token_id_batches", interrupted)  # this process only: the worker loads its own
     terms: dict[str, int] = {}
     with pytest.raises(RuntimeError, match="interrupted"):
         token_workers.token_ids(random_texts(300, seed=14), lambda term: terms.setdefault(term, len(terms)), workers=2,
                                 min_texts=0)
-    assert len(started) == 2 and all(worker is not None and worker.poll() is not None for worker in started)
+    assert len(started) == 2 and all(worker is not None and worker.process.poll() is not None for worker in started)
 
 
 def test_relabelling_in_place_block_by_block_equals_one_look_up(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,3 +113,37 @@ def test_relabelling_in_place_block_by_block_equals_one_look_up(monkeypatch: pyt
     expected = table[ids]
     assert token_workers.relabel_in_place(ids, table) is ids
     assert ids.tolist() == expected.tolist()
+
+
+def _worker_program(before_answer: str = "", after_header: str = "") -> str:
+    """The module's worker program with code run before it answers, or after its header (and half of its ids)."""
+    program = token_workers._WORKER
+    program = program.replace("out = sys.stdout.buffer\n", f"{before_answer}\nout = sys.stdout.buffer\n")
+    if after_header:
+        program = program.replace("for batch in ids:\n    out.write(memoryview(batch).cast(\"B\"))\n",
+                                  "raw = b''.join(memoryview(b).cast('B').tobytes() for b in ids)\n"
+                                  f"out.write(raw[:len(raw) // 2])\nout.flush()\n{after_header}\n")
+    assert program != token_workers._WORKER
+    return program
+
+
+def test_a_worker_that_stops_after_its_header_costs_time_not_the_result(monkeypatch: pytest.MonkeyPatch,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """The ids a worker announced but did not send are made here, in their place."""
+    texts = random_texts(600, seed=15)
+    alone, _ = _tokens(texts, workers=0)
+    monkeypatch.setattr(token_workers, "_WORKER", _worker_program(after_header="sys.exit(3)"))
+    with caplog.at_level(logging.WARNING, logger=token_workers.__name__):
+        split, _ = _tokens(texts, workers=2)
+    assert split == alone
+    failures = [record.getMessage() for record in caplog.records if "tokenizing its" in record.getMessage()]
+    assert len(failures) == 2 and all("exit status 3" in message for message in failures)
+
+
+def test_a_worker_with_many_messages_does_not_stall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker writing more to its error stream than a pipe holds (64 KB) before it answers still answers."""
+    texts = random_texts(600, seed=16)
+    alone, _ = _tokens(texts, workers=0)
+    monkeypatch.setattr(token_workers, "_WORKER", _worker_program(before_answer="sys.stderr.write('w' * 300_000)"))
+    split, _ = _tokens(texts, workers=1)
+    assert split == alone

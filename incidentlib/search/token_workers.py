@@ -3,7 +3,7 @@
 Tokenizing is five sixths of a BM25 build from texts (41 µs of ~50 µs a chunk at 433,100 chunks,
 docs/benchmarks.md), and it is Python work that one process does on one core. :func:`token_ids` gives
 contiguous shares of the texts to worker processes (new interpreters running :data:`_WORKER`: texts in and
-token ids out through pipes, pickled) and tokenizes the first share itself meanwhile. Each worker numbers
+token ids out through pipes) and tokenizes the first share itself meanwhile. Each worker numbers
 its terms on its own; its numbers are then mapped to the caller's through ``term_id``, once per distinct term,
 and its ids rewritten with one array look-up. The result is the same as one :func:`~.tokenize.token_ids` call
 over all the texts: the same tokens in the same order, numbered by the same ``term_id`` (which may be called in
@@ -16,12 +16,16 @@ memory) costs time, not the result: its share is tokenized here instead, with a 
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import pickle
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, cast
 
 import numpy as np
 
@@ -58,67 +62,161 @@ def token_ids(texts: Sequence[str], term_id: Callable[[str], int], workers: int 
               min_texts: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~.tokenize.token_ids` of ``texts``, with ``workers`` other processes (default
     :func:`default_workers`) taking equal contiguous shares when there are at least ``min_texts`` texts (default
-    :data:`PARALLEL_MIN_TEXTS`)."""
+    :data:`PARALLEL_MIN_TEXTS`).
+
+    Every id is written once into the one array returned: this process's batches are copied into place, and each
+    worker's ids are read from its pipe straight into their place and relabelled there (a worker first says how many
+    it has).  Concatenating parts instead made three more arrays the size of a share's ids (the pickled answer, the
+    array unpickled from it, then the whole result) and fresh memory is slow to come by: on the machine of
+    docs/benchmarks.md a gigabyte of new pages cost about 4 s of kernel time."""
     workers = default_workers() if workers is None else workers
     least = PARALLEL_MIN_TEXTS if min_texts is None else min_texts
     if workers <= 0 or len(texts) < max(least, workers + 1):
         return tokenize.token_ids(texts, term_id)
     bounds = np.linspace(0, len(texts), workers + 2).round().astype(int).tolist()
     shares = [list(texts[bounds[i]:bounds[i + 1]]) for i in range(workers + 1)]
-    started: list[subprocess.Popen[bytes] | None] = []
+    started: list[_Worker | None] = []
     try:
         started.extend(_start(share) for share in shares[1:])
-        parts = [tokenize.token_ids(shares[0], term_id)]
-        for share, worker in zip(shares[1:], started, strict=True):
-            parts.append(_collect(worker, share, term_id))
+        own, own_lengths = tokenize.token_id_batches(shares[0], term_id)
+        answers = [_answer(worker, share, term_id) for share, worker in zip(shares[1:], started, strict=True)]
+        ids = np.empty(sum(map(len, own)) + sum(answer.count for answer in answers), dtype=np.int32)
+        at = 0
+        for batch in own:
+            ids[at:at + len(batch)] = batch
+            at += len(batch)
+        del own
+        for answer in answers:
+            answer.fill(ids[at:at + answer.count])
+            at += answer.count
     except BaseException:  # interrupted (or a bad text): no worker is left running
         for worker in started:
-            if worker is not None and worker.poll() is None:
-                worker.kill()
-                worker.wait()
+            if worker is not None:
+                worker.stop()
         raise
-    ids = np.concatenate([part[0] for part in parts])
-    lengths = np.concatenate([part[1] for part in parts])
-    return ids, lengths
+    return ids, np.concatenate([own_lengths, *(answer.lengths for answer in answers)])
 
 
-def _start(share: list[str]) -> subprocess.Popen[bytes] | None:
+@dataclass(frozen=True)
+class _Worker:
+    """A worker process, and the file its messages go to: a pipe nobody reads while its ids are read could fill and
+    stop it."""
+
+    process: subprocess.Popen[bytes]
+    errors: IO[bytes]
+
+    @property
+    def output(self) -> io.BufferedReader:
+        assert self.process.stdout is not None
+        return cast(io.BufferedReader, self.process.stdout)
+
+    def stop(self) -> None:
+        """Killed if still running, and waited for."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def finished(self) -> bool:
+        """Waits for the worker to exit; true when its status is 0."""
+        self.output.close()
+        if self.process.wait() != 0:
+            return False
+        self.errors.close()
+        return True
+
+    def failure(self, error: Exception) -> str:
+        """What went wrong: the worker's exit status and the end of its messages, or ``error``."""
+        self.stop()
+        told = b""
+        if not self.errors.closed:
+            self.errors.seek(0)
+            told = self.errors.read()[-2000:]
+            self.errors.close()
+        if not self.output.closed:
+            self.output.close()
+        status = self.process.returncode
+        return f"exit status {status}: {told.decode(errors='replace').strip()[-500:]}" if status else str(error)
+
+
+def _start(share: list[str]) -> _Worker | None:
     """A worker given ``share`` (written to its standard input), or ``None`` when it could not be started."""
     if not sys.executable:  # an embedded interpreter may not know its own program
         log.warning("no Python executable to start a tokenizing worker with: tokenizing its %d texts here", len(share))
         return None
     command = [sys.executable, "-P", "-c", _WORKER, tokenize.__file__]  # -P: the working folder shadows no module
+    errors = tempfile.TemporaryFile()  # noqa: SIM115  # closed by _Worker.finished or _Worker.failure
     try:
-        worker = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
     except OSError as error:
+        errors.close()
         log.warning("could not start a tokenizing worker (%s): tokenizing its %d texts here", error, len(share))
         return None
-    assert worker.stdin is not None
+    assert process.stdin is not None
     try:
-        with worker.stdin:
-            pickle.dump(share, worker.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-    except OSError as error:  # the worker died before reading everything: _collect reports it
+        with process.stdin:
+            pickle.dump(share, process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+    except OSError as error:  # the worker died before reading everything: _answer reports it
         log.debug("tokenizing worker stopped reading its texts: %s", error)
-    worker.stdin = None  # closed: communicate() must not flush it
-    return worker
+    process.stdin = None  # closed: nothing may flush it later
+    return _Worker(process, errors)
 
 
-def _collect(worker: subprocess.Popen[bytes] | None, share: list[str], term_id: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
-    """The worker's token ids of ``share`` renumbered by ``term_id``; ``share`` tokenized here if the worker failed."""
+@dataclass(frozen=True)
+class _Answer:
+    """A share's token count, its texts' token counts, and how to write its ids (numbered by the caller's
+    ``term_id``) into an array of that count."""
+
+    count: int
+    lengths: np.ndarray
+    fill: Callable[[np.ndarray], None]
+
+
+def _tokenized_here(share: list[str], term_id: Callable[[str], int]) -> _Answer:
+    batches, lengths = tokenize.token_id_batches(share, term_id)
+
+    def fill(slot: np.ndarray) -> None:
+        at = 0
+        for batch in batches:
+            slot[at:at + len(batch)] = batch
+            at += len(batch)
+
+    return _Answer(sum(map(len, batches)), lengths, fill)
+
+
+def _answer(worker: _Worker | None, share: list[str], term_id: Callable[[str], int]) -> _Answer:
+    """The worker's answer for ``share``: its header read now, its ids read into place by ``fill``; ``share``
+    tokenized here instead if the worker failed (at any point: the ids it announced are then made here)."""
     if worker is None:
-        return tokenize.token_ids(share, term_id)
-    out, err = worker.communicate()
+        return _tokenized_here(share, term_id)
     try:
-        if worker.returncode != 0:
-            raise RuntimeError(f"exit status {worker.returncode}: {err.decode(errors='replace').strip()[-500:]}")
-        ids, lengths, terms = pickle.loads(out)
-        if len(lengths) != len(share) or int(lengths.sum()) != len(ids):
-            raise RuntimeError(f"{len(lengths)} token counts and {len(ids)} ids for {len(share)} texts")
+        count, lengths, terms = pickle.load(worker.output)
+        if len(lengths) != len(share) or int(lengths.sum()) != count:
+            raise RuntimeError(f"{len(lengths)} token counts adding up to {int(lengths.sum())} and {count} ids "
+                               f"for {len(share)} texts")
     except Exception as error:  # noqa: BLE001  # any failure of the worker's answer: the share is done here instead
-        log.warning("a tokenizing worker failed (%s): tokenizing its %d texts here", error, len(share))
-        return tokenize.token_ids(share, term_id)
+        log.warning("a tokenizing worker failed (%s): tokenizing its %d texts here", worker.failure(error), len(share))
+        return _tokenized_here(share, term_id)
     mapping = np.fromiter(map(term_id, terms), dtype=np.int32, count=len(terms))
-    return relabel_in_place(ids, mapping), lengths
+
+    def fill(slot: np.ndarray) -> None:
+        view = slot.data.cast("B")
+        got = 0
+        while got < len(view):
+            read = worker.output.readinto(view[got:])
+            if not read:
+                break
+            got += read
+        if got == len(view) and worker.finished():
+            relabel_in_place(slot, mapping)
+            return
+        short = RuntimeError(f"{got} of {len(view)} bytes of token ids read")
+        log.warning("a tokenizing worker failed (%s): tokenizing its %d texts here", worker.failure(short), len(share))
+        here = _tokenized_here(share, term_id)
+        if here.count != len(slot):
+            raise RuntimeError(f"a tokenizing worker announced {len(slot)} tokens for its texts; they have {here.count}")
+        here.fill(slot)
+
+    return _Answer(count, lengths, fill)
 
 
 #: Token ids relabelled per step of :func:`relabel_in_place`: a 16 MB temporary, where relabelling all at once held a
@@ -136,8 +234,9 @@ def relabel_in_place(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 #: A worker's program.  It loads the very ``tokenize.py`` this process uses, by its path (that module imports
 #: nothing of the package), so an installed copy of another version can never tokenize a share, and the worker does
-#: not import the rest of the package.  Pickled texts in on standard input; pickled ``(ids, lengths, terms)`` out on
-#: standard output, where ``terms[i]`` is the term numbered ``i`` in ``ids``.
+#: not import the rest of the package.  Pickled texts in on standard input; out on standard output, a pickled
+#: ``(count, lengths, terms)`` (``terms[i]`` is the term numbered ``i`` in its ids), then its ``count`` token ids as
+#: raw int32 (this machine's byte order: the reader is its parent), batch after batch.
 _WORKER = """
 import importlib.util, pickle, sys
 spec = importlib.util.spec_from_file_location("incidentlib_tokenize_worker", sys.argv[1])
@@ -145,6 +244,10 @@ tokenize = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tokenize)
 texts = pickle.load(sys.stdin.buffer)
 terms = {}
-ids, lengths = tokenize.token_ids(texts, lambda term: terms.setdefault(term, len(terms)))
-pickle.dump((ids, lengths, list(terms)), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+ids, lengths = tokenize.token_id_batches(texts, lambda term: terms.setdefault(term, len(terms)))
+out = sys.stdout.buffer
+pickle.dump((sum(map(len, ids)), lengths, list(terms)), out, protocol=pickle.HIGHEST_PROTOCOL)
+for batch in ids:
+    out.write(memoryview(batch).cast("B"))
+out.flush()
 """

@@ -372,6 +372,13 @@ def token_ids(texts: Sequence[str], term_id: Callable[[str], int]) -> tuple[np.n
     work per text is a dictionary look-up per piece and a few list operations.  ``term_id`` is called in an
     order of its own (not the order of the tokens), and may be called for a term no text ends up holding.
     """
+    ids, lengths = token_id_batches(texts, term_id)
+    return (np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)), lengths
+
+
+def token_id_batches(texts: Sequence[str], term_id: Callable[[str], int]) -> tuple[list[np.ndarray], np.ndarray]:
+    """:func:`token_ids` with the token ids left in one array per batch of :data:`TOKEN_BATCH` texts, for a caller
+    that copies them into place itself (a large build: one copy of every id less)."""
     pieces = _Pieces(term_id)
     ids: list[np.ndarray] = []
     lengths: list[np.ndarray] = [np.zeros(0, dtype=np.int32)]
@@ -381,7 +388,7 @@ def token_ids(texts: Sequence[str], term_id: Callable[[str], int]) -> tuple[np.n
         found, counts = _batch_ids(list(texts[start:start + TOKEN_BATCH]), term_id, pieces)
         ids.append(found)
         lengths.append(counts)
-    return (np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)), np.concatenate(lengths)
+    return ids, np.concatenate(lengths)
 
 
 def _batch_ids(texts: list[str], term_id: Callable[[str], int], table: _Pieces) -> tuple[np.ndarray, np.ndarray]:
