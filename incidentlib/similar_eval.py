@@ -208,7 +208,7 @@ def leave_concepts_out(source: Any, target: Path, folds: int = FOLDS) -> tuple[P
 
     import yaml
 
-    from .models import Incident
+    from .models import Incident, Status
     from .tagging.classifier import ConceptClassifier
     from .tagging.tagger import ConceptTagger
     from .tagging.training import examples_for
@@ -223,8 +223,9 @@ def leave_concepts_out(source: Any, target: Path, folds: int = FOLDS) -> tuple[P
     blind: dict[str, Incident] = {}
     for incident_id in ids:
         incident = incidents[incident_id]
+        # model_copy does not validate: the status must be the enum itself (a string would not read as a draft)
         blind[incident_id] = incident.model_copy(update={
-            "status": "draft", "components": [], "causes": [], "symptoms": [], "tags": [], "related": [],
+            "status": Status.draft, "components": [], "causes": [], "symptoms": [], "tags": [], "related": [],
             "suggestions": [], "inferred": []})
     for fold in range(folds):
         train = [incidents[i] for i in ids if fold_of[i] != fold]

@@ -384,3 +384,28 @@ def test_why_names_a_broader_concept_shared_only_through_narrower_ones(search_li
     refs = [ref for ref in result.why.shared_concepts if ref.id == "software-bug"]
     assert len(refs) == 1 and refs[0].broader and refs[0].inferred
     assert refs[0].marked_label() == f"{refs[0].label} (broader, inferred)"
+
+
+@pytest.mark.slow
+def test_leave_concepts_out_writes_blind_drafts_and_the_held_out_causes(data_dir: Path, tmp_path: Path) -> None:
+    """The bundled library's benchmark: every record copied as a draft without its curated concepts, tagged by the
+    classifier of another fold (never one that saw its labels), the held-out causes as labels; the copies are
+    written without a serialiser warning (the status is the enum, not a string)."""
+    import warnings
+
+    from incidentlib.similar_eval import leave_concepts_out
+
+    source = Library(load_library(data_dir), SearchConfig(cache_dir=tmp_path / "cache"), embedder=HashEmbedder())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        labels_path, taggers = leave_concepts_out(source, tmp_path / "blind", folds=5)
+    assert not [w for w in caught if "serializ" in str(w.message).lower()]
+    blind = load_library(tmp_path / "blind")
+    assert set(blind.incidents) == set(source.data.incidents) == set(taggers)
+    assert all(i.is_draft and not (i.components or i.causes or i.symptoms or i.tags or i.related)
+               for i in blind.incidents.values())
+    assert sum(1 for i in blind.incidents.values() if i.proposed()) > len(blind.incidents) // 2  # tagged
+    labels = [json.loads(line) for line in labels_path.read_text(encoding="utf-8").splitlines()]
+    assert {row["id"]: row["labels"] for row in labels} == {
+        i.id: i.causes for i in source.data.incidents.values() if i.causes}
+    assert len({id(tagger) for tagger in taggers.values()}) == 5  # one per fold
