@@ -30,6 +30,7 @@ import argparse
 import gc
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from incidentlib import Library  # noqa: E402
-from incidentlib.search import lexical, tokenize  # noqa: E402
+from incidentlib.search import lexical, lexical_segments, tokenize  # noqa: E402
 
 FIELDS = ("vocabulary", "indptr", "indices", "data", "tf", "lengths")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -133,7 +134,10 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="another version's incidentlib/search/lexical.py (needed unless --versions after)")
     parser.add_argument("--before-tokenize", type=Path, help="that version's tokenize.py (default: this tree's)")
     parser.add_argument("--before-workers", type=Path, help="that version's token_workers.py (default: this tree's)")
-    parser.add_argument("--mode", choices=("postings", "texts", "both"), default="both")
+    parser.add_argument("--mode", choices=("postings", "texts", "both", "segments"), default="both",
+                        help="segments: this tree's build in segments into files (lexical_segments), as a library over "
+                             "SEGMENT_CHUNKS chunks gets it; only --versions after")
+    parser.add_argument("--segment-chunks", type=int, default=None, help="chunks a segment (default: SEGMENT_CHUNKS)")
     parser.add_argument("--versions", choices=("both", "after"), default="both")
     parser.add_argument("--library", type=Path,
                         help="take the chunks of this library instead of the bundled one (e.g. bench_start.py's WORK/library)")
@@ -141,6 +145,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.versions == "both" and args.before is None:
         parser.error("--before is required unless --versions after")
+    if args.mode == "segments" and args.versions != "after":
+        parser.error("--mode segments measures this tree alone: add --versions after")
     versions: list[tuple[str, ModuleType]] = [("after", lexical)]
     if args.versions == "both":
         before = load(args.before, "_lexical_before")
@@ -165,6 +171,19 @@ def main() -> None:
     if args.mode in ("texts", "both"):
         builds["from texts"] = {name: (lambda m=module: m.build_postings(texts))
                                 for name, module in versions}
+    if args.mode == "segments":
+        scratch = Path(tempfile.mkdtemp(prefix="bench-segments-"))
+        segment = args.segment_chunks or lexical_segments.SEGMENT_CHUNKS
+        rounds = iter(range(args.rounds))
+
+        def segmented() -> Any:
+            folder = scratch / f"round-{next(rounds)}"
+            try:
+                return lexical_segments.build_postings_in_segments(texts, folder, segment_chunks=segment)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)  # the mapped arrays stay readable until dropped
+
+        builds[f"in segments of {segment:,}"] = {"after": segmented}
     print("\n| build | version | median (s) | min (s) | max (s) | µs a chunk (median) | peak RSS added (MB) | "
           "workers' peak RSS (MB) |\n|---|---|---|---|---|---|---|---|")
     for kind, versions in builds.items():

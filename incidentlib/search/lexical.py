@@ -191,15 +191,16 @@ def _run_terms(indptr: np.ndarray, lo: int, hi: int) -> np.ndarray:
 
 
 def _bm25_weights(per_term: np.ndarray, size: int, lengths: np.ndarray, tf: np.ndarray, chunk_of_pair: np.ndarray,
-                  term_ids: Callable[[int, int], np.ndarray], k1: float, b: float) -> np.ndarray:
+                  term_ids: Callable[[int, int], np.ndarray], k1: float, b: float,
+                  out: np.ndarray | None = None) -> np.ndarray:
     """The float32 weight of every posting (formula in the module docstring), a block of postings at a time:
     ``idf`` per term and the length normalisation per chunk, gathered per posting (``term_ids(lo, hi)``: the terms
-    of postings ``lo..hi``), in float64."""
+    of postings ``lo..hi``), in float64; written into ``out`` when given (e.g. a mapped file)."""
     df = per_term.astype(np.float64)
     idf = np.log(1.0 + (size - df + 0.5) / (df + 0.5))
     average = float(lengths.mean())
     saturation = k1 * (1.0 - b + b * lengths / average)
-    weights = np.empty(len(tf), dtype=np.float32)
+    weights = np.empty(len(tf), dtype=np.float32) if out is None else out
     for lo in range(0, len(tf), WEIGH_BLOCK):  # float64 temporaries per block, the float32 result written in place
         hi = min(lo + WEIGH_BLOCK, len(tf))
         frequency = tf[lo:hi].astype(np.float64)

@@ -45,7 +45,7 @@ from pydantic import BaseModel
 from .. import checksum
 from ..mapped_arrays import MappedArraysError, map_verified_npy
 from ..storage import atomic_write_text
-from . import lexical, tokenize
+from . import lexical, lexical_segments, tokenize
 from .lexical import BM25_B, BM25_K1, LexicalIndex, Postings, build_postings, update_postings
 
 #: On-disk layout version of the lexical cache (2: term counts and chunk lengths kept; 3: XXH3-128 checksums,
@@ -151,9 +151,34 @@ def save_postings(folder: Path, postings: Postings) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".lexical-", dir=folder.parent))
     try:
-        (staging / "vocabulary.json").write_text(json.dumps(postings.vocabulary, ensure_ascii=False), encoding="utf-8")
         for name in ARRAYS:
             np.save(staging / f"{name}.npy", getattr(postings, name))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _publish(staging, folder, postings)
+
+
+def build_in_segments(folder: Path, texts: Sequence[str]) -> Postings:
+    """The postings of ``texts`` built segment by segment (:mod:`.lexical_segments`) straight into the files of the
+    cache folder ``folder`` (a temporary folder renamed into place), and loaded from there, verified and mapped."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".lexical-", dir=folder.parent)) / "postings"
+    try:
+        postings = lexical_segments.build_postings_in_segments(texts, staging)
+    except BaseException:
+        shutil.rmtree(staging.parent, ignore_errors=True)
+        raise
+    _publish(staging, folder, postings)
+    shutil.rmtree(staging.parent, ignore_errors=True)  # empty once renamed, or the copy another process won with
+    return load_postings(folder, len(texts))
+
+
+def _publish(staging: Path, folder: Path, postings: Postings) -> None:
+    """``staging`` (holding the arrays' files) completed with the vocabulary and the checksummed meta.json, then
+    renamed to ``folder``; removed instead when another process saved the same index first."""
+    try:
+        (staging / "vocabulary.json").write_text(json.dumps(postings.vocabulary, ensure_ascii=False), encoding="utf-8")
         names = ["vocabulary.json", *(f"{name}.npy" for name in ARRAYS)]
         meta = LexicalMeta(format_version=LEXICAL_FORMAT, chunks=postings.size, terms=len(postings.vocabulary),
                            postings=len(postings.indices), checksums={n: checksum.checksum_file(staging / n) for n in names})
@@ -189,6 +214,16 @@ def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
             return LexicalIndex(postings=postings), "loaded"
     if previous is not None:
         postings, how = update_postings(previous[1], previous[0], texts, keys=keys), "updated"
+    elif len(texts) > lexical_segments.SEGMENT_CHUNKS:
+        try:
+            postings = build_in_segments(folder, texts)
+        except OSError as exc:  # no room for the files: the one-pass build in memory still serves
+            log.warning("could not build the lexical index in segments under %s (%s); building it in memory",
+                        folder.parent, exc)
+            postings, how = build_postings(texts), "built"
+        else:
+            _evict(folder.parent)
+            return LexicalIndex(postings=postings), "built"
     else:
         postings, how = build_postings(texts), "built"
     try:
