@@ -57,15 +57,23 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * PAGE / 2**20
 
 
+def anonymous_mb() -> float:
+    """The resident set less its file-backed and shared pages (statm's resident − shared)."""
+    with open("/proc/self/statm") as statm:
+        fields = statm.read().split()
+    return (int(fields[1]) - int(fields[2])) * PAGE / 2**20
+
+
 # The resident set is sampled by a separate process: a sampling thread here would take the GIL from the build
 # every few milliseconds and slow the two versions unequally.
 SAMPLER = """
 import os, sys, time
-page, me, peak, helpers = os.sysconf("SC_PAGE_SIZE"), os.getpid(), 0, 0
-def rss(pid):
+page, me, peak, helpers, anonymous = os.sysconf("SC_PAGE_SIZE"), os.getpid(), 0, 0, 0
+def rss(pid, anonymous_only=False):
     try:
         with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * page
+            fields = statm.read().split()
+        return (int(fields[1]) - (int(fields[2]) if anonymous_only else 0)) * page
     except OSError:  # ended between the listing and the read
         return 0
 def children(pid):
@@ -86,6 +94,7 @@ build = command(int(sys.argv[1]))
 print("ready", flush=True)
 while not os.path.exists(sys.argv[2]):
     peak = max(peak, rss(int(sys.argv[1])))
+    anonymous = max(anonymous, rss(int(sys.argv[1]), anonymous_only=True))
     found, todo = 0, [c for c in children(int(sys.argv[1])) if c != me]
     while todo:
         pid = todo.pop()
@@ -94,15 +103,16 @@ while not os.path.exists(sys.argv[2]):
         todo.extend(children(pid))
     helpers = max(helpers, found)
     time.sleep(0.005)
-print(peak / 2**20, helpers / 2**20, flush=True)
+print(peak / 2**20, helpers / 2**20, anonymous / 2**20, flush=True)
 """
 
 
-def measured(build: Callable[[], Any]) -> tuple[Any, float, float, float]:
-    """``build()``'s result, its wall time (s), the peak resident set it added (MB), and the peak of the summed
-    resident sets of the processes it started (the tokenizing workers; 0 without them)."""
+def measured(build: Callable[[], Any]) -> tuple[Any, float, float, float, float]:
+    """``build()``'s result, its wall time (s), the peak resident set it added (MB), the peak of the summed
+    resident sets of the processes it started (the tokenizing workers; 0 without them), and the peak anonymous
+    memory it added (MB: the resident set less file-backed pages, such as those of arrays written to mapped files)."""
     gc.collect()
-    base = rss_mb()
+    base, base_anonymous = rss_mb(), anonymous_mb()
     with tempfile.TemporaryDirectory() as folder:
         stop = Path(folder) / "stop"
         sampler = subprocess.Popen([sys.executable, "-c", SAMPLER, str(os.getpid()), str(stop)],
@@ -113,9 +123,9 @@ def measured(build: Callable[[], Any]) -> tuple[Any, float, float, float]:
         result = build()
         elapsed = time.perf_counter() - started
         stop.touch()
-        peak, helpers = map(float, sampler.stdout.readline().split())
+        peak, helpers, anonymous = map(float, sampler.stdout.readline().split())
         sampler.wait()
-    return result, elapsed, max(peak, rss_mb()) - base, helpers
+    return result, elapsed, max(peak, rss_mb()) - base, helpers, max(anonymous, anonymous_mb()) - base_anonymous
 
 
 def load(path: Path, name: str) -> ModuleType:
@@ -185,18 +195,20 @@ def main() -> None:
 
         builds[f"in segments of {segment:,}"] = {"after": segmented}
     print("\n| build | version | median (s) | min (s) | max (s) | µs a chunk (median) | peak RSS added (MB) | "
-          "workers' peak RSS (MB) |\n|---|---|---|---|---|---|---|---|")
+          "peak anonymous added (MB) | workers' peak RSS (MB) |\n|---|---|---|---|---|---|---|---|---|")
     for kind, versions in builds.items():
         times: dict[str, list[float]] = {name: [] for name in versions}
         memory: dict[str, float] = dict.fromkeys(versions, 0.0)
         helpers: dict[str, float] = dict.fromkeys(versions, 0.0)
+        private: dict[str, float] = dict.fromkeys(versions, 0.0)
         built: dict[str, Any] = {}
         for _ in range(args.rounds):
             for name, build in versions.items():
                 built[name] = None
-                built[name], elapsed, added, workers = measured(build)
+                built[name], elapsed, added, workers, anonymous = measured(build)
                 times[name].append(elapsed)
                 memory[name] = max(memory[name], added)
+                private[name] = max(private[name], anonymous)
                 helpers[name] = max(helpers[name], workers)
         for field in FIELDS if "before" in built else ():
             a, b = getattr(built["before"], field), getattr(built["after"], field)
@@ -204,7 +216,7 @@ def main() -> None:
         for name, samples in times.items():
             median = float(np.median(samples))
             print(f"| {kind} | {name} | {median:.2f} | {min(samples):.2f} | {max(samples):.2f} | "
-                  f"{median / len(texts) * 1e6:.1f} | {memory[name]:,.0f} | {helpers[name]:,.0f} |")
+                  f"{median / len(texts) * 1e6:.1f} | {memory[name]:,.0f} | {private[name]:,.0f} | {helpers[name]:,.0f} |")
         del built
     compared = "postings identical" if args.versions == "both" else "one version, nothing compared"
     print(f"\n{compared}; load average after: {os.getloadavg()[0]:.2f}")
