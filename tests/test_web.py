@@ -172,3 +172,25 @@ def test_series_page_plots_a_pasted_or_uploaded_curve(client: TestClient) -> Non
                        ({"text": "seconds,mfu\n0,1\n", "expected": "x"}, "expected")]:
         response = client.post("/ui/series", data=bad)
         assert response.status_code == 400 and field in response.text
+
+
+def test_shared_concepts_are_marked_broader_and_inferred_in_both_languages(client: TestClient) -> None:
+    """Pasted text has only inferred concepts, so every concept it shares is marked inferred; a concept shared only
+    through narrower ones is marked broader (rendered from a result made here, since which results show one depends
+    on the ranking)."""
+    from incidentlib.views import ConceptRef, MatchedChunk, SearchResult, Why
+    from incidentlib.web._i18n import texts
+    from incidentlib.web._routes import INCIDENT_HREF, templates
+
+    line = "NCCL watchdog caught collective operation timeout on an InfiniBand fabric; a GPU fell off the bus (Xid 79)"
+    for lang, mark in (("en", "(inferred)"), ("ko", "(추론)")):
+        page = client.get("/ui/seen", params={"text": line, "lang": lang}).text
+        assert f"<small>{mark}</small>" in page
+    why = Why(chunk=MatchedChunk(id="IL-0001#0", kind="summary", lang="en", text="a firmware bug"), matched_terms=[],
+              shared_concepts=[ConceptRef(id="software-bug", kind="cause", label="Software bug", broader=True),
+                               ConceptRef(id="nccl", kind="component", label="NCCL")])
+    result = SearchResult(id="IL-0001", score=1.0, title="t", org="o", date=None, snippet="s", why=why)
+    for lang, mark in (("en", "(broader)"), ("ko", "(상위 개념)")):
+        html = templates.get_template("_results.html").render(t=texts(lang), lang=lang, q="", results=[result],
+                                                              incident_href=INCIDENT_HREF, hide_count=True)
+        assert f"Software bug <small>{mark}</small></a>" in html and ">NCCL</a>" in html

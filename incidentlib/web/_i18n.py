@@ -41,6 +41,9 @@ _TEXT: dict[str, tuple[str, str]] = {
                    "증상, 오류 메시지, 구성 요소를 입력하면 바로 결과가 나옵니다. / 키로 검색창에 갈 수 있습니다."),
     "matched_terms": ("matched", "일치한 말"),
     "shared_concepts": ("shared", "공통"),
+    # beside a shared concept: shared only through narrower concepts / recognised in the text, not curated
+    "mark_broader": ("broader", "상위 개념"),
+    "mark_inferred": ("inferred", "추론"),
     "passage": ("passage", "구절"),
     "seen_title": ("Have we seen this before?", "이런 장애를 본 적이 있나?"),
     "seen_label": ("Paste an error, a log excerpt or a description", "오류, 로그 일부, 설명을 붙여 넣으세요"),
