@@ -33,7 +33,7 @@ def test_segments_merged_equal_the_one_pass_build(tmp_path: Path, segment: int) 
     _assert_same(one_pass, segmented)
     assert counted[-1] == (len(texts), len(texts)) and len(counted) == -(-len(texts) // segment)
     assert not (tmp_path / "postings" / "segments").exists()  # the scratch files are gone
-    for name in lexical_segments.ARRAYS:  # the files hold what was returned
+    for name in lexical.ARRAYS:  # the files hold what was returned
         assert np.array_equal(np.load(tmp_path / "postings" / f"{name}.npy"), np.asarray(getattr(segmented, name)))
 
 

@@ -54,6 +54,10 @@ class Postings:
     lengths: np.ndarray  # int32 tokens per chunk (≥ 1, see EMPTY_TOKEN)
 
 
+#: The array fields of :class:`Postings`, by the names the lexical cache gives their files.
+ARRAYS = ("indptr", "indices", "data", "tf", "lengths")
+
+
 def build_postings(texts: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> Postings:
     """Tokenize ``texts`` and compute the BM25 weight of every (term, chunk) pair (formula in the module docstring).
 

@@ -35,15 +35,13 @@ from .lexical import BM25_B, BM25_K1, Postings, _bm25_weights, _count_texts, _ru
 SEGMENT_CHUNKS = 1 << 21
 #: Pairs placed per step of the merge: its int64 temporaries are a few tens of MB.
 MERGE_BLOCK = 1 << 22
-#: The arrays of the postings, as the lexical cache names its files.
-ARRAYS = ("indptr", "indices", "data", "tf", "lengths")
 
 
 def build_postings_in_segments(texts: Sequence[str], folder: Path, segment_chunks: int = SEGMENT_CHUNKS,
                                k1: float = BM25_K1, b: float = BM25_B,
                                progress: Callable[[int, int], None] | None = None) -> Postings:
     """The postings of ``texts`` (what :func:`~.lexical.build_postings` gives), their arrays written to
-    ``folder/<name>.npy`` for each name of :data:`ARRAYS` and returned memory-mapped.  ``folder`` must be a new
+    ``folder/<name>.npy`` for each name of :data:`~.lexical.ARRAYS` and returned memory-mapped.  ``folder`` must be a new
     folder of the caller's (it makes it); a ``segments`` folder inside holds the scratch files while the build runs.
     ``progress(chunks counted, chunks)`` is called after each segment."""
     if segment_chunks < 1:

@@ -46,13 +46,12 @@ from .. import checksum
 from ..mapped_arrays import MappedArraysError, map_verified_npy
 from ..storage import atomic_write_text
 from . import lexical, lexical_segments, tokenize
-from .lexical import BM25_B, BM25_K1, LexicalIndex, Postings, build_postings, update_postings
+from .lexical import ARRAYS, BM25_B, BM25_K1, LexicalIndex, Postings, build_postings, update_postings
 
 #: On-disk layout version of the lexical cache (2: term counts and chunk lengths kept; 3: XXH3-128 checksums,
 #: see :mod:`incidentlib.checksum`).
 LEXICAL_FORMAT = 3
 LEXICAL_DIR = "lexical"
-ARRAYS = ("indptr", "indices", "data", "tf", "lengths")
 #: Lexical indexes kept: the same bound as dense builds per embedder (store.KEEP_BUILDS), for the same reasons.
 KEEP_LEXICAL = 8
 #: Values hashed and checked at a time when an array is loaded (4 MB of int32): the block is still in the CPU's
@@ -165,12 +164,9 @@ def build_in_segments(folder: Path, texts: Sequence[str]) -> Postings:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".lexical-", dir=folder.parent)) / "postings"
     try:
-        postings = lexical_segments.build_postings_in_segments(texts, staging)
-    except BaseException:
+        _publish(staging, folder, lexical_segments.build_postings_in_segments(texts, staging))
+    finally:  # empty once renamed; otherwise a failed build's files, or the copy another process saved first
         shutil.rmtree(staging.parent, ignore_errors=True)
-        raise
-    _publish(staging, folder, postings)
-    shutil.rmtree(staging.parent, ignore_errors=True)  # empty once renamed, or the copy another process won with
     return load_postings(folder, len(texts))
 
 

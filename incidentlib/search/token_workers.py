@@ -78,23 +78,19 @@ def token_ids(texts: Sequence[str], term_id: Callable[[str], int], workers: int 
     started: list[_Worker | None] = []
     try:
         started.extend(_start(share) for share in shares[1:])
-        own, own_lengths = tokenize.token_id_batches(shares[0], term_id)
-        answers = [_answer(worker, share, term_id) for share, worker in zip(shares[1:], started, strict=True)]
-        ids = np.empty(sum(map(len, own)) + sum(answer.count for answer in answers), dtype=np.int32)
+        answers = [_tokenized_here(shares[0], term_id)]
+        answers.extend(_answer(worker, share, term_id) for share, worker in zip(shares[1:], started, strict=True))
+        ids = np.empty(sum(answer.count for answer in answers), dtype=np.int32)
         at = 0
-        for batch in own:
-            ids[at:at + len(batch)] = batch
-            at += len(batch)
-        del own
         for answer in answers:
             answer.fill(ids[at:at + answer.count])
             at += answer.count
     except BaseException:  # interrupted (or a bad text): no worker is left running
         for worker in started:
             if worker is not None:
-                worker.stop()
+                worker.discard()
         raise
-    return ids, np.concatenate([own_lengths, *(answer.lengths for answer in answers)])
+    return ids, np.concatenate([answer.lengths for answer in answers])
 
 
 @dataclass(frozen=True)
@@ -115,6 +111,12 @@ class _Worker:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+
+    def discard(self) -> None:
+        """Stopped, its pipe and its messages' file closed (nothing of its answer is wanted any more)."""
+        self.stop()
+        self.output.close()
+        self.errors.close()
 
     def finished(self) -> bool:
         """Waits for the worker to exit; true when its status is 0."""
@@ -172,15 +174,19 @@ class _Answer:
 
 
 def _tokenized_here(share: list[str], term_id: Callable[[str], int]) -> _Answer:
+    """``share`` tokenized in this process (the first share, or a failed worker's)."""
     batches, lengths = tokenize.token_id_batches(share, term_id)
+    count = sum(map(len, batches))
+    batches.reverse()
 
     def fill(slot: np.ndarray) -> None:
         at = 0
-        for batch in batches:
+        while batches:  # each batch freed once in place, before the next worker's ids are read
+            batch = batches.pop()
             slot[at:at + len(batch)] = batch
             at += len(batch)
 
-    return _Answer(sum(map(len, batches)), lengths, fill)
+    return _Answer(count, lengths, fill)
 
 
 def _answer(worker: _Worker | None, share: list[str], term_id: Callable[[str], int]) -> _Answer:
