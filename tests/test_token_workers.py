@@ -38,6 +38,39 @@ def test_shares_tokenized_by_workers_equal_one_process() -> None:
     assert alone == tokenize_many(texts)  # workers=0 is the plain bulk path
 
 
+def test_texts_sent_a_batch_at_a_time_equal_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The texts go to a worker in batches of ``TOKEN_BATCH`` (here 7, so a share is many batches and the last one
+    short); the stream tokenizer gives what the whole-list one gives, batch sizes notwithstanding."""
+    texts = [*EDGE_CASES, *random_texts(500, seed=12)]
+    alone, _ = _tokens(texts, workers=0)
+    monkeypatch.setattr(tokenize_module, "TOKEN_BATCH", 7)
+    split, _ = _tokens(texts, workers=2)
+    assert split == alone
+    terms: dict[str, int] = {}
+    batches = [texts[i:i + 13] for i in range(0, len(texts), 13)]
+    streamed, lengths = tokenize_module.token_id_stream(iter(batches), lambda term: terms.setdefault(term, len(terms)))
+    names = np.array(list(terms), dtype=object)[np.concatenate(streamed)]
+    assert [part.tolist() for part in np.split(names, np.cumsum(lengths)[:-1])] == alone
+    assert len(streamed) == len(batches)
+
+
+def test_a_worker_that_reads_nothing_costs_time_not_the_result(monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A worker that exits before reading its texts: the thread writing them stops (its pipe is closed) and the
+    share is tokenized here; no thread is left writing."""
+    texts = random_texts(3000, seed=17)  # more than a pipe holds, so the writer is still writing when the worker exits
+    alone, _ = _tokens(texts, workers=0)
+    monkeypatch.setattr(token_workers, "_WORKER", "import sys\nsys.exit(5)\n")
+    started: list[token_workers._Worker | None] = []
+    real_start = token_workers._start
+    monkeypatch.setattr(token_workers, "_start", lambda share: started.append(real_start(share)) or started[-1])
+    with caplog.at_level(logging.WARNING, logger=token_workers.__name__):
+        split, _ = _tokens(texts, workers=1)
+    assert split == alone
+    assert [record.getMessage().count("exit status 5") for record in caplog.records] == [1]
+    assert len(started) == 1 and started[0] is not None and not started[0].feeder.is_alive()
+
+
 def test_postings_built_with_workers_equal_postings_built_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = random_texts(1500, seed=12)
     monkeypatch.setenv(token_workers.WORKERS_ENV, "0")
@@ -99,7 +132,8 @@ def test_an_interrupted_build_leaves_no_worker_running(monkeypatch: pytest.Monke
     with pytest.raises(RuntimeError, match="interrupted"):
         token_workers.token_ids(random_texts(300, seed=14), lambda term: terms.setdefault(term, len(terms)), workers=2,
                                 min_texts=0)
-    assert len(started) == 2 and all(worker is not None and worker.process.poll() is not None for worker in started)
+    assert len(started) == 2 and all(worker is not None and worker.process.poll() is not None
+                                     and not worker.feeder.is_alive() for worker in started)
 
 
 def test_relabelling_in_place_block_by_block_equals_one_look_up(monkeypatch: pytest.MonkeyPatch) -> None:

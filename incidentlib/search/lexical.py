@@ -317,12 +317,13 @@ def _pairs(ids: list[np.ndarray], chunk_lengths: np.ndarray) -> tuple[np.ndarray
     and the chunk lengths.
 
     The tokens already come grouped by chunk, so they are a chunk-by-term sparse matrix with a 1 per token (CSR:
-    the chunk lengths are its row offsets, the token ids its column indices, nothing copied); scipy sorts each row's
-    few columns and adds up the repeated ones (``sum_duplicates``: the term counts), then turns the matrix term-major
-    with a counting sort (``tocsc``: chunks stay ascending within a term).  Both steps are linear in the tokens but for
-    the sort of each chunk's ~100 terms.  On 127.6M random term ids the step took half the time of one sort of every
-    (term, chunk) key on two threads and a third of its peak memory; the whole build at 100k incidents, 0.92x the
-    time and half the peak (docs/benchmarks.md, "Fifth pass").
+    the chunk lengths are its row offsets, the token ids its column indices, nothing copied); scipy turns it
+    term-major with a counting sort (``tocsc``), which visits the chunks in order, so a term's chunks come ascending
+    with a chunk's repeats of the term side by side, and adds up the repeats in one linear pass (``sum_duplicates``:
+    the term counts).  No step sorts: summing first, per chunk, sorted each chunk's ~100 terms, three quarters of the
+    step's CPU time at 100k incidents (docs/benchmarks.md, "Seventh pass").  On 127.6M random term ids the sparse
+    path took half the time of one sort of every (term, chunk) key on two threads and a third of its peak memory
+    ("Fifth pass").
 
     Below :data:`SPARSE_COUNT_TOKENS` tokens the same counts come from one sort of numpy keys
     (:func:`_pairs_by_sort`).
@@ -345,9 +346,12 @@ def _pairs(ids: list[np.ndarray], chunk_lengths: np.ndarray) -> tuple[np.ndarray
     np.cumsum(chunk_lengths, out=offsets[1:], dtype=width)
     by_chunk = sparse.csr_matrix((np.ones(len(tokens), dtype=np.int32), tokens, offsets), shape=(size, terms), copy=False)
     del tokens, offsets
-    by_chunk.sum_duplicates()
+    # term-major first: the counting sort visits the chunks in order, so within a term its chunks come ascending and a
+    # chunk's repeats of the term side by side, and summing them is one linear pass (no sort of each chunk's terms)
     by_term = by_chunk.tocsc()
     del by_chunk
+    by_term.has_sorted_indices = True  # true of a counting sort's output, whatever the scipy version records
+    by_term.sum_duplicates()
     return by_term.indptr.astype(np.int64, copy=False), by_term.indices, by_term.data, chunk_lengths
 
 

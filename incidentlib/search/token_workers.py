@@ -23,6 +23,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, cast
@@ -100,6 +101,7 @@ class _Worker:
 
     process: subprocess.Popen[bytes]
     errors: IO[bytes]
+    feeder: threading.Thread
 
     @property
     def output(self) -> io.BufferedReader:
@@ -107,10 +109,11 @@ class _Worker:
         return cast(io.BufferedReader, self.process.stdout)
 
     def stop(self) -> None:
-        """Killed if still running, and waited for."""
+        """Killed if still running, and waited for, with the thread writing its texts."""
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        self.feeder.join()  # its next write fails on the closed pipe, if it was still writing
 
     def discard(self) -> None:
         """Stopped, its pipe and its messages' file closed (nothing of its answer is wanted any more)."""
@@ -123,6 +126,7 @@ class _Worker:
         self.output.close()
         if self.process.wait() != 0:
             return False
+        self.feeder.join()
         self.errors.close()
         return True
 
@@ -141,7 +145,12 @@ class _Worker:
 
 
 def _start(share: list[str]) -> _Worker | None:
-    """A worker given ``share`` (written to its standard input), or ``None`` when it could not be started."""
+    """A worker given ``share``, or ``None`` when it could not be started.
+
+    The texts are written a batch at a time (:data:`~.tokenize.TOKEN_BATCH` texts, then ``None``) by a thread of
+    this process, and the worker tokenizes each batch as it arrives and drops it.  Written whole before this process
+    went on, they held it up until the worker had read them all (2.8 s of a 24 s share at 1.35M chunks, mostly the
+    worker making room for 0.4 GB of strings), and the worker held every text at once."""
     if not sys.executable:  # an embedded interpreter may not know its own program
         log.warning("no Python executable to start a tokenizing worker with: tokenizing its %d texts here", len(share))
         return None
@@ -154,13 +163,24 @@ def _start(share: list[str]) -> _Worker | None:
         log.warning("could not start a tokenizing worker (%s): tokenizing its %d texts here", error, len(share))
         return None
     assert process.stdin is not None
+    texts, process.stdin = process.stdin, None  # the feeder's to close: nothing else may flush or close it
+    feeder = threading.Thread(target=_feed, args=(texts, share), name="tokenizing-worker-feeder", daemon=True)
+    feeder.start()
+    return _Worker(process, errors, feeder)
+
+
+def _feed(texts: IO[bytes], share: list[str]) -> None:
+    """Writes ``share`` to a worker's input a batch at a time, then ``None``, and closes it.  Runs in its own thread:
+    a write lets the GIL go while the worker reads.  Each batch is pickled first and written in one call, which
+    waits for the GIL once: pickled straight into the pipe, every 64 KB frame written waited for it again behind the
+    tokenizing thread (up to 5 ms each, the interpreter's switch interval), and the worker sat idle for its texts."""
     try:
-        with process.stdin:
-            pickle.dump(share, process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        with texts:
+            for start in range(0, len(share), tokenize.TOKEN_BATCH):
+                texts.write(pickle.dumps(share[start:start + tokenize.TOKEN_BATCH], protocol=pickle.HIGHEST_PROTOCOL))
+            texts.write(pickle.dumps(None, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError as error:  # the worker died before reading everything: _answer reports it
         log.debug("tokenizing worker stopped reading its texts: %s", error)
-    process.stdin = None  # closed: nothing may flush it later
-    return _Worker(process, errors)
 
 
 @dataclass(frozen=True)
@@ -240,17 +260,17 @@ def relabel_in_place(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 #: A worker's program.  It loads the very ``tokenize.py`` this process uses, by its path (that module imports
 #: nothing of the package), so an installed copy of another version can never tokenize a share, and the worker does
-#: not import the rest of the package.  Pickled texts in on standard input; out on standard output, a pickled
-#: ``(count, lengths, terms)`` (``terms[i]`` is the term numbered ``i`` in its ids), then its ``count`` token ids as
-#: raw int32 (this machine's byte order: the reader is its parent), batch after batch.
+#: not import the rest of the package.  In on standard input, pickled lists of texts until a pickled ``None``; out on
+#: standard output, a pickled ``(count, lengths, terms)`` (``terms[i]`` is the term numbered ``i`` in its ids), then
+#: its ``count`` token ids as raw int32 (this machine's byte order: the reader is its parent), batch after batch.
 _WORKER = """
 import importlib.util, pickle, sys
 spec = importlib.util.spec_from_file_location("incidentlib_tokenize_worker", sys.argv[1])
 tokenize = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tokenize)
-texts = pickle.load(sys.stdin.buffer)
+source = sys.stdin.buffer
 terms = {}
-ids, lengths = tokenize.token_id_batches(texts, lambda term: terms.setdefault(term, len(terms)))
+ids, lengths = tokenize.token_id_stream(iter(lambda: pickle.load(source), None), lambda term: terms.setdefault(term, len(terms)))
 out = sys.stdout.buffer
 pickle.dump((sum(map(len, ids)), lengths, list(terms)), out, protocol=pickle.HIGHEST_PROTOCOL)
 for batch in ids:

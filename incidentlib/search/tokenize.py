@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 
 import numpy as np
@@ -379,13 +379,21 @@ def token_ids(texts: Sequence[str], term_id: Callable[[str], int]) -> tuple[np.n
 def token_id_batches(texts: Sequence[str], term_id: Callable[[str], int]) -> tuple[list[np.ndarray], np.ndarray]:
     """:func:`token_ids` with the token ids left in one array per batch of :data:`TOKEN_BATCH` texts, for a caller
     that copies them into place itself (a large build: one copy of every id less)."""
+    return token_id_stream((texts[start:start + TOKEN_BATCH] for start in range(0, len(texts), TOKEN_BATCH)), term_id)
+
+
+def token_id_stream(batches: Iterable[Sequence[str]], term_id: Callable[[str], int]
+                    ) -> tuple[list[np.ndarray], np.ndarray]:
+    """:func:`token_id_batches` of texts that come a batch at a time (any size, best :data:`TOKEN_BATCH`): one id
+    array per batch, and every text's token count.  A batch is dropped once tokenized, so a reader of texts as they
+    arrive (a tokenizing worker) never holds them all."""
     pieces = _Pieces(term_id)
     ids: list[np.ndarray] = []
     lengths: list[np.ndarray] = [np.zeros(0, dtype=np.int32)]
-    for start in range(0, len(texts), TOKEN_BATCH):
+    for batch in batches:
         if len(pieces) > PIECE_MEMO_SIZE:
             pieces.reset()
-        found, counts = _batch_ids(list(texts[start:start + TOKEN_BATCH]), term_id, pieces)
+        found, counts = _batch_ids(list(batch), term_id, pieces)
         ids.append(found)
         lengths.append(counts)
     return ids, np.concatenate(lengths)
