@@ -495,19 +495,37 @@ def search(
         _print_results(response)
 
 
+def _read_text_file(path: Path, option: str) -> str:
+    """The text of ``path`` (``-``: standard input) as UTF-8; a clear error naming the file otherwise."""
+    if str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise fail(f"{option} {path}: no such file", 2) from None
+    except UnicodeDecodeError as error:
+        raise fail(f"{option} {path}: not UTF-8 text ({error.reason} at byte {error.start})", 2) from None
+    except OSError as error:
+        raise fail(f"{option} {path}: {error.strerror or error}", 2) from None
+
+
 @app.command()
 @filter_options
 def similar(
     incident_id: Annotated[Optional[str], typer.Argument(help="Find incidents like this one (an id).")] = None,
     text: Annotated[Optional[str], typer.Option("--text", "-t", help="…or like this text: an error, a log line, a description.")] = None,
+    text_file: Annotated[Optional[Path], typer.Option("--text-file", "-f", help="…or like the text of this file ('-': "
+                                                      "standard input), such as a whole postmortem write-up.")] = None,
     k: KOpt = 10,
     data: DataOpt = None, lang: LangOpt = LangChoice.en, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     filters: IncidentFilter | None = None,
     as_json: JsonOpt = False,
 ) -> None:
     """"Have we seen this before?": incidents like an incident or a pasted text, with the reasons."""
-    if (incident_id is None) == (text is None):
-        raise fail("give an incident id or --text, not both and not neither", 2)
+    if sum(given is not None for given in (incident_id, text, text_file)) != 1:
+        raise fail("give one of an incident id, --text or --text-file", 2)
+    if text_file is not None:
+        text = _read_text_file(text_file, "--text-file")
     library = open_library(data, embedder, cache)
     filters = filters or IncidentFilter()
     library.resolve_filter(filters)

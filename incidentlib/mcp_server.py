@@ -24,6 +24,7 @@ from .requests import (
     MAX_AGENT_K,
     MAX_AGENT_LIMIT,
     MAX_QUERY_CHARS,
+    MAX_SIMILAR_TEXT_CHARS,
     MCP_CLUSTER_MEMBERS,
     ClusterMethodName,
     ConceptKindName,
@@ -141,7 +142,8 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
     @tool(description="Find incidents like a pasted error, log line or description, or like a known incident "
                              "id. Combines text similarity with shared components, causes and symptoms.")
     def similar_incidents(
-        text: Annotated[str | None, Field(description="Error message, log excerpt or description.", max_length=MAX_QUERY_CHARS)] = None,
+        text: Annotated[str | None, Field(description="Error message, log excerpt, description or a whole write-up.",
+                                          max_length=MAX_SIMILAR_TEXT_CHARS)] = None,
         incident_id: Annotated[str | None, Field(description="Or an incident id such as IL-0025.")] = None,
         k: Annotated[int, Field(ge=1, le=MAX_AGENT_K)] = 5, lang: LangArg = "en",
     ) -> Annotated[CallToolResult, SearchResponse]:

@@ -23,6 +23,11 @@ MAX_K = 100
 MAX_AGENT_K = 50
 #: Longest query or pasted text: a screenful of log lines; longer text dilutes BM25 and the embedder.
 MAX_QUERY_CHARS = 2000
+#: Longest text given to ``similar``: a whole postmortem write-up, about twice the longest record text of the bundled
+#: library (10,405 characters).  ``similar`` does not dilute: the text is a weighted term vector and its passages are
+#: matched one by one.  Cut at MAX_QUERY_CHARS, the bundled records' texts (median 4,286 characters) lost half of
+#: their evidence (docs/search.md, "The whole write-up as the query").
+MAX_SIMILAR_TEXT_CHARS = 20_000
 #: Longest page of a listing over HTTP or the CLI (the library is a few hundred incidents).
 MAX_LIMIT = 500
 #: Longest page of a listing over MCP (keeps tool answers readable for an agent).
@@ -154,13 +159,14 @@ def check_members(members: int | None) -> int | None:
 MCP_CLUSTER_MEMBERS = 50
 
 
-def check_query(query: str) -> str:
-    """The stripped query; :class:`QueryError` when it is empty or longer than :data:`MAX_QUERY_CHARS`."""
+def check_query(query: str, limit: int = MAX_QUERY_CHARS) -> str:
+    """The stripped query; :class:`QueryError` when it is empty or longer than ``limit`` characters
+    (:data:`MAX_QUERY_CHARS`, or :data:`MAX_SIMILAR_TEXT_CHARS` for the text given to ``similar``)."""
     text = (query or "").strip()
     if not text:
         raise QueryError("query is empty")
-    if len(text) > MAX_QUERY_CHARS:
-        raise QueryError(f"query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}")
+    if len(text) > limit:
+        raise QueryError(f"query is {len(text)} characters; the limit is {limit}")
     return text
 
 
@@ -226,6 +232,7 @@ __all__ = [
     "MAX_REF_CHARS",
     "MAX_SERIES_BYTES",
     "MAX_SERIES_POINTS",
+    "MAX_SIMILAR_TEXT_CHARS",
     "MAX_SPARQL_CHARS",
     "MAX_SYMPTOMS",
     "MAX_TOKEN_DAYS",

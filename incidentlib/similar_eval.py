@@ -17,7 +17,7 @@ Methods, all in one run over the same queries and candidates:
 - ``dense`` — one embedding of each record's whole text, cosine;
 - ``similar (incident)`` — :meth:`Library.similar` by incident id;
 - ``similar (text)`` — :meth:`Library.similar` on the query record's text as a user would
-  paste it (its first ``MAX_QUERY_CHARS`` characters), the record itself excluded.
+  paste it (its first ``MAX_SIMILAR_TEXT_CHARS`` characters), the record itself excluded.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from .errors import LabelError
-from .requests import MAX_QUERY_CHARS
+from .requests import MAX_SIMILAR_TEXT_CHARS
 from .search.tokenize import tokenize
 from .tagging.tagger import incident_text
 
@@ -187,7 +187,7 @@ def similar_rankers(library: object, tagger_for: Mapping[str, object] | None = N
         return [r.id for r in service.similar_to_incident(query, k=MAX_DEPTH, allowed=set(candidates))]
 
     def by_text(query: str, candidates: list[str]) -> list[str]:
-        text = incident_text(incidents[query])[:MAX_QUERY_CHARS]
+        text = incident_text(incidents[query])[:MAX_SIMILAR_TEXT_CHARS]
         if tagger_for is not None:
             service.tagger = tagger_for[query]
         return [r.id for r in service.similar_to_text(text, k=MAX_DEPTH, allowed=set(candidates))]

@@ -12,6 +12,8 @@ from fastapi.testclient import TestClient
 from rdflib import Graph
 
 from incidentlib.api import ServiceSettings, create_app
+from incidentlib.requests import MAX_QUERY_CHARS, MAX_SIMILAR_TEXT_CHARS
+from incidentlib.tagging.tagger import incident_text
 
 LOCAL = "http://127.0.0.1:8000"  # the Host allow-list accepts loopback names, not TestClient's "testserver"
 
@@ -102,7 +104,14 @@ def test_similar_endpoint(client, search_library) -> None:
     assert client.post("/similar", json={"k": 5}).status_code == 422
     assert client.post("/similar", json={"incident_id": "IL-0025", "text": "x"}).status_code == 422
     assert client.post("/similar", json={"incident_id": "IL-9999"}).status_code == 404
-    assert client.post("/similar", json={"text": "x" * 2001}).status_code == 422
+    # a whole write-up is a query for similar (not for search): the longest limit is the similar text's own
+    write_up = incident_text(search_library.get("IL-0025"))
+    assert MAX_QUERY_CHARS < len(write_up) <= MAX_SIMILAR_TEXT_CHARS
+    assert client.get("/search", params={"q": write_up}).status_code == 422
+    like = client.post("/similar", json={"text": write_up, "k": 5})
+    assert like.status_code == 200 and like.json()["results"][0]["id"] == "IL-0025"
+    too_long = client.post("/similar", json={"text": "x" * (MAX_SIMILAR_TEXT_CHARS + 1)})
+    assert too_long.status_code == 422 and str(MAX_SIMILAR_TEXT_CHARS) in too_long.text
 
 
 def test_topics_vocab_organizations(client, search_library) -> None:

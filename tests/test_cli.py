@@ -182,3 +182,29 @@ def test_watch_answers_a_flood_once(search_library, cache_dir: Path, data_dir: P
     text = run("watch", str(log), "--data", str(data_dir), "--cache", str(cache_dir))
     assert text.exit_code == 0 and text.stdout.count("**[FIRING]") == 3
     assert "repeats held back" in text.output and "×255" in text.output
+
+
+def test_similar_reads_a_whole_write_up_from_a_file_or_standard_input(search_library, data_dir: Path, cache_dir: Path,
+                                                                     tmp_path: Path) -> None:
+    """``similar --text-file`` takes a postmortem longer than a search query; a missing or non-UTF-8 file is named."""
+    from incidentlib.requests import MAX_QUERY_CHARS
+    from incidentlib.tagging.tagger import incident_text
+
+    write_up = incident_text(search_library.get("IL-0025"))
+    assert len(write_up) > MAX_QUERY_CHARS
+    source = tmp_path / "postmortem.md"
+    source.write_text(write_up, encoding="utf-8")
+    common = ["--data", str(data_dir), "--cache", str(cache_dir), "-k", "3", "--json"]
+    from_file = run("similar", "--text-file", str(source), *common)
+    assert from_file.exit_code == 0, from_file.output
+    body = json.loads(from_file.stdout)
+    assert body["mode"] == "similar" and body["results"][0]["id"] == "IL-0025"
+    from_stdin = runner.invoke(app, ["similar", "--text-file", "-", *common], input=write_up)
+    assert from_stdin.exit_code == 0 and json.loads(from_stdin.stdout) == body
+    missing = run("similar", "--text-file", str(tmp_path / "nope.md"), *common)
+    assert missing.exit_code == 2 and "nope.md: no such file" in missing.output
+    (tmp_path / "latin1.md").write_bytes("caf\xe9 outage".encode("latin-1"))
+    binary = run("similar", "--text-file", str(tmp_path / "latin1.md"), *common)
+    assert binary.exit_code == 2 and "not UTF-8" in binary.output
+    both = run("similar", "IL-0025", "--text-file", str(source), *common)
+    assert both.exit_code == 2 and "one of" in both.output

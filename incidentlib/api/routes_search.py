@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..library import SearchMode
-from ..requests import MAX_ID_CHARS, MAX_K, MAX_QUERY_CHARS, MAX_RAG_K, IncidentFilter, Lang
+from ..requests import MAX_ID_CHARS, MAX_K, MAX_QUERY_CHARS, MAX_RAG_K, MAX_SIMILAR_TEXT_CHARS, IncidentFilter, Lang
 from ..views import SearchResponse
 from .deps import FiltersDep, LangDep, LibraryDep
 from .schemas import BODY_ERRORS, ErrorBody, RagContext
@@ -37,7 +37,7 @@ class SimilarRequest(BaseModel):
     ]})
 
     incident_id: str | None = Field(default=None, max_length=MAX_ID_CHARS)
-    text: str | None = Field(default=None, min_length=1, max_length=MAX_QUERY_CHARS)
+    text: str | None = Field(default=None, min_length=1, max_length=MAX_SIMILAR_TEXT_CHARS)
     k: int = Field(default=10, ge=1, le=MAX_K)
     lang: Lang | None = None
     filters: IncidentFilter = Field(default_factory=IncidentFilter)

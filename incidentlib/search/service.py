@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..graph.knowledge import KnowledgeGraph
 from ..models import Incident
-from ..requests import check_query
+from ..requests import MAX_SIMILAR_TEXT_CHARS, check_query
 from ..tagging.tagger import ConceptTagger
 from ..views import MatchedChunk, SearchResult, Why
 from .concepts import ConceptRecognizer, Mention
@@ -78,7 +78,7 @@ class SearchService:
         return {link.concept: link.confidence for link in links}, {link.concept for link in links}
 
     def similar_to_text(self, text: str, k: int = 10, allowed: set[str] | None = None, lang: str = "en") -> list[SearchResult]:
-        text = check_query(text)
+        text = check_query(text, MAX_SIMILAR_TEXT_CHARS)
         concepts, inferred = self.text_concepts(text)
         query = self.similarity.text_query(text, concepts, inferred)
         return [self._similar_result(e, lang) for e in self.similarity.rank(query, k, allowed)]
