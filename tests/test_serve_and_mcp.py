@@ -17,6 +17,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from incidentlib.requests import MAX_QUERY_CHARS, MAX_SIMILAR_TEXT_CHARS
+
 pytestmark = pytest.mark.slow  # servers, subprocesses and wheel builds
 
 TOOLS = {"search_incidents", "get_incident", "list_incidents", "get_topic", "vocab", "similar_incidents", "related_incidents",
@@ -83,6 +85,11 @@ def test_real_server_answers_over_http(server: str, search_library) -> None:
     assert httpx.get(f"{server}/incidents/IL-9999", timeout=10).status_code == 404
 
 
+#: A log excerpt past MAX_QUERY_CHARS: the same watchdog line from many ranks, as a job's log repeats it.
+LONG_LOG = "\n".join(f"[rank{rank}]:[E ProcessGroupNCCL.cpp:563] Watchdog caught collective operation timeout: "
+                     f"WorkNCCL(SeqNum={408951 + rank}, OpType=_ALLGATHER_BASE, Timeout(ms)=600000)" for rank in range(24))
+
+
 def _check_tools(client_factory) -> dict[str, object]:
     results: dict[str, object] = {}
 
@@ -107,6 +114,8 @@ def _check_tools(client_factory) -> dict[str, object]:
             for name, arguments in calls.items():
                 results[name] = await client.call_tool(name, arguments)
             results["error"] = await client.call_tool("get_incident", {"incident_id": "IL-9999"})
+            # a pasted log longer than a search query: similar's own limit applies
+            results["long_log"] = await client.call_tool("similar_incidents", {"text": LONG_LOG, "k": 3})
 
     anyio.run(session)
     return results
@@ -134,6 +143,10 @@ def _assert_tool_results(results: dict[str, object]) -> None:
     assert "좋다가 주기적으로" in results["diagnose_series"].content[0].text  # type: ignore[attr-defined]
     error = results["error"]
     assert error.is_error and "IL-9999" in error.content[0].text  # type: ignore[attr-defined]
+    assert len(LONG_LOG) > MAX_QUERY_CHARS and not results["long_log"].is_error  # type: ignore[attr-defined]
+    assert "IL-0025" in [r["id"] for r in results["long_log"].structured_content["results"]]  # type: ignore[attr-defined]
+    assert f'"maxLength": {MAX_SIMILAR_TEXT_CHARS}' in json.dumps(schemas["similar_incidents"]["properties"]["text"])  # type: ignore[index]
+    assert f'"maxLength": {MAX_QUERY_CHARS}' in json.dumps(schemas["search_incidents"]["properties"]["query"])  # type: ignore[index]
 
 
 def test_mcp_over_stdio(search_library, data_dir: Path, cache_dir: Path) -> None:
