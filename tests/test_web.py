@@ -119,6 +119,26 @@ def test_seen_page_diagnoses_a_pasted_watchdog_line(client: TestClient) -> None:
     assert 'id="h-causes"' in text
 
 
+def test_seen_page_takes_a_whole_write_up_by_its_form(client: TestClient, search_library) -> None:
+    """The page's form posts its text, so a postmortem longer than a link's query is read whole; the page's own
+    form says how long a text may be, and a longer one gets the page's error naming the limit."""
+    from incidentlib.requests import MAX_QUERY_CHARS, MAX_SIMILAR_TEXT_CHARS
+    from incidentlib.tagging.tagger import incident_text
+
+    form = client.get("/ui/seen", params={"lang": "ko"}).text
+    assert 'action="/ui/seen?lang=ko" method="post"' in form and f'maxlength="{MAX_SIMILAR_TEXT_CHARS}"' in form
+    write_up = incident_text(search_library.get("IL-0025"))
+    assert len(write_up) > MAX_QUERY_CHARS
+    assert client.get("/ui/seen", params={"text": write_up}).status_code in (400, 422)  # a link keeps the short limit
+    page = client.post("/ui/seen", params={"lang": "en"}, data={"text": write_up})
+    assert page.status_code == 200 and 'id="h-similar"' in page.text and 'id="h-causes"' in page.text
+    assert re.search(r"IL-\d{4}", page.text[page.text.index('id="h-similar"'):]).group() == "IL-0025"  # type: ignore[union-attr]
+    too_long = client.post("/ui/seen", params={"lang": "en"}, data={"text": "x" * (MAX_SIMILAR_TEXT_CHARS + 1)})
+    assert too_long.status_code == 400 and f"the limit is {MAX_SIMILAR_TEXT_CHARS:,}" in too_long.text
+    empty = client.post("/ui/seen", params={"lang": "en"}, data={"text": ""})
+    assert empty.status_code == 200 and 'id="h-similar"' not in empty.text
+
+
 def test_json_api_is_unchanged_beside_the_pages(client: TestClient) -> None:
     assert client.get("/incidents/IL-0025").headers["content-type"].startswith("application/json")
     assert "/ui/seen" not in client.get("/openapi.json").text  # pages stay out of the API contract

@@ -48,8 +48,9 @@ _TEXT: dict[str, tuple[str, str]] = {
     "seen_title": ("Have we seen this before?", "이런 장애를 본 적이 있나?"),
     "seen_label": ("Paste an error, a log excerpt or a description", "오류, 로그 일부, 설명을 붙여 넣으세요"),
     "seen_button": ("Find similar incidents", "비슷한 사례 찾기"),
-    "seen_hint": ("Hostnames, ranks and addresses may differ from yours; the shape of the message is what counts.",
-                  "호스트 이름, 랭크, 주소는 달라도 됩니다. 메시지의 모양이 중요합니다."),
+    "seen_hint": ("Hostnames, ranks and addresses may differ from yours; the shape of the message is what counts. "
+                  "A whole postmortem works too.",
+                  "호스트 이름, 랭크, 주소는 달라도 됩니다. 메시지의 모양이 중요합니다. 포스트모템 전체를 붙여 넣어도 됩니다."),
     "similar": ("Similar incidents", "비슷한 사례"),
     "likely_causes": ("Likely causes", "유력한 원인"),
     "likely_components": ("Components involved", "관련 구성 요소"),

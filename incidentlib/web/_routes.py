@@ -16,10 +16,18 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import escape
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from ..errors import IncidentlibError, NotFound
 from ..library import Library
-from ..requests import MAX_ID_CHARS, MAX_QUERY_CHARS, MAX_REF_CHARS, MAX_SERIES_BYTES, IncidentFilter
+from ..requests import (
+    MAX_ID_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_REF_CHARS,
+    MAX_SERIES_BYTES,
+    MAX_SIMILAR_TEXT_CHARS,
+    IncidentFilter,
+)
 from . import _figures
 from ._i18n import texts
 
@@ -159,7 +167,23 @@ def results_fragment(request: Request, q: Text = "", org: Field = "", component:
 
 @router.get("/ui/seen", response_class=HTMLResponse)
 def seen(request: Request, text: Text = "", lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    """The page, and its answer for a text given in the link (a search query's length at most)."""
+    return _seen(request, text, _lang(lang, accept_language))
+
+
+@router.post("/ui/seen", response_class=HTMLResponse)
+async def seen_posted(request: Request, lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    """The page's own form: a POST, because a whole write-up (up to ``MAX_SIMILAR_TEXT_CHARS``) is too long for a
+    link."""
     language = _lang(lang, accept_language)
+    form = await request.form(max_files=0, max_fields=4)
+    text = str(form.get("text") or "")
+    if len(text) > MAX_SIMILAR_TEXT_CHARS:
+        return _error(request, language, 400, f"text: {len(text):,} characters; the limit is {MAX_SIMILAR_TEXT_CHARS:,}")
+    return await run_in_threadpool(_seen, request, text, language)  # CPU work off the event loop
+
+
+def _seen(request: Request, text: str, language: str) -> Response:
     library = _library(request)
     similar, diagnosis = [], None
     if text.strip():
@@ -168,7 +192,8 @@ def seen(request: Request, text: Text = "", lang: Lang = None, accept_language: 
             diagnosis = library.diagnose(text=text, lang=language, limit=SEEN_CAUSES)
         except (IncidentlibError, ValueError, ValidationError) as exc:
             return _error(request, language, 400, str(exc))
-    return _page(request, "seen.html", language, texts(language)["seen_title"], text=text, similar=similar, diagnosis=diagnosis)
+    return _page(request, "seen.html", language, texts(language)["seen_title"], text=text, similar=similar, diagnosis=diagnosis,
+                 max_chars=MAX_SIMILAR_TEXT_CHARS)
 
 
 @router.get("/ui/incidents/{incident_id}", response_class=HTMLResponse)
