@@ -108,13 +108,15 @@ MAX_SNAPSHOTS = 2
 #: next write.  A write takes seconds at 10k records; an hour leaves any write still running alone.
 STALE_TEMP_SECONDS = 3600
 #: Records validated per call (a part is validated when one of its records is first read: :class:`RecordParts`).
-#: A search's first answer validates one part per incident it shows, so a part is small: 100 records take about
-#: 15 ms, and ten hits at most 1,000 records where parts of 1,000 made a first answer at 100k incidents validate
-#: 7,000 (2.4 s).  Validating in parts of 1,000, 100 or 25 costs the same a record (154, 165 and 134 ms per 1,000
-#: bundled records, best of 5, one run), and smaller parts hold less heap while validated (RSS added a record with
-#: the fields sets shared, docs/benchmarks.md "Loaded records": 13.4 KB in parts of 322 records, 13.6 of 966,
-#: 25.9 as one array of 32,200).  Chosen from those figures, not tuned.
-RECORDS_PER_PART = 100
+#: A search's or ``similar``'s answer validates one part per incident it shows, so a part is small: ten hits validate
+#: at most 100 records.  Parts of 1,000 made a first answer at 100k incidents validate 7,000 (2.4 s); parts of 100
+#: still cost a result from a part not read yet about 20 ms at 100k synthetic incidents, most of a 470 ms ``similar``
+#: by text (docs/benchmarks.md, "Similar by text at 100k").  Validating in smaller parts costs no more a record (57,
+#: 44, 40, 37 and 36 µs in parts of 100, 25, 10, 5 and 1 bundled records, best of 3, one run; earlier 154, 165 and
+#: 134 ms per 1,000 in parts of 1,000, 100 and 25), and smaller parts hold less heap while validated (RSS added a
+#: record with the fields sets shared, "Loaded records": 13.4 KB in parts of 322 records, 13.6 of 966, 25.9 as one
+#: array of 32,200).  Chosen from those figures, not tuned.
+RECORDS_PER_PART = 10
 _MAGIC = b"incidentlib-start\n"
 #: What a snapshot's verified memo vouches for: its payload's checksum (the header's value), nothing more.
 _MEMO_CHECKS = "start snapshot payload"

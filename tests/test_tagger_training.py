@@ -106,3 +106,40 @@ def test_text_embeddings_are_remembered_within_a_bound(monkeypatch) -> None:
     assert embedder.documents_encoded == 8
     model._embed(texts[:1])  # found at the start of the long batch, then pushed out by the five after it
     assert embedder.documents_encoded == 9
+
+
+def test_every_concept_scored_by_one_product_equals_each_model_and_the_evidence_each_sentence() -> None:
+    """``probabilities`` (one product of the stacked coefficients) equals each concept's own ``predict_proba``;
+    ``evidence`` (the text's sentences transformed once) picks the sentence the per-sentence loop picks; the stacked
+    weights and the sentence memo are not pickled, and a model read back scores the same."""
+    import pickle
+
+    from incidentlib.tagging.classifier import split_sentences
+    from tests.fakes import HashEmbedder
+
+    records = [r for r in load_library("data").incidents.values() if not r.is_draft][:50]
+    examples = examples_for(records)
+    for embedder in (None, HashEmbedder()):
+        model = ConceptClassifier(embedder).fit(examples)
+        texts = [e.text for e in examples[:12]] + ["", "NCCL watchdog timeout. GPU fell off the bus!", "zzz"]
+        features = model._features(texts)
+        each = np.stack([m.predict_proba(features)[:, 1] for m in model._models], axis=1).astype(np.float32)
+        assert np.allclose(model.probabilities(texts), each, rtol=0, atol=1e-6)
+
+        def by_sentence(text: str, concept: str, model: ConceptClassifier = model) -> str:
+            weights = model._models[model.concepts.index(concept)].coef_[0][: len(model._vectorizer.vocabulary_)]
+            best, best_score = "", -np.inf
+            for sentence in split_sentences(text):
+                vector = model._vectorizer.transform([sentence])
+                score = float((vector @ weights).ravel()[0]) if vector.nnz else -np.inf
+                if score > best_score:
+                    best, best_score = sentence, score
+            return best
+
+        picked = [(model.evidence(t, c), by_sentence(t, c)) for t in texts for c in model.concepts]
+        assert all(new == old for new, old in picked) and any(new for new, _ in picked)
+        state = model.__getstate__()
+        assert "_stacked" not in state and "_sentences_memo" not in state and "_models" in state
+        if embedder is None:
+            again = pickle.loads(pickle.dumps(model))
+            assert np.array_equal(again.probabilities(texts), model.probabilities(texts))
