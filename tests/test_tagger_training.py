@@ -143,3 +143,8 @@ def test_every_concept_scored_by_one_product_equals_each_model_and_the_evidence_
         if embedder is None:
             again = pickle.loads(pickle.dumps(model))
             assert np.array_equal(again.probabilities(texts), model.probabilities(texts))
+            # fitted again in place on other records: nothing of the first fit's caches is used
+            refit = model.fit(examples_for(records[25:]))
+            fresh = ConceptClassifier(None).fit(examples_for(records[25:]))
+            assert np.array_equal(refit.probabilities(texts), fresh.probabilities(texts))
+            assert [refit.evidence(texts[0], c) for c in refit.concepts] == [fresh.evidence(texts[0], c) for c in fresh.concepts]

@@ -142,6 +142,8 @@ class ConceptClassifier:
     def fit(self, examples: Sequence[Example]) -> ConceptClassifier:
         if not examples:
             return self
+        for transient in self._TRANSIENT:  # made from the previous fit's models and vocabulary
+            self.__dict__.pop(transient, None)
         counts: dict[str, set[str]] = {}
         for example in examples:
             for concept in example.concepts:
@@ -169,7 +171,7 @@ class ConceptClassifier:
         product scores every concept (one sklearn call per concept cost ~0.2 ms of input checks each, 134 of them
         per text)."""
         stacked = self.__dict__.get("_stacked")
-        if stacked is None or stacked[0].shape[1] != len(self._models):
+        if stacked is None:
             stacked = (np.stack([m.coef_[0] for m in self._models], axis=1),
                        np.array([m.intercept_[0] for m in self._models]))
             self.__dict__["_stacked"] = stacked
