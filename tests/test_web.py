@@ -194,6 +194,36 @@ def test_series_page_plots_a_pasted_or_uploaded_curve(client: TestClient) -> Non
         assert response.status_code == 400 and field in response.text
 
 
+@pytest.mark.parametrize("page", ["/ui/series", "/ui/seen"])
+def test_a_posted_page_computes_off_the_event_loop(search_library, monkeypatch: pytest.MonkeyPatch, page: str) -> None:
+    """While one posted page is still computing, another request is answered: the work runs in the thread pool,
+    not on the event loop that every request shares.  (Were it on the loop, the other request would wait for the
+    computation, which waits for that request: bounded here by the 30 s the computation waits.)"""
+    import threading
+
+    name = "diagnose_series" if page == "/ui/series" else "similar"
+    real = getattr(search_library, name)
+    started, release = threading.Event(), threading.Event()
+
+    def held(*args: object, **kwargs: object) -> object:
+        started.set()
+        assert release.wait(30), "no other request was answered while this page computed"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search_library, name, held)
+    form = {"text": _series_csv("thermal-throttle", 1002)} if page == "/ui/series" else {"text": "Xid 79 GPU has fallen off the bus"}
+    answered: list[int] = []
+    # entered, the client runs every request on one event loop, as a server does
+    with TestClient(create_app(search_library, ServiceSettings(mount_mcp=False)), base_url="http://127.0.0.1:8000") as one_loop:
+        posting = threading.Thread(target=lambda: answered.append(one_loop.post(page, data=form).status_code))
+        posting.start()
+        assert started.wait(30)
+        other = one_loop.get("/health")
+        release.set()
+        posting.join(60)
+    assert other.status_code == 200 and answered == [200]
+
+
 def test_shared_concepts_are_marked_broader_and_inferred_in_both_languages(client: TestClient) -> None:
     """Pasted text has only inferred concepts, so every concept it shares is marked inferred; a concept shared only
     through narrower ones is marked broader (rendered from a result made here, since which results show one depends

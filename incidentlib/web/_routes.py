@@ -295,8 +295,8 @@ async def series_result(request: Request, lang: Lang = None, accept_language: Ac
         return _error(request, language, 400, f"expected: not a number: {expected_raw[:40]!r}")
     if not text.strip():
         return _error(request, language, 400, "text: paste a series or choose a file (CSV with seconds,mfu or JSON)")
-    try:
-        result = _library(request).diagnose_series(text=text, expected=expected, lang=language)
+    try:  # CPU work off the event loop, which other requests share
+        result = await run_in_threadpool(_library(request).diagnose_series, text=text, expected=expected, lang=language)
     except (IncidentlibError, ValueError, ValidationError) as exc:
         return _error(request, language, 400, str(exc))
     plot = _figures.series_plot([(p.t, p.v) for p in result.curve], result.dips, result.features.restarts,
