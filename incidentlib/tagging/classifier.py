@@ -190,9 +190,9 @@ class ConceptClassifier:
         features = self._features(texts)
         return np.asarray(expit(np.asarray(features @ coefficients) + intercepts), dtype=np.float32)
 
-    def _sentence_vectors(self, text: str) -> tuple[list[str], sparse.csr_matrix]:
-        """``text``'s sentences and their lexical vectors, one transform for all of them; the last text's are kept,
-        since the tagger asks for the evidence of several concepts in a row."""
+    def _sentence_vectors(self, text: str) -> tuple[list[str], sparse.csr_matrix | None]:
+        """``text``'s sentences and their lexical vectors (``None`` when it has no sentence), one transform for all of
+        them; the last text's are kept, since the tagger asks for the evidence of several concepts in a row."""
         memo = self.__dict__.get("_sentences_memo")
         if memo is not None and memo[0] == text:
             return memo[1], memo[2]
@@ -207,7 +207,7 @@ class ConceptClassifier:
         index = self.concepts.index(concept)
         weights = self._models[index].coef_[0][: len(self._vectorizer.vocabulary_)]
         found, vectors = self._sentence_vectors(text)
-        if not found:
+        if vectors is None:  # no sentence
             return ""
         scores = np.asarray(vectors @ weights, dtype=np.float64).ravel()
         scores[np.diff(vectors.indptr) == 0] = -np.inf
