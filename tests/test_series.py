@@ -224,3 +224,17 @@ def test_curve_for_plotting_is_thin_and_keeps_the_dips(library: Library) -> None
     assert result.dips and all(0 <= d <= 7200 for d in result.dips)
     healthy = library.diagnose_series(points=[{"seconds": float(s), "mfu": 0.98} for s in t])
     assert healthy.curve and not healthy.dips
+
+
+def test_csv_text_that_the_csv_module_refuses_is_a_series_error() -> None:
+    """Any text is read as CSV or refused with a SeriesError naming the source, never a csv module error (a fuzzer's
+    text with a bare carriage return inside a field once gave a server error); bare carriage returns end rows."""
+    from incidentlib.analysis.series import parse_text
+    from incidentlib.errors import SeriesError
+
+    fuzzed = json.loads('"\\u00d4\\u0083\\u00c9\\u00db\\u00a1\\u0006\\u00c1\\u0096\\ud907\\udeb1V\\nMX\\r#"')
+    with pytest.raises(SeriesError, match=r"^text: "):
+        parse_text(fuzzed, "text")
+    assert [p.value for p in parse_text("seconds,mfu\r0,0.5\r1,0.6\r\n2,0.7\n", "text")] == [0.5, 0.6, 0.7]
+    with pytest.raises(SeriesError, match=r"^text: not readable as CSV \(line \d+: field larger than field limit"):
+        parse_text("seconds,mfu\n0," + "9" * 200_000 + "\n", "text")

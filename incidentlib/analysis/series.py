@@ -171,10 +171,15 @@ def parse_text(text: str, source: str = "series", fmt: str | None = None) -> lis
         except json.JSONDecodeError as exc:
             raise SeriesError(source, f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
         return parse_json(doc, source)
-    reader = csv.DictReader(io.StringIO(stripped))
-    if not reader.fieldnames:
-        raise SeriesError(source, "CSV needs a header row such as 'seconds,mfu'")
-    return _from_rows(list(reader), source, "row")
+    # newline="": the csv module reads the line ends itself, a bare carriage return included
+    reader = csv.DictReader(io.StringIO(stripped, newline=""))
+    try:
+        if not reader.fieldnames:
+            raise SeriesError(source, "CSV needs a header row such as 'seconds,mfu'")
+        rows = list(reader)
+    except csv.Error as exc:
+        raise SeriesError(source, f"not readable as CSV (line {reader.line_num}: {exc})") from None
+    return _from_rows(rows, source, "row")
 
 
 def parse_json(doc: object, source: str = "series") -> list[SeriesPoint]:
