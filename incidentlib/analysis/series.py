@@ -176,7 +176,7 @@ def parse_text(text: str, source: str = "series", fmt: str | None = None) -> lis
     try:
         if not reader.fieldnames:
             raise SeriesError(source, "CSV needs a header row such as 'seconds,mfu'")
-        rows = list(reader)
+        rows: list[Mapping[str, Any]] = list(reader)
     except csv.Error as exc:
         raise SeriesError(source, f"not readable as CSV (line {reader.line_num}: {exc})") from None
     return _from_rows(rows, source, "row")
