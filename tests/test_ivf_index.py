@@ -182,3 +182,67 @@ def test_a_loaded_index_maps_its_lists_and_reads_a_copy_before_it_grows(tmp_path
     reloaded = dense.load(again, "ivf")
     assert isinstance(reloaded, IvfIndex) and len(reloaded) == 4000 and reloaded.mapped
     np.testing.assert_array_equal(reloaded.search(vectors[3999], 5)[1], grown.search(vectors[3999], 5)[1])
+
+
+def test_an_index_built_over_mapped_vectors_reads_them_in_blocks_and_saves_beside_them(tmp_path: Path,
+                                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build at 1M incidents: 27.5 GB of rows on disk, more than the machine's memory, are never copied whole."""
+    import incidentlib.search.ivf as ivf
+
+    monkeypatch.setattr(ivf, "ADD_BLOCK", 1000)  # several blocks at test size
+    vectors = clustered(4500, seed=9)
+    folder = tmp_path / "build"
+    folder.mkdir()
+    np.save(folder / ivf.VECTORS_FILE, vectors)
+    mapped = np.load(folder / ivf.VECTORS_FILE, mmap_mode="r")
+    reported: list[tuple[int, int]] = []
+    built = IvfIndex.build(mapped, progress=lambda done, total: reported.append((done, total)))
+    assert reported == [(0, 4500), (1000, 4500), (2000, 4500), (3000, 4500), (4000, 4500), (4500, 4500)]
+    in_memory = IvfIndex.build(vectors)  # the same codes, lists and calibration as one add of every row
+    assert (built.lists, built.nprobe) == (in_memory.lists, in_memory.nprobe)
+    queries = clustered(30, seed=10)
+    np.testing.assert_array_equal(built.search_codes_batch(queries, 10)[1], in_memory.search_codes_batch(queries, 10)[1])
+    assert built._reader is not None  # re-ranking reads its rows from the file, as a loaded index does
+
+    written_before = (folder / ivf.VECTORS_FILE).stat()
+    assert sorted(built.save(folder)) == sorted(dense.files_for("ivf"))
+    after = (folder / ivf.VECTORS_FILE).stat()
+    assert (after.st_ino, after.st_mtime_ns) == (written_before.st_ino, written_before.st_mtime_ns)  # not rewritten
+    elsewhere = tmp_path / "copy"
+    elsewhere.mkdir()
+    built.save(elsewhere)  # rows mapped from another file: copied block by block
+    np.testing.assert_array_equal(np.load(elsewhere / ivf.VECTORS_FILE), vectors)
+    for saved in (folder, elsewhere):
+        loaded = dense.load(saved, "ivf")
+        for query in queries[:10]:
+            np.testing.assert_array_equal(loaded.search(query, 10)[1], in_memory.search(query, 10)[1])
+
+
+def test_a_slice_of_a_mapped_file_is_not_taken_for_the_file(tmp_path: Path) -> None:
+    from incidentlib.search.ivf import VECTORS_FILE, _whole_file
+
+    np.save(tmp_path / VECTORS_FILE, clustered(900, seed=11))
+    mapped = np.load(tmp_path / VECTORS_FILE, mmap_mode="r")
+    assert _whole_file(mapped) == tmp_path / VECTORS_FILE and _whole_file(mapped[:]) == tmp_path / VECTORS_FILE
+    assert _whole_file(mapped[1:]) is None and _whole_file(mapped[:-1]) is None and _whole_file(np.array(mapped)) is None
+    built = IvfIndex.build(mapped[100:])  # rows 100.. of the file, read like memory and saved as their own file
+    target = tmp_path / "part"
+    target.mkdir()
+    built.save(target)
+    np.testing.assert_array_equal(np.load(target / VECTORS_FILE), np.asarray(mapped[100:]))
+
+
+def test_non_finite_mapped_rows_are_named_and_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import incidentlib.search.ivf as ivf
+
+    monkeypatch.setattr(ivf, "ADD_BLOCK", 256)
+    vectors = clustered(900, seed=12)
+    np.save(tmp_path / "rows.npy", vectors)
+    index = IvfIndex.build(np.load(tmp_path / "rows.npy", mmap_mode="r"))
+    index._vectors = np.load(tmp_path / "rows.npy", mmap_mode="r+")
+    index._vectors[700, 3] = np.nan
+    target = tmp_path / "out"
+    target.mkdir()
+    with pytest.raises(ValueError, match=r"NaN or infinite vectors \(in rows 512\.\.767\)"):
+        index.save(target)
+    assert not list(target.iterdir())

@@ -15,6 +15,7 @@ Three backends behind one small protocol, chosen by size (:func:`create`):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -70,15 +71,16 @@ def kind_for(size: int, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD, ivf_thresh
 
 
 def create(vectors: np.ndarray, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
-           ivf_threshold: int = DEFAULT_IVF_THRESHOLD) -> VectorIndex:
-    """An index over ``vectors`` of the kind :func:`kind_for` picks for their number."""
+           ivf_threshold: int = DEFAULT_IVF_THRESHOLD, progress: Callable[[int, int], None] | None = None) -> VectorIndex:
+    """An index over ``vectors`` of the kind :func:`kind_for` picks for their number; ``progress(rows added, rows)``
+    is reported by the inverted file's build (the one that takes minutes)."""
     from .exact import ExactIndex
 
     kind = kind_for(len(vectors), hnsw_threshold, ivf_threshold)
     if kind == "ivf":
         from .ivf import IvfIndex
 
-        return IvfIndex.build(vectors)
+        return IvfIndex.build(vectors, progress)
     if kind == "hnsw":
         from .hnsw import HnswIndex
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -75,6 +75,14 @@ EXACT_FILTER_ROWS = 65_536
 MAPPED_READ = faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY
 #: Rows scored per block when computing exact answers for calibration: bounds temporary memory.
 _EXACT_BLOCK = 262_144
+#: Rows handed to FAISS per ``add`` call while building, and checked or copied per step when saving: 128 MB of
+#: float32 rows at 512 dimensions.  Vectors memory-mapped from a file (13.45M rows, 27.5 GB at 1M incidents: more
+#: than this machine's memory) are then read a block at a time through the page cache, never copied whole, and the
+#: build reports progress after each block.  FAISS assigns and encodes each row on its own, so the codes equal
+#: one ``add`` of every row.
+ADD_BLOCK = 65_536
+
+ProgressFn = Callable[[int, int], None]
 
 
 def _search_threads() -> int:
@@ -161,8 +169,11 @@ class IvfIndex:
         # the file a mapped index was loaded from, held open: an owned copy is read from it before the index grows
         # (by then a newer build may have removed the file's name)
         self._mapped_from: BinaryIO | None = None
-        if isinstance(vectors, np.memmap) and vectors.filename is not None:
-            self._reader = _RowReader(Path(vectors.filename), int(vectors.offset), int(vectors.shape[1]))
+        # the .npy file whose rows ``vectors`` are, all of them (a build over mapped vectors, a loaded index)
+        self._file = _whole_file(vectors)
+        if self._file is not None:
+            assert isinstance(vectors, np.memmap)
+            self._reader = _RowReader(self._file, int(vectors.offset), int(vectors.shape[1]))
 
     def _rows(self, ids: np.ndarray) -> np.ndarray:
         """Float32 rows ``ids``: read from the file when the vectors are on disk, else taken from memory."""
@@ -171,17 +182,28 @@ class IvfIndex:
         return np.asarray(self._vectors[ids])
 
     @classmethod
-    def build(cls, vectors: np.ndarray) -> IvfIndex:
-        """Train lists and codes on a sample of ``vectors``, add them all, and calibrate ``nprobe``."""
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    def build(cls, vectors: np.ndarray, progress: ProgressFn | None = None) -> IvfIndex:
+        """Train lists and codes on a sample of ``vectors``, add them all, and calibrate ``nprobe``.
+
+        ``vectors`` may be memory-mapped from a ``.npy`` file (``np.load(..., mmap_mode="r")``): the rows are then
+        read :data:`ADD_BLOCK` at a time and never copied into memory, and saving the index into the file's own
+        folder writes only the codes.  ``progress(rows added, rows)`` is called after each block."""
+        if not (isinstance(vectors, np.memmap) and vectors.dtype == np.float32 and vectors.flags.c_contiguous):
+            vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         rows, dim = vectors.shape
         lists = list_count(rows)
         index = faiss.index_factory(dim, f"IVF{lists},SQ8", faiss.METRIC_INNER_PRODUCT)
         sample_size = min(rows, lists * TRAIN_POINTS_PER_LIST)
         rng = np.random.default_rng(CALIBRATION_SEED)
         sample = vectors if sample_size == rows else vectors[np.sort(rng.choice(rows, sample_size, replace=False))]
-        index.train(sample)
-        index.add(vectors)
+        index.train(np.ascontiguousarray(sample))
+        del sample
+        if progress:
+            progress(0, rows)
+        for start in range(0, rows, ADD_BLOCK):
+            index.add(np.ascontiguousarray(vectors[start:start + ADD_BLOCK]))
+            if progress:
+                progress(min(start + ADD_BLOCK, rows), rows)
         built = cls(index, vectors)
         built._calibrate()
         return built
@@ -245,7 +267,7 @@ class IvfIndex:
         self._own_lists()
         self._index.add(fresh)
         self._vectors = np.vstack([self._vectors, fresh])
-        self._reader = None  # the rows are in memory now, until the next save
+        self._reader = self._file = None  # the rows are in memory now, until the next save
         return self
 
     def scores(self, query: np.ndarray) -> None:
@@ -303,13 +325,26 @@ class IvfIndex:
         return self._rows(np.asarray(ids, dtype=np.int64))
 
     def save(self, folder: Path) -> list[str]:
-        """Write the codes and the float32 rows, then serve the rows from the written file."""
-        if not np.isfinite(self._vectors).all():
-            raise ValueError("refusing to save NaN or infinite vectors")
+        """Write the codes and the float32 rows, then serve the rows from the written file.
+
+        Rows that already are ``folder``'s vectors file (an index built over it, memory-mapped) are not written
+        again; rows mapped from another file are copied :data:`ADD_BLOCK` at a time, never read whole."""
+        target = folder / VECTORS_FILE
+        for start in range(0, len(self._vectors), ADD_BLOCK):
+            if not np.isfinite(self._vectors[start:start + ADD_BLOCK]).all():
+                raise ValueError(f"refusing to save NaN or infinite vectors (in rows {start:,}..{start + ADD_BLOCK - 1:,})")
         faiss.write_index(self._index, str(folder / INDEX_FILE))
-        np.save(folder / VECTORS_FILE, np.asarray(self._vectors))
-        reopened = IvfIndex(self._index, np.load(folder / VECTORS_FILE, mmap_mode="r", allow_pickle=False))
-        self._vectors, self._reader = reopened._vectors, reopened._reader
+        if not (self._file is not None and target.exists() and os.path.samefile(self._file, target)):
+            if self._file is None:
+                np.save(target, np.asarray(self._vectors))
+            else:
+                copy = np.lib.format.open_memmap(target, mode="w+", dtype=np.float32, shape=self._vectors.shape)
+                for start in range(0, len(self._vectors), ADD_BLOCK):
+                    copy[start:start + ADD_BLOCK] = self._vectors[start:start + ADD_BLOCK]
+                copy.flush()
+                del copy
+        reopened = IvfIndex(self._index, np.load(target, mmap_mode="r", allow_pickle=False))
+        self._vectors, self._reader, self._file = reopened._vectors, reopened._reader, reopened._file
         return [INDEX_FILE, VECTORS_FILE]
 
     def describe(self) -> str:
@@ -340,6 +375,24 @@ class IvfIndex:
             found = sum(len(set(self.search(query, 10)[1].tolist()) & wanted) for query, wanted in zip(queries, truth, strict=True))
             if found >= CALIBRATION_RECALL * sum(len(t) for t in truth):
                 return
+
+
+def _whole_file(vectors: np.ndarray) -> Path | None:
+    """The ``.npy`` file that ``vectors`` maps whole (every row, from the first), else None.
+
+    A C-contiguous float32 map of the file's full shape can only be all of it; a slice of a map (fewer rows, or an
+    offset that numpy does not update on slicing) is not, and is read like memory."""
+    if not (isinstance(vectors, np.memmap) and vectors.filename is not None and vectors.dtype == np.float32
+            and vectors.flags.c_contiguous and vectors.ndim == 2):
+        return None
+    path = Path(vectors.filename)
+    try:
+        on_disk = np.load(path, mmap_mode="r", allow_pickle=False)  # reads the header only
+    except (OSError, ValueError):
+        return None
+    whole = (isinstance(on_disk, np.memmap) and on_disk.shape == vectors.shape and on_disk.dtype == np.float32
+             and on_disk.flags.c_contiguous and on_disk.offset == vectors.offset)
+    return path if whole else None
 
 
 def _top(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
