@@ -119,19 +119,26 @@ def build_one(work: Path, kind: str, mapped: bool = False) -> dict[str, float]:
         vectors = np.load(work / "vectors.npy")
     before = rss_mb()
     started = time.perf_counter()
-    last = [started]
+    adding = [started, started]  # when adding began (after training), when progress was last shown
 
     def progress(done: int, total: int) -> None:
         now = time.perf_counter()
-        if done and (now - last[0] >= 30 or done == total):
-            rate = done / (now - started)
-            print(f"    added {done:,} of {total:,} rows in {now - started:.0f} s, "
+        if not done:
+            adding[:] = [now, now]
+            print(f"    lists trained in {now - started:.0f} s", file=sys.stderr, flush=True)
+        elif now - adding[1] >= 30 or done == total:
+            rate = done / (now - adding[0])
+            print(f"    added {done:,} of {total:,} rows in {now - adding[0]:.0f} s, "
                   f"about {(total - done) / rate:.0f} s of adding left", file=sys.stderr, flush=True)
-            last[0] = now
+            adding[1] = now
 
     index = dense.create(vectors, hnsw_threshold=1 if kind != "flat" else len(vectors) + 1,
                          ivf_threshold=1 if kind == "ivf" else len(vectors) + 1, progress=progress)
     seconds = time.perf_counter() - started
+    if kind == "ivf":
+        trained, added = adding[0] - started, adding[1] - adding[0]
+        print(f"    built in {seconds:.0f} s: lists trained {trained:.0f} s, rows added {added:.0f} s, nprobe calibrated "
+              f"{seconds - trained - added:.0f} s", file=sys.stderr, flush=True)
     assert index.kind == kind, (index.kind, kind)
     files = index.save(folder)
     described = index.describe()

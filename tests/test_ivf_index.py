@@ -246,3 +246,45 @@ def test_non_finite_mapped_rows_are_named_and_never_written(tmp_path: Path, monk
     with pytest.raises(ValueError, match=r"NaN or infinite vectors \(in rows 512\.\.767\)"):
         index.save(target)
     assert not list(target.iterdir())
+
+
+def test_a_library_builds_its_inverted_file_over_rows_assembled_on_disk(tmp_path: Path, data_dir: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store writes the rows into the build's own vectors file and builds the index over it mapped: the file the
+    index serves is the one assembled (one copy on disk, none in memory); a failed build leaves no staging folder."""
+    import incidentlib.search.store as store
+
+    root = small_library(tmp_path / "small", data_dir, IDS)
+    config = SearchConfig(cache_dir=tmp_path / "cache", hnsw_threshold=10, ivf_threshold=20)
+    seen: list[np.ndarray] = []
+    real_build = IvfIndex.build.__func__  # type: ignore[attr-defined]
+
+    def spying_build(cls: type[IvfIndex], vectors: np.ndarray, progress: object = None) -> IvfIndex:
+        seen.append(vectors)
+        return real_build(cls, vectors, progress)
+
+    monkeypatch.setattr(IvfIndex, "build", classmethod(spying_build))
+    library = Library(load_library(root), config, embedder=HashEmbedder())
+    report = library.build_index()
+    assert report.index_kind == "ivf" and len(seen) == 1
+    assert isinstance(seen[0], np.memmap) and Path(seen[0].filename).name == store.IVF_VECTORS_FILE
+    folder = Path(report.path)
+    meta = json.loads((folder / "meta.json").read_text())
+    served = folder / meta["build"] / store.IVF_VECTORS_FILE
+    assert Path(seen[0].filename).parent.name.startswith(".build-")  # assembled in the staging folder, renamed whole
+    assert not [p for p in folder.iterdir() if p.name.startswith(".build-")]
+    in_memory = Library(load_library(root), SearchConfig(cache_dir=tmp_path / "flat"), embedder=HashEmbedder())
+    in_memory.build_index()
+    np.testing.assert_array_equal(np.load(served), in_memory._search_engine.chunk_vectors())
+    assert [h.id for h in library.search("NCCL watchdog timeout", k=3, mode="dense").results] == \
+        [h.id for h in in_memory.search("NCCL watchdog timeout", k=3, mode="dense").results]
+
+    def failing_build(cls: type[IvfIndex], vectors: np.ndarray, progress: object = None) -> IvfIndex:
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(IvfIndex, "build", classmethod(failing_build))
+    fresh_config = SearchConfig(cache_dir=tmp_path / "cache2", hnsw_threshold=10, ivf_threshold=20)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        Library(load_library(root), fresh_config, embedder=HashEmbedder()).build_index()
+    leftovers = list((tmp_path / "cache2").rglob(".build-*"))
+    assert not leftovers

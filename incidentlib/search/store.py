@@ -82,6 +82,9 @@ ROWS_FILE = "chunks.jsonl"
 RESUME_SEGMENT = 4096
 #: Where a build in progress keeps its checkpoints, inside the content folder (removed when the build is done).
 PARTIAL_DIR = ".partial"
+#: The inverted file's float32 rows (:data:`.ivf.VECTORS_FILE`, not imported from there: that module loads FAISS,
+#: which a start that only reuses an index does not need yet).
+IVF_VECTORS_FILE = "vectors.npy"
 #: Content folders kept per embedder: a few versions or copies of libraries stay warm, and the cache cannot
 #: grow without bound when many scratch libraries (tests, evaluations) are indexed.  Chosen by hand.
 KEEP_BUILDS = 8
@@ -424,13 +427,28 @@ def ensure_index(
                        resumed)
 
     order = [index_row(c) for c in chunks]
-    vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
-    fresh_row = {c.id: i for i, c in enumerate(missing)}
-    for row, chunk in enumerate(chunks):
-        key = (chunk.id, chunk.digest)
-        vectors[row] = old_vectors[previous[key]] if key in previous else fresh[fresh_row[chunk.id]]
-    del old, old_vectors  # the donor's memory is not needed any more
-    index = dense.create(vectors, hnsw_threshold, ivf_threshold)
+    # an inverted file's rows are assembled in its own vectors file, mapped, in the staging folder the build is
+    # written to: at 1M incidents they are 27.5 GB, more than the machine's memory, and the index is then built
+    # over the file a block at a time and saved beside it without another copy (:meth:`.ivf.IvfIndex.build`)
+    staging = _staging_folder(folder) if expected_kind == "ivf" else None
+    try:
+        vectors = (np.lib.format.open_memmap(staging / IVF_VECTORS_FILE, mode="w+", dtype=np.float32,
+                                             shape=(len(chunks), embedder.dim))
+                   if staging is not None else np.zeros((len(chunks), embedder.dim), dtype=np.float32))
+        fresh_row = {c.id: i for i, c in enumerate(missing)}
+        for row, chunk in enumerate(chunks):
+            key = (chunk.id, chunk.digest)
+            vectors[row] = old_vectors[previous[key]] if key in previous else fresh[fresh_row[chunk.id]]
+        del old, old_vectors  # the donor's memory is not needed any more
+        if staging is not None:
+            assert isinstance(vectors, np.memmap)
+            vectors.flush()
+            vectors = np.load(staging / IVF_VECTORS_FILE, mmap_mode="r", allow_pickle=False)
+        index = dense.create(vectors, hnsw_threshold, ivf_threshold)
+    except BaseException:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
     if memory_donor is not None:
         action = "compacted"
     elif not missing:
@@ -442,7 +460,13 @@ def ensure_index(
     else:
         action = "built"
     return _finish(action, index, order, content_hash, embedder, folder, len(missing), started, warning, library, donor,
-                   resumed)
+                   resumed, staging)
+
+
+def _staging_folder(folder: Path) -> Path:
+    """A new hidden folder in ``folder`` that a build is written to before it is renamed into place."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
 
 
 def _segment_keys(chunks: list[Chunk]) -> np.ndarray:
@@ -504,7 +528,7 @@ def _embed_resumably(chunks: list[Chunk], embedder: Embedder, folder: Path, batc
 def _finish(action: str, index: VectorIndex, order: list[IndexRow], content_hash: str,
             embedder: Embedder, folder: Path, embedded: int, started: float,
             warning: str | None, library: str, donor: tuple[Path, IndexMeta] | None,
-            resumed: int = 0) -> tuple[LoadedIndex, BuildReport]:
+            resumed: int = 0, staging: Path | None = None) -> tuple[LoadedIndex, BuildReport]:
     meta = IndexMeta(
         format_version=FORMAT_VERSION,
         embedder=embedder.name,
@@ -520,7 +544,7 @@ def _finish(action: str, index: VectorIndex, order: list[IndexRow], content_hash
         library=library,
         rows_digest=rows_digest([row["id"] for row in order], [row["digest"] for row in order]),
     )
-    meta = _write_build(folder, meta, order, index)
+    meta = _write_build(folder, meta, order, index, staging)
     shutil.rmtree(folder / PARTIAL_DIR, ignore_errors=True)  # the build is whole: its checkpoints are not needed
     if donor is not None and donor[0] != folder and library and donor[1].library == library:
         shutil.rmtree(donor[0], ignore_errors=True)  # superseded: the same directory's earlier content
@@ -557,9 +581,11 @@ def embed_texts(texts: list[str], embedder: Embedder, batch_size: int, progress:
     return np.vstack(parts).astype(np.float32, copy=False) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
-def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], index: VectorIndex) -> IndexMeta:
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=folder))
+def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], index: VectorIndex,
+                 staging: Path | None = None) -> IndexMeta:
+    """Write the build into ``staging`` (a folder of :func:`_staging_folder`, new unless the index's files are
+    already being written there), rename it into place, then point ``meta.json`` at it."""
+    staging = staging or _staging_folder(folder)
     try:
         with (staging / ROWS_FILE).open("w", encoding="utf-8") as handle:
             for row in order:
