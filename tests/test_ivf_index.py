@@ -288,3 +288,34 @@ def test_a_library_builds_its_inverted_file_over_rows_assembled_on_disk(tmp_path
         Library(load_library(root), fresh_config, embedder=HashEmbedder()).build_index()
     leftovers = list((tmp_path / "cache2").rglob(".build-*"))
     assert not leftovers
+
+
+def test_every_run_of_rows_is_announced_before_any_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cold rows are read together: one WILLNEED hint per run of consecutive rows, all before the first read."""
+    import incidentlib.search.ivf as ivf
+
+    vectors = clustered(300, seed=13)
+    np.save(tmp_path / "rows.npy", vectors)
+    mapped = np.load(tmp_path / "rows.npy", mmap_mode="r")
+    reader = ivf._RowReader(tmp_path / "rows.npy", int(mapped.offset), vectors.shape[1])
+    events: list[tuple[str, int, int]] = []
+    real_preadv = ivf.os.preadv
+
+    def hint(fd: int, offset: int, length: int, advice: int) -> None:
+        assert advice == ivf.os.POSIX_FADV_WILLNEED
+        events.append(("hint", offset, length))
+
+    def read(fd: int, buffers: list, offset: int) -> int:
+        events.append(("read", offset, sum(len(b) for b in buffers)))
+        return int(real_preadv(fd, buffers, offset))
+
+    monkeypatch.setattr(ivf.os, "posix_fadvise", hint)
+    monkeypatch.setattr(ivf.os, "preadv", read)
+    asked = np.array([200, 5, 6, 7, 100])
+    np.testing.assert_array_equal(reader.rows(asked), vectors[asked])
+    row = vectors.shape[1] * 4
+    runs = [(int(mapped.offset) + first * row, count * row) for first, count in ((5, 3), (100, 1), (200, 1))]
+    assert events == [("hint", *run) for run in runs] + [("read", *run) for run in runs]
+    events.clear()
+    reader.rows(np.array([40, 41]))  # one run: nothing to overlap, no hint
+    assert [kind for kind, _, _ in events] == ["read"]

@@ -1,0 +1,90 @@
+"""Re-ranking reads of the inverted file when its float32 rows are not in the page cache (1M incidents).
+
+    python bench/bench_ann.py --copies 3110 --kinds ivf --mapped --work W   # 13.47M rows, a 27.5 GB vectors file
+    python bench/bench_rerank_reads.py --work W
+
+A search scores its best candidates again with their float32 rows, read from ``vectors.npy``
+(:class:`incidentlib.search.ivf._RowReader`).  At 1M incidents that file is larger than this machine's memory, so
+most rows a query asks for are read from disk.  This compares, in one run, the rows read one run after another
+(the kernel hints switched off) with every run announced first (``POSIX_FADV_WILLNEED``, the library's code).
+
+The page cache is dropped before each round (needs root; otherwise say so and measure anyway), then the codes are
+read once by every query so that only the rows are cold.  The two arms answer different halves of the queries
+(a row read by one arm would be cached for the other) and swap halves in the second round.  Last, both arms again
+on rows now cached: what the hints cost when they are not needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from incidentlib.search import dense, ivf  # noqa: E402
+
+
+def drop_page_cache() -> bool:
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    except OSError:
+        return False
+    return True
+
+
+def timed(index: ivf.IvfIndex, queries: np.ndarray) -> np.ndarray:
+    samples = []
+    for query in queries:
+        started = time.perf_counter()
+        index.search(query, 10)
+        samples.append(time.perf_counter() - started)
+    return np.array(samples) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, required=True, help="bench_ann.py's --work folder (queries.npy, an ivf folder)")
+    args = parser.parse_args()
+    index = dense.load(args.work / "ivf", "ivf")
+    assert isinstance(index, ivf.IvfIndex)
+    queries = np.load(args.work / "queries.npy")
+    half = len(queries) // 2
+    announce = os.posix_fadvise
+
+    def one_by_one(fd: int, offset: int, length: int, advice: int) -> None:
+        """The hints switched off: each run is read when its turn comes."""
+
+    arms = {"one run after another": one_by_one, "every run announced first (the library)": announce}
+    results: dict[str, list[np.ndarray]] = {name: [] for name in arms}
+    for round_number, halves in enumerate([(slice(0, half), slice(half, 2 * half)), (slice(half, 2 * half), slice(0, half))]):
+        if not drop_page_cache():
+            sys.stderr.write("cannot drop the page cache (not root): rows read earlier may be cached\n")
+        index.search_codes_batch(queries, 20)  # the lists every query probes, read once: only the rows stay cold
+        for (name, hint), part in zip(arms.items(), halves, strict=True):
+            ivf.os.posix_fadvise = hint  # type: ignore[assignment]
+            results[name].append(timed(index, queries[part]))
+    ivf.os.posix_fadvise = announce
+    print(f"{len(index):,} rows, {index.describe()}; {2 * half} real queries, two rounds\n")
+    print("| re-ranking reads | cold rows p50 / p99 (ms) | cached rows p50 / p99 (ms) |")
+    print("|---|---|---|")
+    cached: dict[str, list[float]] = {name: [] for name in arms}
+    for query in queries[: 2 * half]:  # query by query, the arms in turn: a load change hits both alike
+        for name, hint in arms.items():
+            ivf.os.posix_fadvise = hint  # type: ignore[assignment]
+            cached[name].extend(timed(index, query[None]).tolist())
+    ivf.os.posix_fadvise = announce
+    for name in arms:
+        cold = np.concatenate(results[name])
+        print(f"| {name} | {np.percentile(cold, 50):.2f} / {np.percentile(cold, 99):.2f} | "
+              f"{np.percentile(cached[name], 50):.2f} / {np.percentile(cached[name], 99):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
