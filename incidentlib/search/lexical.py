@@ -436,8 +436,10 @@ class LexicalIndex:
         scores = np.zeros(p.size, dtype=np.float32)
         for term in self._token_ids(query):
             start, end = p.indptr[term], p.indptr[term + 1]
-            # a term's chunks are distinct, so a plain fancy-index add is exact (no np.add.at needed)
-            scores[p.indices[start:end]] += p.data[start:end]
+            # one pass adding in place, where ``scores[idx] += w`` gathers, adds and scatters back through a temporary:
+            # 0.48x the time for the 8M postings of a query at 1M incidents, the same float32 sums (a term's chunks
+            # are distinct, so both add each posting once, in order; docs/benchmarks.md)
+            np.add.at(scores, p.indices[start:end], p.data[start:end])
         return scores
 
     def contains(self, term: int, chunk_index: int) -> bool:
