@@ -433,20 +433,7 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         if query_tokens[i]:
             floor_bm25.retrieve([query_tokens[i]], k=FLOOR_BM25_K, show_progress=False, n_threads=1)
 
-    def hybrid_given_vector(i: int, text: str) -> None:
-        depth = engine.config.candidate_depth
-        engine.fuse_rankings(engine.rank_lexical(text, None, depth), engine.rank_dense_vector(query_vectors[i], None, depth), 10)
-
-    concurrent_config = engine.config
-    sequential_config = concurrent_config.model_copy(update={"concurrent_legs": False})
-
-    def hybrid_sequential(i: int, text: str) -> list:
-        engine.config = sequential_config
-        try:
-            return engine.search(text, k=10, mode=SearchMode.hybrid)
-        finally:
-            engine.config = concurrent_config
-
+    hybrid_sequential, hybrid_given_vector = hybrid_variants(engine, query_vectors)
     # the two paths must rank alike before their times mean anything
     differ = [t for i, t in enumerate(texts) if engine.search(t, k=10, mode=SearchMode.hybrid) != hybrid_sequential(i, t)]
     if differ:
@@ -549,6 +536,27 @@ def run_size(copies: int, query_count: int, hnsw: bool, floor_bm25_index: bool =
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "profiles": profiles,
     }
+
+
+def hybrid_variants(engine: SearchEngine, query_vectors: np.ndarray) -> tuple[Callable[[int, str], list],
+                                                                              Callable[[int, str], None]]:
+    """Two timed operations on query ``i`` with text ``text``: hybrid search with the legs one after the other
+    (``concurrent_legs`` off for the call), and the two legs fused with the query vector given (row ``i``)."""
+    concurrent_config = engine.config
+    sequential_config = concurrent_config.model_copy(update={"concurrent_legs": False})
+
+    def hybrid_sequential(i: int, text: str) -> list:
+        engine.config = sequential_config
+        try:
+            return engine.search(text, k=10, mode=SearchMode.hybrid)
+        finally:
+            engine.config = concurrent_config
+
+    def hybrid_given_vector(i: int, text: str) -> None:
+        depth = engine.config.candidate_depth
+        engine.fuse_rankings(engine.rank_lexical(text, None, depth), engine.rank_dense_vector(query_vectors[i], None, depth), 10)
+
+    return hybrid_sequential, hybrid_given_vector
 
 
 def profile_text(work: Callable[[], object], lines: int = PROFILE_LINES) -> str:

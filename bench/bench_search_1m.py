@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_ann import RECALL_AT, rss_mb  # noqa: E402
-from bench_search import FLOOR_ANN_K, percentile_ms, queries, stage  # noqa: E402
+from bench_search import FLOOR_ANN_K, hybrid_variants, percentile_ms, queries, stage  # noqa: E402
 
 from incidentlib import Library  # noqa: E402
 from incidentlib.row_sequence import RowSequence, RunColumn  # noqa: E402
@@ -189,20 +189,7 @@ def measure(ann: Path, postings: Path, query_count: int) -> dict:
     query_vectors = np.vstack([engine.embedder.encode_queries(texts[i:i + 16]) for i in range(0, len(texts), 16)])
     own = engine.dense.index
     own_faiss = own._index  # type: ignore[attr-defined]
-    concurrent_config = engine.config
-    sequential_config = concurrent_config.model_copy(update={"concurrent_legs": False})
-
-    def hybrid_sequential(i: int, text: str) -> list:
-        engine.config = sequential_config
-        try:
-            return engine.search(text, k=10, mode=SearchMode.hybrid)
-        finally:
-            engine.config = concurrent_config
-
-    def hybrid_given_vector(i: int, text: str) -> None:
-        depth = engine.config.candidate_depth
-        engine.fuse_rankings(engine.rank_lexical(text, None, depth), engine.rank_dense_vector(query_vectors[i], None, depth), 10)
-
+    hybrid_sequential, hybrid_given_vector = hybrid_variants(engine, query_vectors)
     differ = [t for i, t in enumerate(texts[:20]) if engine.search(t, k=10, mode=SearchMode.hybrid) != hybrid_sequential(i, t)]
     if differ:
         raise RuntimeError(f"concurrent and sequential hybrid legs rank {len(differ)} queries differently, e.g. {differ[0]!r}")
