@@ -157,7 +157,8 @@ def build_with_progress(library: Library, quiet: bool = False, save_snapshot: bo
 
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=err, transient=True, disable=quiet) as bar:
-        task = bar.add_task(f"embedding chunks ({library.embedder})", total=None)
+        # embedding the new chunks, then (at ``ivf_threshold`` vectors or more) adding every row to the inverted file
+        task = bar.add_task(f"indexing chunks ({library.embedder})", total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)

@@ -259,14 +259,25 @@ def test_a_library_builds_its_inverted_file_over_rows_assembled_on_disk(tmp_path
     seen: list[np.ndarray] = []
     real_build = IvfIndex.build.__func__  # type: ignore[attr-defined]
 
+    building: list[tuple[int, int]] = []
+
     def spying_build(cls: type[IvfIndex], vectors: np.ndarray, progress: object = None) -> IvfIndex:
         seen.append(vectors)
-        return real_build(cls, vectors, progress)
+        assert callable(progress)  # the caller's progress, to report the rows added
+
+        def tagged(done: int, total: int) -> None:
+            building.append((done, total))
+            progress(done, total)
+
+        return real_build(cls, vectors, tagged)
 
     monkeypatch.setattr(IvfIndex, "build", classmethod(spying_build))
     library = Library(load_library(root), config, embedder=HashEmbedder())
-    report = library.build_index()
+    reported: list[tuple[int, int]] = []
+    report = library.build_index(lambda done, total: reported.append((done, total)))
     assert report.index_kind == "ivf" and len(seen) == 1
+    # the embedding's progress, then the rows added to the inverted file (one block at this size), on one callback
+    assert building == [(0, report.chunks), (report.chunks, report.chunks)] and reported[-2:] == building
     assert isinstance(seen[0], np.memmap) and Path(seen[0].filename).name == store.IVF_VECTORS_FILE
     folder = Path(report.path)
     meta = json.loads((folder / "meta.json").read_text())

@@ -444,7 +444,7 @@ def ensure_index(
             assert isinstance(vectors, np.memmap)
             vectors.flush()
             vectors = np.load(staging / IVF_VECTORS_FILE, mmap_mode="r", allow_pickle=False)
-        index = dense.create(vectors, hnsw_threshold, ivf_threshold)
+        index = dense.create(vectors, hnsw_threshold, ivf_threshold, progress)  # an inverted file reports its rows added
     except BaseException:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
