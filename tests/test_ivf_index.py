@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -142,6 +143,20 @@ def test_a_library_that_grows_extends_its_inverted_file(tmp_path: Path, data_dir
     title = load_library(root).incidents[IDS[-1]].title.en
     hits = grown.search(title, k=3, mode="dense")
     assert hits.results[0].id == IDS[-1]
+    # the grown rows were written into the new build's own file, which the index serves (not appended in memory)
+    folder = Path(report.path)
+    served = folder / json.loads((folder / "meta.json").read_text())["build"] / "vectors.npy"
+    index = grown._search_engine.dense.index
+    assert isinstance(index, IvfIndex) and index._reader is not None  # read from a file, by pread
+    assert os.fstat(index._reader.fd).st_ino == served.stat().st_ino  # the build's own file, renamed into place
+    rows = index.vectors
+    assert isinstance(rows, np.memmap) and len(rows) == report.chunks
+    assert not [p for p in folder.iterdir() if p.name.startswith(".build-")]
+    fresh = Library(load_library(root), SearchConfig(cache_dir=tmp_path / "flat"), embedder=HashEmbedder())
+    fresh.build_index()
+    by_chunk = dict(zip(grown._search_engine.dense.chunk_ids, np.asarray(rows), strict=True))
+    np.testing.assert_array_equal(np.stack([by_chunk[c.id] for c in fresh._search_engine.chunks]),
+                                  fresh._search_engine.chunk_vectors())
 
 
 def test_a_deep_search_rescores_only_its_head() -> None:
@@ -330,3 +345,30 @@ def test_every_run_of_rows_is_announced_before_any_is_read(tmp_path: Path, monke
     events.clear()
     reader.rows(np.array([40, 41]))  # one run: nothing to overlap, no hint
     assert [kind for kind, _, _ in events] == ["read"]
+
+
+def test_rows_added_into_a_file_are_served_from_it_and_never_written_over(tmp_path: Path) -> None:
+    """``add(rows_file=...)``: the current rows copied, the new ones after, served from that file; saving into its folder
+    after the folder was renamed (as a build is renamed into place) keeps the file, found by the open file, not by name."""
+    vectors = clustered(3000, seed=14)
+    (tmp_path / "old").mkdir()
+    np.save(tmp_path / "old" / "vectors.npy", vectors[:2500])
+    index = IvfIndex.build(np.load(tmp_path / "old" / "vectors.npy", mmap_mode="r"))
+    in_memory = IvfIndex.build(vectors[:2500])
+    in_memory.add(vectors[2500:])
+    (tmp_path / "staging").mkdir()
+    index.add(vectors[2500:], rows_file=tmp_path / "staging" / "vectors.npy")
+    assert isinstance(index.vectors, np.memmap) and index._reader is not None
+    np.testing.assert_array_equal(index.vectors, vectors)
+    queries = clustered(20, seed=15)
+    for query in queries:
+        np.testing.assert_array_equal(index.search(query, 10)[1], in_memory.search(query, 10)[1])
+    (tmp_path / "staging").rename(tmp_path / "build")
+    written = (tmp_path / "build" / "vectors.npy").stat()
+    index.save(tmp_path / "build")
+    after = (tmp_path / "build" / "vectors.npy").stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (written.st_ino, written.st_size, written.st_mtime_ns)
+    loaded = dense.load(tmp_path / "build", "ivf")
+    np.testing.assert_array_equal(loaded.vectors, vectors)
+    for query in queries:
+        np.testing.assert_array_equal(loaded.search(query, 10)[1], in_memory.search(query, 10)[1])

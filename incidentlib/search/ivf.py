@@ -127,11 +127,11 @@ class _RowReader:
     """Reads rows of a float32 ``.npy`` matrix with ``pread`` (no mapping); the file stays open until collected."""
 
     def __init__(self, path: Path, offset: int, dim: int) -> None:
-        self._fd = os.open(path, os.O_RDONLY)
+        self.fd = os.open(path, os.O_RDONLY)
         self._offset = offset
         self._row_bytes = dim * 4
         self._dim = dim
-        weakref.finalize(self, os.close, self._fd)
+        weakref.finalize(self, os.close, self.fd)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Rows ``ids`` (any order, repeats allowed) as a new float32 matrix.
@@ -160,11 +160,11 @@ class _RowReader:
         if len(order) > 1:
             for run in order:
                 start, end = int(starts[run]), int(ends[run])
-                os.posix_fadvise(self._fd, self._offset + int(ids[start]) * size, (end - start) * size, os.POSIX_FADV_WILLNEED)
+                os.posix_fadvise(self.fd, self._offset + int(ids[start]) * size, (end - start) * size, os.POSIX_FADV_WILLNEED)
         for run in order:
             start, end = int(starts[run]), int(ends[run])
             wanted = (end - start) * size
-            read = os.preadv(self._fd, [target[start * size:end * size]], self._offset + int(ids[start]) * size)
+            read = os.preadv(self.fd, [target[start * size:end * size]], self._offset + int(ids[start]) * size)
             if read != wanted:  # only past the end of the file: a row that does not exist
                 raise IndexError(f"rows {int(ids[start])}..{int(ids[end - 1])} are past the end of the vectors file")
         return out
@@ -180,8 +180,15 @@ class IvfIndex:
         # the file a mapped index was loaded from, held open: an owned copy is read from it before the index grows
         # (by then a newer build may have removed the file's name)
         self._mapped_from: BinaryIO | None = None
-        # the .npy file whose rows ``vectors`` are, all of them (a build over mapped vectors, a loaded index)
+        self._file: Path | None = None
+        self._serve_rows(vectors)
+
+    def _serve_rows(self, vectors: np.ndarray) -> None:
+        """Take ``vectors`` as the float32 rows; when they map a whole ``.npy`` file (a build over mapped vectors, a
+        loaded or saved index), remember the file and read rows from it with ``pread``."""
+        self._vectors = vectors
         self._file = _whole_file(vectors)
+        self._reader = None
         if self._file is not None:
             assert isinstance(vectors, np.memmap)
             self._reader = _RowReader(self._file, int(vectors.offset), int(vectors.shape[1]))
@@ -270,15 +277,29 @@ class IvfIndex:
     def __len__(self) -> int:
         return int(self._index.ntotal)
 
-    def add(self, vectors: np.ndarray) -> VectorIndex:
-        """Codes for the new rows go into the trained lists (no retraining); the float32 rows are appended in memory."""
+    def add(self, vectors: np.ndarray, rows_file: Path | None = None) -> VectorIndex:
+        """Codes for the new rows go into the trained lists (no retraining).  The float32 rows are appended in memory,
+        or, with ``rows_file``, written there: the current rows copied :data:`ADD_BLOCK` at a time, the new ones after
+        them, and served from that file.  A library of 1M incidents that grows by one keeps its 27.5 GB of rows on
+        disk that way (appended in memory they would be read whole); saving into ``rows_file``'s folder then writes
+        the codes alone."""
         if not len(vectors):
             return self
         fresh = np.ascontiguousarray(vectors, dtype=np.float32)
         self._own_lists()
         self._index.add(fresh)
-        self._vectors = np.vstack([self._vectors, fresh])
-        self._reader = self._file = None  # the rows are in memory now, until the next save
+        if rows_file is None:
+            self._serve_rows(np.vstack([self._vectors, fresh]))  # in memory until the next save
+            return self
+        old = len(self._vectors)
+        grown = np.lib.format.open_memmap(rows_file, mode="w+", dtype=np.float32, shape=(old + len(fresh), fresh.shape[1]))
+        for start in range(0, old, ADD_BLOCK):
+            stop = min(start + ADD_BLOCK, old)
+            grown[start:stop] = self._vectors[start:stop]
+        grown[old:] = fresh
+        grown.flush()
+        del grown
+        self._serve_rows(np.load(rows_file, mmap_mode="r", allow_pickle=False))
         return self
 
     def scores(self, query: np.ndarray) -> None:
@@ -345,7 +366,7 @@ class IvfIndex:
             if not np.isfinite(self._vectors[start:start + ADD_BLOCK]).all():
                 raise ValueError(f"refusing to save NaN or infinite vectors (in rows {start:,}..{start + ADD_BLOCK - 1:,})")
         faiss.write_index(self._index, str(folder / INDEX_FILE))
-        if not (self._file is not None and target.exists() and os.path.samefile(self._file, target)):
+        if not self._reads_from(target):
             if self._file is None:
                 np.save(target, np.asarray(self._vectors))
             else:
@@ -354,9 +375,17 @@ class IvfIndex:
                     copy[start:start + ADD_BLOCK] = self._vectors[start:start + ADD_BLOCK]
                 copy.flush()
                 del copy
-        reopened = IvfIndex(self._index, np.load(target, mmap_mode="r", allow_pickle=False))
-        self._vectors, self._reader, self._file = reopened._vectors, reopened._reader, reopened._file
+        self._serve_rows(np.load(target, mmap_mode="r", allow_pickle=False))
         return [INDEX_FILE, VECTORS_FILE]
+
+    def _reads_from(self, path: Path) -> bool:
+        """Whether the rows are read from the file at ``path``: compared by the open file, not by name, since a build
+        is renamed into place after its files are written (writing over the file the rows are read from would
+        truncate it under the map)."""
+        if self._reader is None or not path.exists():
+            return False
+        mine, theirs = os.fstat(self._reader.fd), path.stat()
+        return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
     def describe(self) -> str:
         return (f"IVF (FAISS, {self.lists:,} lists, 8-bit codes, nprobe={self.nprobe}, exact re-ranking from "

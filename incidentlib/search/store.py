@@ -421,10 +421,23 @@ def ensure_index(
     # every donor row still current and an HNSW graph or trained lists to keep: append the new chunks (incremental add)
     if old is not None and additions_only and old.index.kind == expected_kind and expected_kind in ("hnsw", "ivf"):
         order = [*old_rows, *(index_row(c) for c in missing)]
-        index = old.index.add(fresh)
+        staging = None
+        if expected_kind == "ivf":
+            from .ivf import IvfIndex  # FAISS is loaded already: the donor is an inverted file
+
+            assert isinstance(old.index, IvfIndex)
+            # the grown rows written into the new build's own file, not appended in memory (module docstring)
+            staging = _staging_folder(folder)
+            try:
+                index = old.index.add(fresh, rows_file=staging / IVF_VECTORS_FILE)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+        else:
+            index = old.index.add(fresh)
         action = "extended" if missing else "refreshed"
         return _finish(action, index, order, content_hash, embedder, folder, len(missing), started, warning, library, donor,
-                       resumed)
+                       resumed, staging)
 
     order = [index_row(c) for c in chunks]
     # an inverted file's rows are assembled in its own vectors file, mapped, in the staging folder the build is
