@@ -309,6 +309,14 @@ def test_a_library_builds_its_inverted_file_over_rows_assembled_on_disk(tmp_path
         raise RuntimeError("interrupted")
 
     monkeypatch.setattr(IvfIndex, "build", classmethod(failing_build))
+    # a build killed while it wrote left its staging folder: the next build removes it, and keeps a live process's
+    orphan, live = folder / ".build-999999999-x", folder / f".build-{os.getppid()}-y"
+    for staging in (orphan, live):
+        staging.mkdir()
+        (staging / store.IVF_VECTORS_FILE).write_bytes(b"rows of an unfinished build")
+    exact = config.model_copy(update={"hnsw_threshold": 10**9, "ivf_threshold": 10**9})  # another kind: a new build
+    assert Library(load_library(root), exact, embedder=HashEmbedder()).build_index().action == "refreshed"
+    assert not orphan.exists() and live.exists()
     fresh_config = SearchConfig(cache_dir=tmp_path / "cache2", hnsw_threshold=10, ivf_threshold=20)
     with pytest.raises(RuntimeError, match="interrupted"):
         Library(load_library(root), fresh_config, embedder=HashEmbedder()).build_index()
