@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -310,13 +311,17 @@ def test_a_library_builds_its_inverted_file_over_rows_assembled_on_disk(tmp_path
 
     monkeypatch.setattr(IvfIndex, "build", classmethod(failing_build))
     # a build killed while it wrote left its staging folder: the next build removes it, and keeps a live process's
-    orphan, live = folder / ".build-999999999-x", folder / f".build-{os.getppid()}-y"
-    for staging in (orphan, live):
+    orphan, live, recent = folder / ".build-999999999-x", folder / f".build-{os.getppid()}-y", folder / ".build-999999998-z"
+    long_ago = time.time() - store.ORPHAN_AGE_S - 60
+    for staging in (orphan, live, recent):
         staging.mkdir()
         (staging / store.IVF_VECTORS_FILE).write_bytes(b"rows of an unfinished build")
+        if staging is not recent:
+            for entry in (staging / store.IVF_VECTORS_FILE, staging):
+                os.utime(entry, (long_ago, long_ago))
     exact = config.model_copy(update={"hnsw_threshold": 10**9, "ivf_threshold": 10**9})  # another kind: a new build
     assert Library(load_library(root), exact, embedder=HashEmbedder()).build_index().action == "refreshed"
-    assert not orphan.exists() and live.exists()
+    assert not orphan.exists() and live.exists() and recent.exists()  # a dead process's, untouched for a day: removed
     fresh_config = SearchConfig(cache_dir=tmp_path / "cache2", hnsw_threshold=10, ivf_threshold=20)
     with pytest.raises(RuntimeError, match="interrupted"):
         Library(load_library(root), fresh_config, embedder=HashEmbedder()).build_index()

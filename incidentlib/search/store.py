@@ -87,6 +87,10 @@ PARTIAL_DIR = ".partial"
 IVF_VECTORS_FILE = "vectors.npy"
 #: How the folders a build is written to before it is renamed into place begin (``.build-<pid>-<random>``).
 STAGING_PREFIX = ".build-"
+#: A staging folder of a process that no longer runs is removed once nothing in it has been written for this long: a
+#: build writes its staging folder for minutes (the rows, then the index), never a day, so a day keeps any live build
+#: safe, even one in another container whose process this one cannot see.
+ORPHAN_AGE_S = 24 * 3600
 #: Content folders kept per embedder: a few versions or copies of libraries stay warm, and the cache cannot
 #: grow without bound when many scratch libraries (tests, evaluations) are indexed.  Chosen by hand.
 KEEP_BUILDS = 8
@@ -486,19 +490,25 @@ def _staging_folder(folder: Path) -> Path:
 
 
 def _remove_orphans(folder: Path) -> None:
-    """Remove the staging folders in ``folder`` of processes that no longer run: a build killed while it wrote (at 1M
-    incidents, 27.5 GB of rows) would otherwise stay on disk for good.  A folder of a live process is another build
-    still being written, and is left alone; one whose name holds no process id is left alone too."""
+    """Remove the staging folders in ``folder`` of processes that no longer run and untouched for
+    :data:`ORPHAN_AGE_S`: a build killed while it wrote (at 1M incidents, 27.5 GB of rows) would otherwise stay on
+    disk for good.  A folder of a live process is another build still being written, and is left alone; so is one
+    whose name holds no process id, or written to recently (its process may run where this one cannot see it, in
+    another container sharing the cache)."""
+    now = time.time()
     for staging in folder.glob(f"{STAGING_PREFIX}*"):
         owner = staging.name[len(STAGING_PREFIX):].split("-", 1)[0]
         if not owner.isdigit() or int(owner) == os.getpid():
             continue
         try:
+            touched = max(entry.stat().st_mtime for entry in (staging, *staging.iterdir()))
+            if now - touched < ORPHAN_AGE_S:
+                continue
             os.kill(int(owner), 0)
         except ProcessLookupError:
             shutil.rmtree(staging, ignore_errors=True)
         except OSError:
-            continue  # it runs under another user: alive
+            continue  # it runs under another user (alive), or the folder went away meanwhile
 
 
 def _segment_keys(chunks: list[Chunk]) -> np.ndarray:
