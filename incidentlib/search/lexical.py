@@ -437,8 +437,8 @@ class LexicalIndex:
         for term in self._token_ids(query):
             start, end = p.indptr[term], p.indptr[term + 1]
             # one pass adding in place, where ``scores[idx] += w`` gathers, adds and scatters back through a temporary:
-            # 0.48x the time for the 8M postings of a query at 1M incidents, the same float32 sums (a term's chunks
-            # are distinct, so both add each posting once, in order; docs/benchmarks.md)
+            # 0.52-0.60x the time at 100k and 1M incidents (bench/bench_lexical_scores.py), the same float32 sums (a
+            # term's chunks are distinct, so both add each posting once, in order)
             np.add.at(scores, p.indices[start:end], p.data[start:end])
         return scores
 

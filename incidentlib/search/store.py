@@ -432,7 +432,7 @@ def ensure_index(
             from .ivf import IvfIndex  # FAISS is loaded already: the donor is an inverted file
 
             assert isinstance(old.index, IvfIndex)
-            # the grown rows written into the new build's own file, not appended in memory (module docstring)
+            # the grown rows written into the new build's own file, not appended in memory (:meth:`.ivf.IvfIndex.add`)
             staging = _staging_folder(folder)
             try:
                 index = old.index.add(fresh, rows_file=staging / IVF_VECTORS_FILE)
