@@ -385,3 +385,15 @@ def test_rows_added_into_a_file_are_served_from_it_and_never_written_over(tmp_pa
     np.testing.assert_array_equal(loaded.vectors, vectors)
     for query in queries:
         np.testing.assert_array_equal(loaded.search(query, 10)[1], in_memory.search(query, 10)[1])
+
+
+def test_rows_are_read_where_the_system_has_no_read_hints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import incidentlib.search.ivf as ivf
+
+    vectors = clustered(300, seed=16)
+    np.save(tmp_path / "rows.npy", vectors)
+    mapped = np.load(tmp_path / "rows.npy", mmap_mode="r")
+    reader = ivf._RowReader(tmp_path / "rows.npy", int(mapped.offset), vectors.shape[1])
+    monkeypatch.delattr(ivf.os, "posix_fadvise")  # as on macOS
+    asked = np.array([250, 3, 4, 120])
+    np.testing.assert_array_equal(reader.rows(asked), vectors[asked])

@@ -157,7 +157,7 @@ class _RowReader:
         target = out.data.cast("B")
         size = self._row_bytes
         order = np.argsort(ids[starts], kind="stable").tolist()
-        if len(order) > 1:
+        if len(order) > 1 and hasattr(os, "posix_fadvise"):  # not on every system (macOS has none): a hint only
             for run in order:
                 start, end = int(starts[run]), int(ends[run])
                 os.posix_fadvise(self.fd, self._offset + int(ids[start]) * size, (end - start) * size, os.POSIX_FADV_WILLNEED)
