@@ -495,6 +495,8 @@ def _remove_orphans(folder: Path) -> None:
     disk for good.  A folder of a live process is another build still being written, and is left alone; so is one
     whose name holds no process id, or written to recently (its process may run where this one cannot see it, in
     another container sharing the cache)."""
+    if os.name != "posix":
+        return  # whether a process runs is asked with signal 0, which elsewhere is no such question
     now = time.time()
     for staging in folder.glob(f"{STAGING_PREFIX}*"):
         owner = staging.name[len(STAGING_PREFIX):].split("-", 1)[0]
