@@ -25,8 +25,11 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
-from incidentlib.search.lexical import ARRAYS, LexicalIndex, Postings  # noqa: E402
+from bench_search_1m import mapped_postings  # noqa: E402
+
+from incidentlib.search.lexical import LexicalIndex, Postings  # noqa: E402
 from incidentlib.search.lexical_store import LexicalMeta, load_postings  # noqa: E402
 
 
@@ -34,9 +37,7 @@ def open_postings(folder: Path) -> Postings:
     if (folder / "meta.json").exists():  # a lexical cache folder
         meta = LexicalMeta.model_validate_json((folder / "meta.json").read_text(encoding="utf-8"))
         return load_postings(folder, meta.chunks)
-    described = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))  # bench_search_1m.py's
-    arrays = {name: np.load(folder / "arrays" / f"{name}.npy", mmap_mode="r") for name in ARRAYS}
-    return Postings(vocabulary=described["terms"], size=described["size"], **arrays)
+    return mapped_postings(folder)  # bench_search_1m.py's postings folder
 
 
 def by_fancy_index(index: LexicalIndex, query: str) -> np.ndarray:

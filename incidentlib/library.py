@@ -45,12 +45,13 @@ from .search.backend import BACKEND_OPTION as SEARCH_BACKEND_OPTION
 from .search.backend import parse_search_backend
 from .search.chunks import ChunkMemo
 from .search.concepts import ConceptRecognizer
+from .search.dense import ProgressFn
 from .search.engine import IndexStats, SearchConfig, SearchEngine, SearchMode
 from .search.fusion import FusionMethod
 from .search.layered import DenseSnapshot
 from .search.lexical import Postings
 from .search.service import SearchService
-from .search.store import BuildReport, ProgressFn
+from .search.store import BuildReport
 from .storage import atomic_write_bytes, atomic_write_text
 from .store import STORE_FILE, OverlayStore
 from .store.auth import ROLES, TokenInfo, TokenStore

@@ -25,8 +25,8 @@ import numpy as np
 from ..errors import InvalidRequest
 
 if TYPE_CHECKING:
+    from .dense import ProgressFn
     from .engine import SearchEngine
-    from .store import ProgressFn
 
 #: The option (and environment variable) that chooses the backend; errors name it.
 BACKEND_OPTION = "--search-backend"

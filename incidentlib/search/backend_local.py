@@ -9,8 +9,8 @@ import numpy as np
 from .backend import LOCAL, Ranked
 
 if TYPE_CHECKING:
+    from .dense import ProgressFn
     from .engine import SearchEngine
-    from .store import ProgressFn
 
 
 class LocalBackend:

@@ -45,8 +45,8 @@ from .hnsw import EF_CONSTRUCTION, EF_SEARCH, HNSW_M
 from .lexical import BM25_B, BM25_K1
 
 if TYPE_CHECKING:
+    from .dense import ProgressFn
     from .engine import SearchEngine
-    from .store import ProgressFn
 
 logger = logging.getLogger(__name__)
 

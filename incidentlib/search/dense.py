@@ -32,6 +32,9 @@ DEFAULT_HNSW_THRESHOLD = 200_000
 #: memory budget of a 100k-incident library; the inverted file builds from a sample in about a minute.
 DEFAULT_IVF_THRESHOLD = 1_000_000
 
+#: ``progress(done, total)``: how far a long step (embedding, adding rows to an index) has come.
+ProgressFn = Callable[[int, int], None]
+
 
 class VectorIndex(Protocol):
     """Top-k inner-product search over ``len(self)`` rows of ``vectors``."""
@@ -71,7 +74,7 @@ def kind_for(size: int, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD, ivf_thresh
 
 
 def create(vectors: np.ndarray, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
-           ivf_threshold: int = DEFAULT_IVF_THRESHOLD, progress: Callable[[int, int], None] | None = None) -> VectorIndex:
+           ivf_threshold: int = DEFAULT_IVF_THRESHOLD, progress: ProgressFn | None = None) -> VectorIndex:
     """An index over ``vectors`` of the kind :func:`kind_for` picks for their number; ``progress(rows added, rows)``
     is reported by the inverted file's build (the one that takes minutes)."""
     from .exact import ExactIndex

@@ -49,12 +49,12 @@ from .chunks import (
     chunk_texts,
     library_chunks,
 )
-from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD
+from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD, ProgressFn
 from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
 from .layered import DenseSnapshot, RowKey, carry
 from .lexical import LexicalIndex, Postings
 from .lexical_store import cached_lexical_index
-from .store import BuildReport, LoadedIndex, ProgressFn, ensure_index, rows_digest, store_dir
+from .store import BuildReport, LoadedIndex, ensure_index, rows_digest, store_dir
 
 #: Incidents taken from each ranking before fusion: chosen by hand, not tuned (the fused list can hold
 #: up to twice this many incidents, enough for ``requests.MAX_K``).

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -33,7 +33,7 @@ import faiss
 import numpy as np
 
 from .cores import usable_cores
-from .dense import VectorIndex, empty_result, pad_batch
+from .dense import ProgressFn, VectorIndex, empty_result, pad_batch
 
 INDEX_FILE = "ivf.faiss"
 VECTORS_FILE = "vectors.npy"
@@ -82,7 +82,6 @@ _EXACT_BLOCK = 262_144
 #: one ``add`` of every row.
 ADD_BLOCK = 65_536
 
-ProgressFn = Callable[[int, int], None]
 
 
 def _search_threads() -> int:
@@ -291,14 +290,7 @@ class IvfIndex:
         if rows_file is None:
             self._serve_rows(np.vstack([self._vectors, fresh]))  # in memory until the next save
             return self
-        old = len(self._vectors)
-        grown = np.lib.format.open_memmap(rows_file, mode="w+", dtype=np.float32, shape=(old + len(fresh), fresh.shape[1]))
-        for start in range(0, old, ADD_BLOCK):
-            stop = min(start + ADD_BLOCK, old)
-            grown[start:stop] = self._vectors[start:stop]
-        grown[old:] = fresh
-        grown.flush()
-        del grown
+        _write_rows(rows_file, self._vectors, fresh)
         self._serve_rows(np.load(rows_file, mmap_mode="r", allow_pickle=False))
         return self
 
@@ -367,14 +359,7 @@ class IvfIndex:
                 raise ValueError(f"refusing to save NaN or infinite vectors (in rows {start:,}..{start + ADD_BLOCK - 1:,})")
         faiss.write_index(self._index, str(folder / INDEX_FILE))
         if not self._reads_from(target):
-            if self._file is None:
-                np.save(target, np.asarray(self._vectors))
-            else:
-                copy = np.lib.format.open_memmap(target, mode="w+", dtype=np.float32, shape=self._vectors.shape)
-                for start in range(0, len(self._vectors), ADD_BLOCK):
-                    copy[start:start + ADD_BLOCK] = self._vectors[start:start + ADD_BLOCK]
-                copy.flush()
-                del copy
+            _write_rows(target, self._vectors)
         self._serve_rows(np.load(target, mmap_mode="r", allow_pickle=False))
         return [INDEX_FILE, VECTORS_FILE]
 
@@ -415,6 +400,19 @@ class IvfIndex:
             found = sum(len(set(self.search(query, 10)[1].tolist()) & wanted) for query, wanted in zip(queries, truth, strict=True))
             if found >= CALIBRATION_RECALL * sum(len(t) for t in truth):
                 return
+
+
+def _write_rows(path: Path, rows: np.ndarray, more: np.ndarray | None = None) -> None:
+    """Write ``rows`` (then ``more``, when given) as one float32 ``.npy`` matrix at ``path``, through a map, copying
+    :data:`ADD_BLOCK` rows at a time: rows mapped from a file are never read whole."""
+    extra = 0 if more is None else len(more)
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(len(rows) + extra, rows.shape[1]))
+    for start in range(0, len(rows), ADD_BLOCK):
+        stop = min(start + ADD_BLOCK, len(rows))
+        out[start:stop] = rows[start:stop]
+    if more is not None:
+        out[len(rows):] = more
+    out.flush()
 
 
 def _whole_file(vectors: np.ndarray) -> Path | None:

@@ -49,7 +49,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -64,7 +64,7 @@ from ..row_sequence import LineColumn
 from ..storage import atomic_write_text
 from . import dense
 from .chunks import Chunk, chunk_digests, chunk_ids
-from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD, VectorIndex
+from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD, ProgressFn, VectorIndex
 
 #: On-disk layout version; a different number means "rebuild" (2: meta.json holds a checksum per build file;
 #: 3: folders keyed by content, the exact index is vectors.npy alone, an HNSW index holds its vectors;
@@ -99,7 +99,6 @@ _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[int, int], None]
 
 
 class IndexRow(TypedDict):
@@ -434,11 +433,8 @@ def ensure_index(
             assert isinstance(old.index, IvfIndex)
             # the grown rows written into the new build's own file, not appended in memory (:meth:`.ivf.IvfIndex.add`)
             staging = _staging_folder(folder)
-            try:
+            with _removed_on_failure(staging):
                 index = old.index.add(fresh, rows_file=staging / IVF_VECTORS_FILE)
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
         else:
             index = old.index.add(fresh)
         action = "extended" if missing else "refreshed"
@@ -450,7 +446,7 @@ def ensure_index(
     # written to: at 1M incidents they are 27.5 GB, more than the machine's memory, and the index is then built
     # over the file a block at a time and saved beside it without another copy (:meth:`.ivf.IvfIndex.build`)
     staging = _staging_folder(folder) if expected_kind == "ivf" else None
-    try:
+    with _removed_on_failure(staging):
         vectors = (np.lib.format.open_memmap(staging / IVF_VECTORS_FILE, mode="w+", dtype=np.float32,
                                              shape=(len(chunks), embedder.dim))
                    if staging is not None else np.zeros((len(chunks), embedder.dim), dtype=np.float32))
@@ -464,10 +460,6 @@ def ensure_index(
             vectors.flush()
             vectors = np.load(staging / IVF_VECTORS_FILE, mmap_mode="r", allow_pickle=False)
         index = dense.create(vectors, hnsw_threshold, ivf_threshold, progress)  # an inverted file reports its rows added
-    except BaseException:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-        raise
     if memory_donor is not None:
         action = "compacted"
     elif not missing:
@@ -487,6 +479,17 @@ def _staging_folder(folder: Path) -> Path:
     process (``.build-<pid>-…``) so that one a killed build left behind can be told apart (:func:`_remove_orphans`)."""
     folder.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=folder))
+
+
+@contextlib.contextmanager
+def _removed_on_failure(staging: Path | None) -> Iterator[None]:
+    """Remove the staging folder ``staging`` (if any) when the block raises: nothing half-written stays behind."""
+    try:
+        yield
+    except BaseException:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def _remove_orphans(folder: Path) -> None:
@@ -630,16 +633,13 @@ def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], index: Ve
     """Write the build into ``staging`` (a folder of :func:`_staging_folder`, new unless the index's files are
     already being written there), rename it into place, then point ``meta.json`` at it."""
     staging = staging or _staging_folder(folder)
-    try:
+    with _removed_on_failure(staging):
         with (staging / ROWS_FILE).open("w", encoding="utf-8") as handle:
             for row in order:
                 handle.write(json.dumps(row) + "\n")
         names = [ROWS_FILE, *index.save(staging)]
         meta = meta.model_copy(update={"checksums": {name: checksum.checksum_file(staging / name) for name in names}})
         staging.rename(folder / meta.build)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     atomic_write_text(folder / "meta.json", meta.model_dump_json(indent=2))
     for old in folder.glob("build-*"):
         if old.name != meta.build:
