@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 T_co = TypeVar("T_co", covariant=True)
+#: Positions turned into Python ints at a time while :class:`GatheredRows` is iterated (a bounded transient list).
+GATHER_BLOCK = 65_536
 
 
 class RowSequence(Sequence[T_co]):
@@ -185,3 +187,43 @@ class SplicedRows(RowSequence[T_co]):
                 at = piece.stop
             else:
                 yield from piece
+
+
+class GatheredRows(RowSequence[T_co]):
+    """Row ``i`` is ``base[positions[i]]``, or ``fill`` where ``positions[i]`` is -1: another order of (some of)
+    ``base``'s rows, kept as one integer per row.
+
+    An index whose rows are the library's chunks in another order (new chunks appended after an earlier build's, the
+    rows of edited chunks left dead) names its rows so, instead of a list of 13.5M chunk ids at 1M incidents.  Equal
+    to any sequence of the same items in the same order."""
+
+    def __init__(self, base: Sequence[T_co], positions: np.ndarray, fill: T_co | None = None) -> None:
+        lowest = -1 if fill is not None else 0
+        if len(positions) and not (int(positions.min()) >= lowest and int(positions.max()) < len(base)):
+            raise ValueError(f"positions outside the {len(base)} rows of the base")
+        self._base = base
+        self._positions = positions
+        self._fill = fill
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def _row(self, row: int) -> T_co:
+        position = int(self._positions[row])
+        return self._base[position] if position >= 0 else self._fill  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[T_co]:
+        base, fill = self._base, self._fill
+        for start in range(0, len(self._positions), GATHER_BLOCK):  # a block of Python ints at a time, not 13.5M
+            positions = self._positions[start:start + GATHER_BLOCK].tolist()
+            if fill is None:
+                yield from map(base.__getitem__, positions)
+            else:
+                yield from (base[p] if p >= 0 else fill for p in positions)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # a view of a mutable base, as a list

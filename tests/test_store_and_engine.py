@@ -72,17 +72,25 @@ def test_a_build_of_the_same_chunks_in_the_same_order_is_reused_without_parsing_
 
     parsed: list[int] = []
     real_columns = store._row_columns
-    monkeypatch.setattr(store, "_row_columns", lambda lines: parsed.append(len(lines)) or real_columns(lines))
+    monkeypatch.setattr(store, "_row_columns", lambda lines, before=0: parsed.append(len(lines)) or real_columns(lines, before))
     again, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
     assert report.action == "reused" and parsed == [] and again.rows_are_chunks
-    assert again.chunk_ids == built.chunk_ids and again.digests == tuple(c.digest for c in engine.chunks)
+    assert list(again.chunk_ids) == list(built.chunk_ids) and list(again.digests) == [c.digest for c in engine.chunks]
     assert np.array_equal(again.vectors, built.vectors)
 
-    # the same chunks in another order: another digest, so the rows are read and matched one by one
+    # the same chunks in another order: another digest, so the rows are read and matched, and the order found is
+    # recorded (the chunks' digest and each row's chunk position) for the next start with these chunks
     reordered = list(reversed(engine.chunks))
     other, report = ensure_index(reordered, data.content_hash, embedder, folder)
     assert report.action == "reused" and parsed == [len(engine.chunks)] and not other.rows_are_chunks
-    assert other.chunk_ids == built.chunk_ids  # row order is the file's
+    assert list(other.chunk_ids) == list(built.chunk_ids)  # row order is the file's
+    assert other.row_chunks is not None and other.row_chunks.tolist() == list(range(len(reordered)))[::-1]
+    meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    assert meta["chunks_digest"] == store.rows_digest([c.id for c in reordered], [c.digest for c in reordered])
+    assert meta["rows_digest"] == built.meta.rows_digest  # still the rows' own, in file order
+    third, report = ensure_index(reordered, data.content_hash, embedder, folder)
+    assert report.action == "reused" and parsed == [len(engine.chunks)]  # the recorded map: no row read
+    assert third.row_chunks is not None and np.array_equal(third.row_chunks, other.row_chunks)
 
     # an engine on the reused build: identity row maps, and the same answers as with the maps computed
     fast = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
@@ -95,7 +103,7 @@ def test_a_build_of_the_same_chunks_in_the_same_order_is_reused_without_parsing_
         monkeypatch.setattr(module, "rows_digest", lambda ids, digests: "no match")
     slow = SearchEngine(data, SearchConfig(cache_dir=tmp_path / "cache"), embedder)
     slow.build()
-    assert parsed == [len(engine.chunks)] * 2 and not slow._dense_state.loaded.rows_are_chunks
+    assert parsed == [len(engine.chunks)] * 2 and slow._dense_state.identity
     assert fast.search(query, k=5, mode=SearchMode.dense) == slow.search(query, k=5, mode=SearchMode.dense)
 
 
@@ -109,7 +117,7 @@ def test_a_build_without_a_rows_digest_is_still_reused(small: Path, tmp_path: Pa
     meta.pop("rows_digest")  # as written before the digest existed
     (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
     again, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
-    assert report.action == "reused" and not again.rows_are_chunks and embedder.documents_encoded == len(engine.chunks)
+    assert report.action == "reused" and embedder.documents_encoded == len(engine.chunks)
     # that start verified the rows and recorded their digest: the next one takes the fast path
     third, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
     assert report.action == "reused" and third.rows_are_chunks and third.meta.rows_digest.startswith("xxh3_128:")

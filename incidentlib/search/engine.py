@@ -324,6 +324,12 @@ class SearchEngine:
         if loaded.rows_are_chunks and len(loaded.chunk_ids) == len(self.chunks):  # loaded for these very chunks
             rows = np.arange(len(self.chunks), dtype=np.int64)
             return _DenseState(loaded, rows, rows.copy(), True, keys, persisted)
+        if loaded.row_chunks is not None:  # the store matched the rows to these chunks (-1: a dead row)
+            row_to_chunk = loaded.row_chunks
+            live = np.flatnonzero(row_to_chunk >= 0)
+            chunk_to_row = np.full(len(self.chunks), -1, dtype=np.int64)
+            chunk_to_row[row_to_chunk[live]] = live
+            return _DenseState(loaded, row_to_chunk, chunk_to_row, False, keys, persisted)
         position = {chunk_id: i for i, chunk_id in enumerate(chunk_ids(self.chunks))}
         row_to_chunk = np.fromiter((position.get(chunk_id, -1) if chunk_id else -1 for chunk_id in loaded.chunk_ids),
                                    dtype=np.int64, count=len(loaded.chunk_ids))

@@ -6,6 +6,7 @@ Layout under the cache directory::
         meta.json                 format version, embedder, dim, content hash, index kind, checksums
         build-<hash>/             one complete build
             chunks.jsonl          chunk id, digest and incident of every row, in row order
+            row_chunks.npy        each row's chunk position, when the rows are not in the chunks' order
             vectors.npy           the embeddings (exact index), row i = chunk i
             index.faiss           or the FAISS HNSW index, which holds the vectors itself
             ivf.faiss             or the FAISS inverted file of 8-bit codes (with vectors.npy, memory-mapped)
@@ -26,8 +27,11 @@ reason (``BuildReport.warning``); a damaged cache never stops a command.
 
 ``meta.json`` also records :func:`rows_digest` of the build's rows.  When the chunks asked for give the
 same value, the rows file is checked against its checksum but not parsed: its rows are those chunks, in that
-order (at 1.35M rows, parsing the file and matching its rows against the chunks was most of the index's load).  Any other build is
-read and matched row by row, as before the digest existed.
+order (at 1.35M rows, parsing the file and matching its rows against the chunks was most of the index's load).  A
+build whose rows are its chunks in another order (new chunks appended after an earlier build's rows) records the
+chunks' digest and each row's chunk position (``row_chunks.npy``) instead, and is served the same way.  Any other
+build is read and matched row by row, its rows as two 64-bit words each (:mod:`.row_keys`), and the order found is
+recorded for the next start.
 
 When the library changes, its content key changes too; the build for the new key takes the
 vectors of unchanged chunks (same id and text digest) from a *donor*: the build made from the
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -49,7 +54,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -60,11 +65,12 @@ from pydantic import BaseModel
 
 from .. import checksum, verified_memo
 from ..embeddings import Embedder
-from ..row_sequence import LineColumn
+from ..row_sequence import GatheredRows, LineColumn
 from ..storage import atomic_write_text
 from . import dense
-from .chunks import Chunk, chunk_digests, chunk_ids
+from .chunks import Chunk, chunk_digests, chunk_ids, chunk_incident_ids, chunk_texts
 from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD, ProgressFn, VectorIndex
+from .row_keys import DIGEST_DIGITS, RowKeys, match
 
 #: On-disk layout version; a different number means "rebuild" (2: meta.json holds a checksum per build file;
 #: 3: folders keyed by content, the exact index is vectors.npy alone, an HNSW index holds its vectors;
@@ -76,6 +82,19 @@ DONOR_FORMATS = frozenset({3, FORMAT_VERSION})
 #: Texts per embedder call while building: amortises the call overhead and keeps progress updates frequent.
 EMBED_BATCH = 64
 ROWS_FILE = "chunks.jsonl"
+#: A build whose rows are its chunks in another order (new chunks appended after a donor's rows) records each row's
+#: chunk position here (int64), so a start with those chunks serves it without reading its rows file.
+ROW_CHUNKS_FILE = "row_chunks.npy"
+#: Rows per block when a rows file is read or written or rows are gathered: bounds the transient Python objects
+#: (a few MB a block) whatever the library's size.  Chosen by that argument, not tuned.
+ROW_BLOCK = 65_536
+#: An HNSW graph or inverted file whose chunks were edited or removed keeps the old rows, dead (no chunk maps to
+#: them), and appends the new ones, as long as at most this share of its rows would be dead; beyond it the index is
+#: built again.  Appending costs a copy of the rows file; a rebuild of an inverted file at 1M incidents trains and
+#: adds 13.5M rows again (minutes).  A quarter keeps the first dense fetch (30 rows per wanted incident, about 11
+#: chunks each) at 22 live rows or more per incident, so dead rows rarely cost a second search.  Chosen by that
+#: argument, not tuned.
+MAX_DEAD_SHARE = 0.25
 #: Chunks embedded between two checkpoints of a build: an interrupted build resumes from the last one.  4,096
 #: chunks are under half a minute of use-m3 on this 2-core machine and 8 MB of 512-d vectors: little work is
 #: lost and few files are written.  Chosen by that argument, not tuned.
@@ -155,6 +174,9 @@ class IndexMeta(BaseModel):
     #: :func:`rows_digest` of the build's rows ("" for a build written before it existed): a start whose chunks
     #: give the same value reuses the build without reading its rows file.
     rows_digest: str = ""
+    #: :func:`rows_digest` of the chunks, in their own order, whose positions :data:`ROW_CHUNKS_FILE` gives for each
+    #: row ("" when the rows are those chunks in order, or no map was recorded).
+    chunks_digest: str = ""
 
 
 class CacheDamaged(Exception):
@@ -197,12 +219,15 @@ class LoadedIndex:
     """A usable index: the vector index, the chunk id of each row and the metadata."""
 
     index: VectorIndex
-    chunk_ids: list[str]
+    chunk_ids: Sequence[str]
     meta: IndexMeta
-    #: the text digest of each row's chunk, when read from disk (reuse checks them, not only the ids)
-    digests: tuple[str, ...] = ()
+    #: the text digest of each row's chunk, when known (reuse checks them, not only the ids)
+    digests: Sequence[str] = ()
     #: row i holds chunk i of the chunk list it was loaded for (the engine's row maps are then the identity)
     rows_are_chunks: bool = False
+    #: each row's position in the chunk list it was loaded or built for (-1: a dead row, an edited or removed chunk's),
+    #: when the rows are not those chunks in order; the engine's row maps are then this array
+    row_chunks: np.ndarray | None = None
 
     @property
     def vectors(self) -> np.ndarray:
@@ -239,52 +264,113 @@ def _file_checksum(path: Path, expected: str) -> str | None:
     return digest.hexdigest()
 
 
-def _read_build(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk] | None = None) -> LoadedIndex:
-    """The verified rows and index of ``meta``'s build; :class:`CacheDamaged` names the failed check.  With
-    ``chunks`` (whose :func:`rows_digest` is the build's): the rows are those chunks, and the rows file is checked
-    against its checksum but not parsed."""
-    if not _BUILD_NAME.match(meta.build):
-        raise CacheDamaged(f"meta.json names an invalid build folder {meta.build[:40]!r}")
+def _verify_files(folder: Path, meta: IndexMeta, names: Sequence[str]) -> None:
+    """Each named file of ``meta``'s build matches its recorded checksum; :class:`CacheDamaged` names one that does not."""
     build = folder / meta.build
-    for name in (ROWS_FILE, *dense.files_for(meta.index_kind)):  # a damaged rows file is found even when not parsed
+    for name in names:
         try:
             matches = _matches(build / name, meta.checksums.get(name))
         except OSError:
             raise CacheDamaged(f"{meta.build}/{name} is missing or unreadable") from None
         if not matches:
             raise CacheDamaged(f"{meta.build}/{name} does not match its checksum")
+
+
+def _open_build(folder: Path, meta: IndexMeta) -> VectorIndex:
+    """The verified index of ``meta``'s build (``meta.chunks`` rows of the embedder's width); its rows file is checked
+    against its checksum, not read.  :class:`CacheDamaged` names the failed check."""
+    if not _BUILD_NAME.match(meta.build):
+        raise CacheDamaged(f"meta.json names an invalid build folder {meta.build[:40]!r}")
+    _verify_files(folder, meta, (ROWS_FILE, *dense.files_for(meta.index_kind)))  # a damaged rows file is found here
     try:
-        lines = None if chunks is not None else (build / ROWS_FILE).read_text(encoding="utf-8").splitlines()
-        index = dense.load(build, meta.index_kind)
+        index = dense.load(folder / meta.build, meta.index_kind)
         vectors = index.vectors
     except (OSError, ValueError, RuntimeError) as exc:
         raise CacheDamaged(f"{meta.build} cannot be read ({type(exc).__name__})") from None
-    if lines is None:
-        assert chunks is not None
-        rows, digests = list(chunk_ids(chunks)), list(chunk_digests(chunks))
-    else:
-        rows, digests = _row_columns(lines)
-    if vectors.ndim != 2 or vectors.dtype != np.float32 or vectors.shape != (len(rows), meta.dim):
-        raise CacheDamaged(f"the index holds vectors of shape {vectors.shape} {vectors.dtype}, expected ({len(rows)}, {meta.dim}) float32")
+    if vectors.ndim != 2 or vectors.dtype != np.float32 or vectors.shape != (meta.chunks, meta.dim):
+        raise CacheDamaged(f"the index holds vectors of shape {vectors.shape} {vectors.dtype}, "
+                           f"expected ({meta.chunks}, {meta.dim}) float32")
     # vectors on disk were checked finite when written and their file matched its checksum above; scanning them
     # again would page the whole file into memory at every start
     if not dense.vectors_on_disk(meta.index_kind) and not np.isfinite(vectors).all():
         raise CacheDamaged("the index holds NaN or infinite values")
-    if len(rows) != meta.chunks or len(index) != len(rows):
-        raise CacheDamaged(f"{len(rows)} rows and {len(index)} vectors where meta.json says {meta.chunks}")
-    return LoadedIndex(index, rows, meta, tuple(digests), rows_are_chunks=chunks is not None)
+    if len(index) != meta.chunks:
+        raise CacheDamaged(f"{len(index)} vectors where meta.json says {meta.chunks}")
+    return index
 
 
-def _record_rows_digest(folder: Path, meta: IndexMeta, build: LoadedIndex) -> None:
-    """Add :func:`rows_digest` of ``build``'s verified rows to its ``meta.json`` (replaced atomically); a cache that
-    cannot be written keeps serving as it is."""
-    updated = meta.model_copy(update={"rows_digest": rows_digest(build.chunk_ids, build.digests)})
-    with contextlib.suppress(OSError):
-        atomic_write_text(folder / "meta.json", updated.model_dump_json(indent=2))
+def _read_build(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk]) -> LoadedIndex:
+    """``meta``'s build, whose rows are ``chunks`` in order (their :func:`rows_digest` is the build's)."""
+    return LoadedIndex(_open_build(folder, meta), chunk_ids(chunks), meta, chunk_digests(chunks), rows_are_chunks=True)
 
 
-def _row_columns(lines: list[str]) -> tuple[list[str], list[str]]:
-    """The chunk id and digest of every row; :class:`CacheDamaged` names the first line that is not a row.
+def _read_mapped_build(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk]) -> LoadedIndex:
+    """``meta``'s build, whose rows are ``chunks`` in the order of its recorded :data:`ROW_CHUNKS_FILE` (the chunks'
+    :func:`rows_digest` is the build's ``chunks_digest``): no row of its rows file is read."""
+    index = _open_build(folder, meta)
+    _verify_files(folder, meta, (ROW_CHUNKS_FILE,))
+    try:
+        row_chunks = np.load(folder / meta.build / ROW_CHUNKS_FILE, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise CacheDamaged(f"{meta.build}/{ROW_CHUNKS_FILE} cannot be read ({type(exc).__name__})") from None
+    if (row_chunks.dtype != np.int64 or row_chunks.shape != (meta.chunks,)
+            or not _covers_each_once(row_chunks, len(chunks))):
+        raise CacheDamaged(f"{meta.build}/{ROW_CHUNKS_FILE} does not give each of the {len(chunks)} chunks one row")
+    return _mapped(index, chunks, meta, row_chunks)
+
+
+def _mapped(index: VectorIndex, chunks: Sequence[Chunk], meta: IndexMeta, row_chunks: np.ndarray) -> LoadedIndex:
+    """A build whose row ``i`` holds ``chunks[row_chunks[i]]`` (a dead row, -1, names no chunk: id and digest "")."""
+    return LoadedIndex(index, GatheredRows(chunk_ids(chunks), row_chunks, fill=""), meta,
+                       GatheredRows(chunk_digests(chunks), row_chunks, fill=""), row_chunks=row_chunks)
+
+
+def _covers_each_once(row_chunks: np.ndarray, count: int) -> bool:
+    """Whether the rows name each of ``count`` chunks exactly once, every other row being dead (-1)."""
+    if len(row_chunks) < count:
+        return False
+    if len(row_chunks) == 0:
+        return True
+    if int(row_chunks.min()) < -1 or int(row_chunks.max()) >= count:
+        return False
+    live = row_chunks[row_chunks >= 0]
+    return len(live) == count and bool((np.bincount(live, minlength=count) == 1).all())
+
+
+def _rows_of_distinct(row_of_chunk: np.ndarray, rows: int) -> bool:
+    """Whether every chunk has a row (of ``rows``) and no two share one."""
+    if len(row_of_chunk) == 0:
+        return True
+    if int(row_of_chunk.min()) < 0:
+        return False
+    return bool((np.bincount(row_of_chunk, minlength=rows) <= 1).all())
+
+
+def _read_keys(folder: Path, meta: IndexMeta) -> RowKeys:
+    """The :class:`~.row_keys.RowKeys` of ``meta``'s rows file, read :data:`ROW_BLOCK` lines at a time (the file
+    matched its checksum in :func:`_open_build`); :class:`CacheDamaged` names the first line that is not a row."""
+    parts: list[RowKeys] = []
+    number = 0
+    try:
+        with (folder / meta.build / ROWS_FILE).open(encoding="utf-8") as handle:
+            while lines := [line.rstrip("\n") for line in itertools.islice(handle, ROW_BLOCK)]:
+                ids, digests = _row_columns(lines, number)
+                keys = RowKeys.of(ids, digests)
+                if keys is None:
+                    raise CacheDamaged(f"{ROWS_FILE} holds a digest that is not {DIGEST_DIGITS} hex digits "
+                                       f"(lines {number + 1}-{number + len(lines)})")
+                parts.append(keys)
+                number += len(lines)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CacheDamaged(f"{meta.build}/{ROWS_FILE} cannot be read ({type(exc).__name__})") from None
+    if number != meta.chunks:
+        raise CacheDamaged(f"{number} rows where meta.json says {meta.chunks}")
+    return RowKeys.concatenate(parts)
+
+
+def _row_columns(lines: list[str], before: int = 0) -> tuple[list[str], list[str]]:
+    """The chunk id and digest of every row; :class:`CacheDamaged` names the first line that is not a row (counting
+    ``before`` lines read earlier).
 
     The lines are decoded as one JSON array (one C-level call instead of one per line: the per-line calls were a
     third of loading a 134k-row index); when the array does not decode to one value per line, every line is
@@ -296,7 +382,7 @@ def _row_columns(lines: list[str]) -> tuple[list[str], list[str]]:
         values = [None] * len(lines)  # checked line by line below
     ids: list[str] = []
     digests: list[str] = []
-    for number, (line, value) in enumerate(zip(lines, values, strict=True), 1):
+    for number, (line, value) in enumerate(zip(lines, values, strict=True), before + 1):
         if not (isinstance(value, dict) and type(value.get("id")) is str and type(value.get("digest")) is str
                 and type(value.get("incident")) is str):
             try:
@@ -308,9 +394,47 @@ def _row_columns(lines: list[str]) -> tuple[list[str], list[str]]:
     return ids, digests
 
 
-def _rows(folder: Path, meta: IndexMeta) -> list[IndexRow]:
-    lines = (folder / meta.build / ROWS_FILE).read_text(encoding="utf-8").splitlines()
-    return [_parse_row(line) for line in lines]
+def _record_row_order(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk], row_chunks: np.ndarray | None,
+                      chunks_digest: str) -> IndexMeta:
+    """Record how the verified rows of ``meta``'s build (read row by row) stand to ``chunks``, so the next start with
+    these chunks need not read them: the rows digest when they are the chunks in order, else the chunks' digest and
+    the row map in :data:`ROW_CHUNKS_FILE`.  A cache that cannot be written keeps serving as it is."""
+    if row_chunks is None:
+        update: dict[str, object] = {"rows_digest": chunks_digest}
+    else:
+        path = folder / meta.build / ROW_CHUNKS_FILE
+        try:
+            _save_array(path, row_chunks)
+        except OSError:
+            return meta
+        update = {"chunks_digest": chunks_digest, "checksums": {**meta.checksums, ROW_CHUNKS_FILE: checksum.checksum_file(path)}}
+    updated = meta.model_copy(update=update)
+    with contextlib.suppress(OSError):
+        atomic_write_text(folder / "meta.json", updated.model_dump_json(indent=2))
+    return updated
+
+
+def _save_array(path: Path, values: np.ndarray) -> None:
+    """``np.save`` to a temporary file in the same folder, then renamed over ``path``."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("wb") as handle:
+            np.save(handle, values, allow_pickle=False)
+        temporary.replace(path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _gathered_rows_digest(chunks: Sequence[Chunk], row_chunks: np.ndarray) -> str:
+    """:func:`rows_digest` of the rows ``chunks[row_chunks[i]]`` (all live), hashed :data:`ROW_BLOCK` rows at a time."""
+    hasher = xxhash.xxh3_128()
+    for number, column in enumerate((chunk_ids(chunks), chunk_digests(chunks))):
+        if number:
+            hasher.update(b"\0")
+        for start in range(0, len(row_chunks), ROW_BLOCK):
+            rows = row_chunks[start:start + ROW_BLOCK].tolist()
+            hasher.update((b"\n" if start else b"") + "\n".join(map(column.__getitem__, rows)).encode())
+    return f"{checksum.ALGORITHM}:{hasher.hexdigest()}"
 
 
 def _touch(folder: Path) -> None:
@@ -341,6 +465,36 @@ def _donor(folder: Path, embedder: Embedder, library: str) -> tuple[Path, IndexM
     return path, meta
 
 
+@dataclass
+class _Donor:
+    """The vectors a build may keep: an earlier build's index (None for one held in memory) and its rows' keys, with
+    the row each key names (the live rows of an index held in memory skip its dead ones)."""
+
+    vectors: np.ndarray
+    keys: RowKeys
+    rows: np.ndarray | None = None  # row of key i, when not i
+    index: VectorIndex | None = None
+    path: tuple[Path, IndexMeta] | None = None
+
+    @classmethod
+    def in_memory(cls, vectors: np.ndarray, keys: Sequence[tuple[str, str] | None]) -> _Donor:
+        live = [row for row, key in enumerate(keys) if key is not None]
+        ids = [keys[row][0] for row in live]  # type: ignore[index]
+        digests = [keys[row][1] for row in live]  # type: ignore[index]
+        found = RowKeys.of(ids, digests)
+        if found is None:  # a key that is not a chunk's: nothing of this index is kept
+            found, live = RowKeys.of([], []), []
+        assert found is not None
+        return cls(vectors, found, np.asarray(live, dtype=np.int64))
+
+    def rows_for(self, wanted: RowKeys) -> np.ndarray:
+        """For each wanted key, the donor row holding its vector, or -1."""
+        found = match(self.keys, wanted)
+        if self.rows is not None:
+            found = np.where(found >= 0, self.rows[np.maximum(found, 0)], -1)
+        return found
+
+
 def ensure_index(
     chunks: Sequence[Chunk],
     content_hash: str,
@@ -366,6 +520,9 @@ def ensure_index(
 
     ``chunks_digest``: :func:`rows_digest` of ``chunks`` when the caller has it (computed otherwise).
 
+    Rows are matched by :class:`~.row_keys.RowKeys` (two words a row, sorted and looked up in bulk), never as
+    Python objects per row: at 1M incidents (13.5M chunks) those would not fit in memory.
+
     Embedding is checkpointed every ``segment`` chunks into ``folder/.partial/``; a build that was
     interrupted (Ctrl-C, a killed process) takes those vectors back on its next run and embeds only
     the rest (``BuildReport.resumed``).
@@ -373,75 +530,91 @@ def ensure_index(
     started = time.perf_counter()
     warning: str | None = None
     expected_kind = dense.kind_for(len(chunks), hnsw_threshold, ivf_threshold)
+    digest_of_chunks = chunks_digest or rows_digest(chunk_ids(chunks), chunk_digests(chunks))
+    current: tuple[VectorIndex, RowKeys] | None = None
     try:
         meta = _read_meta(folder)
-        if (meta is not None and meta.format_version == FORMAT_VERSION and meta.embedder == embedder.name
-                and meta.dim == embedder.dim and meta.content_hash == content_hash and meta.index_kind == expected_kind
-                and meta.chunks == len(chunks) and meta.rows_digest
-                and meta.rows_digest == (chunks_digest or rows_digest(chunk_ids(chunks), chunk_digests(chunks)))):
+        usable = meta is not None and meta.format_version == FORMAT_VERSION
+        same = (meta is not None and usable and meta.embedder == embedder.name and meta.dim == embedder.dim
+                and meta.content_hash == content_hash and meta.index_kind == expected_kind)
+        if same and meta is not None and meta.chunks == len(chunks) and meta.rows_digest == digest_of_chunks:
             # the rows are these chunks in this order: reused without reading, parsing and matching 1M+ rows
             reused = _read_build(folder, meta, chunks)
             _touch(folder)
             return reused, _report("reused", meta, 0, len(chunks), folder, started)
-        current_build = _read_build(folder, meta) if meta is not None and meta.format_version == FORMAT_VERSION else None
+        if same and meta is not None and meta.chunks_digest == digest_of_chunks and ROW_CHUNKS_FILE in meta.checksums:
+            reused = _read_mapped_build(folder, meta, chunks)  # these chunks in the order its row map records
+            _touch(folder)
+            return reused, _report("reused", meta, 0, len(chunks), folder, started)
+        if usable and meta is not None:
+            index = _open_build(folder, meta)
+            current = index, _read_keys(folder, meta)
     except CacheDamaged as exc:
         warning = f"index cache {folder} was damaged ({exc}); rebuilt it"
         log.warning(warning)
-        meta, current_build = None, None
-    wanted = set(zip(chunk_ids(chunks), chunk_digests(chunks), strict=True))
-    if (current_build is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim
-            and meta.content_hash == content_hash and meta.index_kind == expected_kind
-            and len(current_build.chunk_ids) == len(wanted)
-            and set(zip(current_build.chunk_ids, current_build.digests, strict=True)) == wanted):
-        _touch(folder)
-        if not meta.rows_digest:  # written before the digest existed: record it, so the next start need not parse
-            _record_rows_digest(folder, meta, current_build)
-        return current_build, _report("reused", meta, 0, len(chunks), folder, started)
+        meta, current, same = None, None, False
+    wanted = RowKeys.of(chunk_ids(chunks), chunk_digests(chunks))
+    if wanted is None:
+        raise ValueError(f"a chunk's digest is not {DIGEST_DIGITS} hex digits")
+    if same and current is not None and meta is not None:
+        row_of_chunk = match(current[1], wanted)
+        if _rows_of_distinct(row_of_chunk, meta.chunks):  # the same chunks, in its own order (and dead rows)
+            identity = meta.chunks == len(chunks) and bool(np.array_equal(row_of_chunk, np.arange(len(chunks))))
+            row_chunks = None if identity else _inverse(row_of_chunk, size=meta.chunks)
+            meta = _record_row_order(folder, meta, chunks, row_chunks, digest_of_chunks)
+            _touch(folder)
+            loaded = (_read_build(folder, meta, chunks) if row_chunks is None
+                      else _mapped(current[0], chunks, meta, row_chunks))
+            return loaded, _report("reused", meta, 0, len(chunks), folder, started)
 
-    donor: tuple[Path, IndexMeta] | None = None
+    donor: _Donor | None = None
     if memory_donor is not None:
-        pass  # the vectors are in memory: no donor on disk
-    elif current_build is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim:
-        donor = (folder, meta)  # the same content with another index kind or chunking: reuse its vectors
+        donor = _Donor.in_memory(*memory_donor)
+    elif current is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim:
+        # the same content with another index kind or chunking: reuse its vectors
+        donor = _Donor(current[0].vectors, current[1], index=current[0], path=(folder, meta))
     elif not warning:
-        donor = _donor(folder, embedder, library)
-    old_rows: list[IndexRow] = []
-    old: LoadedIndex | None = None
-    if donor is not None:
-        try:
-            old = _read_build(*donor)
-            old_rows = _rows(*donor)
-        except (CacheDamaged, OSError, ValueError):
-            old, old_rows = None, []  # a damaged donor only costs re-embedding
-    old_vectors = old.vectors if old is not None else np.zeros((0, embedder.dim), dtype=np.float32)
-    previous = {(row["id"], row["digest"]): i for i, row in enumerate(old_rows)}
-    if memory_donor is not None:
-        old_vectors = memory_donor[0]
-        previous = {key: i for i, key in enumerate(memory_donor[1]) if key is not None}
-    current = {(c.id, c.digest) for c in chunks}
-    missing = [c for c in chunks if (c.id, c.digest) not in previous]
-    fresh, resumed = _embed_resumably(missing, embedder, folder, batch_size, segment, progress)
+        found = _donor(folder, embedder, library)
+        if found is not None:
+            try:
+                index = _open_build(*found)
+                donor = _Donor(index.vectors, _read_keys(*found), index=index, path=found)
+            except (CacheDamaged, OSError, ValueError):
+                donor = None  # a damaged donor only costs re-embedding
+    donor_row = donor.rows_for(wanted) if donor is not None else np.full(len(chunks), -1, dtype=np.int64)
+    missing = np.flatnonzero(donor_row < 0)
+    kept = np.flatnonzero(donor_row >= 0)
+    donor_rows = len(donor.keys) if donor is not None else 0
+    dead = donor_rows - len(kept)  # the donor's rows no chunk asks for any more (edited, removed, or dead already)
+    additions_only = donor is not None and donor.index is not None and 0 < donor_rows == len(kept)
+    donor_path = donor.path if donor is not None else None
 
-    additions_only = bool(old_rows) and all(key in current for key in previous)
-    # every donor row still current and an HNSW graph or trained lists to keep: append the new chunks (incremental add)
-    if old is not None and additions_only and old.index.kind == expected_kind and expected_kind in ("hnsw", "ivf"):
-        order = [*old_rows, *(index_row(c) for c in missing)]
+    # an HNSW graph or trained lists to keep, and few enough dead rows: the donor's rows stay (those of edited or
+    # removed chunks dead) and the new chunks are appended (incremental add)
+    if (donor is not None and donor.index is not None and donor_path is not None and len(kept)
+            and dead <= MAX_DEAD_SHARE * (donor_rows + len(missing))
+            and donor.index.kind == expected_kind and expected_kind in ("hnsw", "ivf")):
+        fresh = np.zeros((len(missing), embedder.dim), dtype=np.float32)
+        resumed = _embed_resumably(chunks, missing, embedder, folder, batch_size, segment, progress,
+                                   lambda at, vectors: fresh.__setitem__(at, vectors))
+        row_chunks = np.concatenate([_inverse(donor_row[kept], kept, donor_rows), missing])
         staging = None
         if expected_kind == "ivf":
             from .ivf import IvfIndex  # FAISS is loaded already: the donor is an inverted file
 
-            assert isinstance(old.index, IvfIndex)
+            assert isinstance(donor.index, IvfIndex)
             # the grown rows written into the new build's own file, not appended in memory (:meth:`.ivf.IvfIndex.add`)
             staging = _staging_folder(folder)
             with _removed_on_failure(staging):
-                index = old.index.add(fresh, rows_file=staging / IVF_VECTORS_FILE)
+                index = donor.index.add(fresh, rows_file=staging / IVF_VECTORS_FILE)
         else:
-            index = old.index.add(fresh)
-        action = "extended" if missing else "refreshed"
-        return _finish(action, index, order, content_hash, embedder, folder, len(missing), started, warning, library, donor,
-                       resumed, staging)
+            index = donor.index.add(fresh)
+        action = "updated" if dead else "extended" if len(missing) else "refreshed"
+        rows = _Rows(chunks, row_chunks, digest_of_chunks, copied=donor_path[0] / donor_path[1].build / ROWS_FILE,
+                     appended=missing)
+        return _finish(action, index, rows, content_hash, embedder, folder, len(missing), started, warning, library,
+                       donor_path, resumed, staging)
 
-    order = [index_row(c) for c in chunks]
     # an inverted file's rows are assembled in its own vectors file, mapped, in the staging folder the build is
     # written to: at 1M incidents they are 27.5 GB, more than the machine's memory, and the index is then built
     # over the file a block at a time and saved beside it without another copy (:meth:`.ivf.IvfIndex.build`)
@@ -450,11 +623,16 @@ def ensure_index(
         vectors = (np.lib.format.open_memmap(staging / IVF_VECTORS_FILE, mode="w+", dtype=np.float32,
                                              shape=(len(chunks), embedder.dim))
                    if staging is not None else np.zeros((len(chunks), embedder.dim), dtype=np.float32))
-        fresh_row = {c.id: i for i, c in enumerate(missing)}
-        for row, chunk in enumerate(chunks):
-            key = (chunk.id, chunk.digest)
-            vectors[row] = old_vectors[previous[key]] if key in previous else fresh[fresh_row[chunk.id]]
-        del old, old_vectors  # the donor's memory is not needed any more
+        if donor is not None:
+            for start in range(0, len(kept), ROW_BLOCK):  # kept vectors copied a block at a time
+                at = kept[start:start + ROW_BLOCK]
+                vectors[at] = donor.vectors[donor_row[at]]
+        del donor  # the donor's memory is not needed any more
+
+        def into_vectors(at: np.ndarray, fresh: np.ndarray) -> None:
+            vectors[missing[at]] = fresh
+
+        resumed = _embed_resumably(chunks, missing, embedder, folder, batch_size, segment, progress, into_vectors)
         if staging is not None:
             assert isinstance(vectors, np.memmap)
             vectors.flush()
@@ -462,7 +640,7 @@ def ensure_index(
         index = dense.create(vectors, hnsw_threshold, ivf_threshold, progress)  # an inverted file reports its rows added
     if memory_donor is not None:
         action = "compacted"
-    elif not missing:
+    elif not len(missing):
         action = "refreshed"
     elif additions_only:
         action = "extended"  # the exact index is its vectors: the new rows are added to the reused ones
@@ -470,8 +648,16 @@ def ensure_index(
         action = "updated"
     else:
         action = "built"
-    return _finish(action, index, order, content_hash, embedder, folder, len(missing), started, warning, library, donor,
-                   resumed, staging)
+    return _finish(action, index, _Rows(chunks, None, digest_of_chunks), content_hash, embedder, folder, len(missing),
+                   started, warning, library, donor_path, resumed, staging)
+
+
+def _inverse(positions: np.ndarray, values: np.ndarray | None = None, size: int | None = None) -> np.ndarray:
+    """The array ``out`` with ``out[positions[i]] = values[i]`` (``values`` defaults to ``0 .. n - 1``) and -1
+    elsewhere."""
+    out = np.full(len(positions) if size is None else size, -1, dtype=np.int64)
+    out[positions] = np.arange(len(positions), dtype=np.int64) if values is None else values
+    return out
 
 
 def _staging_folder(folder: Path) -> Path:
@@ -516,10 +702,6 @@ def _remove_orphans(folder: Path) -> None:
             continue  # it runs under another user (alive), or the folder went away meanwhile
 
 
-def _segment_keys(chunks: list[Chunk]) -> np.ndarray:
-    return np.array([f"{c.id}\0{c.digest}" for c in chunks], dtype=np.str_)
-
-
 def _saved_segments(partial: Path, dim: int) -> dict[str, np.ndarray]:
     """Vectors saved by an interrupted build, by ``id\0digest``; a damaged or foreign segment is skipped."""
     found: dict[str, np.ndarray] = {}
@@ -537,67 +719,101 @@ def _saved_segments(partial: Path, dim: int) -> dict[str, np.ndarray]:
     return found
 
 
-def _embed_resumably(chunks: list[Chunk], embedder: Embedder, folder: Path, batch_size: int, segment: int,
-                     progress: ProgressFn | None) -> tuple[np.ndarray, int]:
-    """Vectors for ``chunks`` (in order) and how many came from an interrupted build's checkpoints.
+#: ``sink(at, vectors)``: the vectors of the chunks ``positions[at]`` of a build, as they are embedded or resumed.
+VectorSink = Callable[[np.ndarray, np.ndarray], None]
+
+
+def _embed_resumably(chunks: Sequence[Chunk], positions: np.ndarray, embedder: Embedder, folder: Path,
+                     batch_size: int, segment: int, progress: ProgressFn | None, sink: VectorSink) -> int:
+    """Embed the chunks at ``positions`` of ``chunks``, handing each block of vectors to ``sink``; returns how many
+    came from an interrupted build's checkpoints.
 
     The rest is embedded ``segment`` chunks at a time, each segment saved (temporary file, then rename)
-    before the next starts, so an interruption loses at most one segment.
+    before the next starts, so an interruption loses at most one segment.  Nothing here holds a vector or a chunk
+    object per row: a build of 13.5M chunks passes them to ``sink`` (the build's own mapped file) a segment at a time.
     """
+    ids, digests, texts = chunk_ids(chunks), chunk_digests(chunks), chunk_texts(chunks)
+
+    def keys(at: np.ndarray) -> np.ndarray:
+        return np.array([f"{ids[p]}\0{digests[p]}" for p in positions[at].tolist()], dtype=np.str_)
+
     partial = folder / PARTIAL_DIR
-    saved = _saved_segments(partial, embedder.dim) if partial.is_dir() else {}
-    keys = _segment_keys(chunks)
-    todo = [i for i, key in enumerate(keys) if str(key) not in saved]
-    vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
-    for i, key in enumerate(keys):
-        if str(key) in saved:
-            vectors[i] = saved[str(key)]
-    resumed = len(chunks) - len(todo)
+    saved = _saved_segments(partial, embedder.dim) if partial.is_dir() and len(positions) else {}
+    todo = np.arange(len(positions))
+    if saved:
+        every_key = keys(todo)
+        have = np.fromiter((str(key) in saved for key in every_key), dtype=bool, count=len(every_key))
+        if have.any():
+            at = np.flatnonzero(have)
+            sink(at, np.stack([saved[str(every_key[i])] for i in at.tolist()]))
+        todo = np.flatnonzero(~have)
+        del every_key, saved
+    resumed = len(positions) - len(todo)
     if progress:
         progress(0, len(todo))
     for start in range(0, len(todo), segment):
-        rows = todo[start : start + segment]
+        at = todo[start : start + segment]
 
         def step(done: int, _total: int, offset: int = start) -> None:
             if progress:
                 progress(offset + done, len(todo))
 
-        vectors[rows] = embed_texts([chunks[i].text for i in rows], embedder, batch_size, step)
+        vectors = embed_texts([texts[p] for p in positions[at].tolist()], embedder, batch_size, step)
+        sink(at, vectors)
         if len(todo) > segment:  # a build of one segment has nothing to resume
             partial.mkdir(parents=True, exist_ok=True)
             staging = partial / f".segment-{start:09d}.npz"
             with staging.open("wb") as handle:
-                np.savez(handle, keys=keys[rows], vectors=vectors[rows])
+                np.savez(handle, keys=keys(at), vectors=vectors)
             staging.rename(partial / f"segment-{start:09d}-{os.getpid()}.npz")
-    return vectors, resumed
+    return resumed
 
 
-def _finish(action: str, index: VectorIndex, order: list[IndexRow], content_hash: str,
+@dataclass(frozen=True)
+class _Rows:
+    """The rows of a new build: ``chunks`` in order (``order`` None), or row ``i`` holds ``chunks[order[i]]``; its
+    rows file is then ``copied`` (the donor's rows file) followed by the rows of the chunks ``appended``."""
+
+    chunks: Sequence[Chunk]
+    order: np.ndarray | None
+    chunks_digest: str
+    copied: Path | None = None
+    appended: np.ndarray | None = None
+
+
+def _finish(action: str, index: VectorIndex, rows: _Rows, content_hash: str,
             embedder: Embedder, folder: Path, embedded: int, started: float,
             warning: str | None, library: str, donor: tuple[Path, IndexMeta] | None,
             resumed: int = 0, staging: Path | None = None) -> tuple[LoadedIndex, BuildReport]:
+    chunks, order = rows.chunks, rows.order
+    if order is not None and bool(np.array_equal(order, np.arange(len(order)))):
+        order = None  # the new rows came last in the chunks' order too: the rows are the chunks in order
+    dead = 0 if order is None else int((order < 0).sum())
     meta = IndexMeta(
         format_version=FORMAT_VERSION,
         embedder=embedder.name,
         dim=embedder.dim,
         content_hash=content_hash,
-        chunks=len(order),
+        chunks=len(chunks) if order is None else len(order),  # the rows, dead ones included
         index_kind=index.kind,
         build=f"build-{content_hash[:16]}-{int(time.time() * 1000)}",
         built_at=time.time(),
         embedded_now=embedded - resumed,
-        reused=len(order) - embedded,
+        reused=len(chunks) - embedded,
         resumed=resumed,
         library=library,
-        rows_digest=rows_digest([row["id"] for row in order], [row["digest"] for row in order]),
+        # the rows' own digest, for a start with chunks in the rows' order; none when dead rows make that impossible
+        rows_digest=rows.chunks_digest if order is None else "" if dead else _gathered_rows_digest(chunks, order),
+        chunks_digest="" if order is None else rows.chunks_digest,
     )
-    meta = _write_build(folder, meta, order, index, staging)
+    meta = _write_build(folder, meta, rows, order, index, staging)
     shutil.rmtree(folder / PARTIAL_DIR, ignore_errors=True)  # the build is whole: its checkpoints are not needed
     if donor is not None and donor[0] != folder and library and donor[1].library == library:
         shutil.rmtree(donor[0], ignore_errors=True)  # superseded: the same directory's earlier content
     _evict(folder.parent)
-    loaded = LoadedIndex(index, [row["id"] for row in order], meta)
-    report = _report(action, meta, embedded - resumed, len(order) - embedded, folder, started, warning)
+    loaded = (LoadedIndex(index, chunk_ids(chunks), meta, chunk_digests(chunks), rows_are_chunks=True)
+              if order is None else _mapped(index, chunks, meta, order))
+    report = _report(action, meta, embedded - resumed, len(chunks) - embedded, folder, started, warning)
     return loaded, report.model_copy(update={"resumed": resumed})
 
 
@@ -628,16 +844,43 @@ def embed_texts(texts: list[str], embedder: Embedder, batch_size: int, progress:
     return np.vstack(parts).astype(np.float32, copy=False) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
 
 
-def _write_build(folder: Path, meta: IndexMeta, order: list[IndexRow], index: VectorIndex,
+def _row_lines(chunks: Sequence[Chunk], positions: np.ndarray | None) -> Iterator[str]:
+    """The rows file's lines for ``chunks`` (all, in order, or those at ``positions``), :data:`ROW_BLOCK` at a time;
+    each line is what ``json.dumps(index_row(chunk))`` gives, made from the chunk columns without a chunk object."""
+    ids, digests, incidents = chunk_ids(chunks), chunk_digests(chunks), chunk_incident_ids(chunks)
+    quote = json.encoder.encode_basestring_ascii  # json.dumps's own string encoder (C)
+    total = len(chunks) if positions is None else len(positions)
+    for start in range(0, total, ROW_BLOCK):
+        if positions is None:
+            stop = min(total, start + ROW_BLOCK)
+            block = zip(ids[start:stop], digests[start:stop], incidents[start:stop], strict=True)
+        else:
+            at = positions[start:start + ROW_BLOCK].tolist()
+            block = zip(map(ids.__getitem__, at), map(digests.__getitem__, at), map(incidents.__getitem__, at),
+                        strict=True)
+        yield "".join(f'{{"id": {quote(i)}, "digest": {quote(d)}, "incident": {quote(n)}}}\n' for i, d, n in block)
+
+
+def _write_rows(path: Path, rows: _Rows) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        if rows.copied is not None:  # the donor's rows, unchanged: copied as bytes, not parsed and written again
+            with rows.copied.open("r", encoding="utf-8") as source:
+                shutil.copyfileobj(source, handle, checksum.READ_BLOCK)
+        for lines in _row_lines(rows.chunks, rows.appended if rows.copied is not None else None):
+            handle.write(lines)
+
+
+def _write_build(folder: Path, meta: IndexMeta, rows: _Rows, order: np.ndarray | None, index: VectorIndex,
                  staging: Path | None = None) -> IndexMeta:
     """Write the build into ``staging`` (a folder of :func:`_staging_folder`, new unless the index's files are
     already being written there), rename it into place, then point ``meta.json`` at it."""
     staging = staging or _staging_folder(folder)
     with _removed_on_failure(staging):
-        with (staging / ROWS_FILE).open("w", encoding="utf-8") as handle:
-            for row in order:
-                handle.write(json.dumps(row) + "\n")
+        _write_rows(staging / ROWS_FILE, rows)
         names = [ROWS_FILE, *index.save(staging)]
+        if order is not None:
+            np.save(staging / ROW_CHUNKS_FILE, order, allow_pickle=False)
+            names.append(ROW_CHUNKS_FILE)
         meta = meta.model_copy(update={"checksums": {name: checksum.checksum_file(staging / name) for name in names}})
         staging.rename(folder / meta.build)
     atomic_write_text(folder / "meta.json", meta.model_dump_json(indent=2))
