@@ -1,6 +1,6 @@
 """What keeping a large library's dense index current costs the store: seconds and peak memory of ``ensure_index``.
 
-    python bench/bench_index_update.py --library L --cache C [--cases reused,extended,edited] [--work W]
+    python bench/bench_index_update.py --library L --cache C [--cases reused,extended,edited] [--work W] [--before B]
 
 ``L`` is a library whose index is built in ``C`` (e.g. the 100k library of ``bench_start.py``).  Each case runs
 in a child process of its own, which opens the library, takes its chunks (a :class:`ChunkTable`, as a server holds
@@ -10,7 +10,11 @@ a hard-linked copy of the built index (the original is never written):
 - **reused**: the same chunks; the build is found by its rows digest and nothing is read row by row;
 - **extended**: one incident's chunks added under a new id (a new record); the donor's rows are kept and the new
   ones embedded and appended (an inverted file is extended with its trained lists);
-- **edited**: the text of one chunk changed (an edited record); every row is assembled again and the index rebuilt.
+- **edited**: the text of one chunk changed (an edited record): the index is rebuilt, or (an HNSW graph or an
+  inverted file) the old row is left dead and the new one appended.
+
+With ``--before B`` (another checkout of the project, e.g. ``git worktree add B <commit>``) each case also runs with
+``B``'s package, the two trees taking turns (which goes first alternates from case to case).
 
 A thread samples ``/proc/self/status`` every few milliseconds during the call; the table gives the peak growth of
 the process's own memory (``RssAnon``, what competes with everything else) and of mapped file pages (``RssFile``,
@@ -111,9 +115,11 @@ def run_case(case: str, library_dir: Path, cache: Path) -> dict[str, object]:
         before = status_mb()
         loaded, report = ensure_index(table, content_hash, embedder, folder, library="")
     seconds = time.perf_counter() - started
-    assert len(loaded.chunk_ids) == len(table), "the index must hold a row for every chunk"
+    row_chunks = getattr(loaded, "row_chunks", None)  # None in a tree from before the row map
+    dead = 0 if row_chunks is None else int((row_chunks < 0).sum())
+    assert len(loaded.chunk_ids) - dead == len(table), "the index must hold a live row for every chunk"
     return {"case": case, "chunks": len(table), "action": report.action, "kind": report.index_kind,
-            "embedded": report.embedded, "seconds": seconds,
+            "embedded": report.embedded, "dead_rows": dead, "seconds": seconds,
             "anon_peak_mb": sampler.peak["RssAnon"] - before["RssAnon"],
             "file_peak_mb": sampler.peak["RssFile"] - before["RssFile"]}
 
@@ -140,25 +146,35 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-index-update"),
                         help="Scratch cache (removed and made again for each case).")
     parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--before", type=Path, help="Another checkout whose package runs each case too.")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--tree", type=Path, default=REPO, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        sys.path.insert(0, str(args.tree.resolve()))  # the package of the tree asked for, not this file's
         sys.stdout.write(json.dumps(run_case(args.child, args.library, args.cache)) + "\n")
         return
+    trees = {"this tree": REPO} if args.before is None else {"this tree": REPO, "before": args.before}
     rows = []
-    for case in args.cases.split(","):
+    for number, case in enumerate(args.cases.split(",")):
         if case not in CASES:
             raise SystemExit(f"--cases: unknown case {case!r} (known: {', '.join(CASES)})")
-        cache = scratch_cache(args.cache, args.work)
-        out = subprocess.run([sys.executable, __file__, "--library", str(args.library), "--cache", str(cache),
-                              "--child", case], check=True, capture_output=True, text=True)
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        shutil.rmtree(args.work)
-        sys.stderr.write(json.dumps(rows[-1]) + "\n")
-    sys.stdout.write("| case | chunks | action | index | embedded | seconds | peak anon growth (MB) | peak file pages growth (MB) |\n")
-    sys.stdout.write("|---|---|---|---|---|---|---|---|\n")
+        names = list(trees) if number % 2 == 0 else list(reversed(trees))
+        for name in names:
+            cache = scratch_cache(args.cache, args.work)
+            out = subprocess.run([sys.executable, __file__, "--library", str(args.library), "--cache", str(cache),
+                                  "--tree", str(trees[name]), "--child", case], check=False, capture_output=True,
+                                 text=True)
+            if out.returncode:
+                raise SystemExit(f"case {case} ({name}) failed:\n{out.stderr[-3000:]}")
+            rows.append({"tree": name, **json.loads(out.stdout.strip().splitlines()[-1])})
+            shutil.rmtree(args.work)
+            sys.stderr.write(json.dumps(rows[-1]) + "\n")
+    sys.stdout.write("| tree | case | chunks | action | index | embedded | dead rows | seconds | peak anon growth (MB) | peak file pages growth (MB) |\n")
+    sys.stdout.write("|---|---|---|---|---|---|---|---|---|---|\n")
     for row in rows:
-        sys.stdout.write(f"| {row['case']} | {row['chunks']:,} | {row['action']} | {row['kind']} | {row['embedded']:,} | "
+        sys.stdout.write(f"| {row['tree']} | {row['case']} | {row['chunks']:,} | {row['action']} | {row['kind']} | {row['embedded']:,} | "
+                         f"{row.get('dead_rows', 0):,} | "
                          f"{row['seconds']:.1f} | {row['anon_peak_mb']:,.0f} | {row['file_peak_mb']:,.0f} |\n")
 
 
