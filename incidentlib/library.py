@@ -1118,9 +1118,10 @@ class Library:
         """Tidy what writes leave behind, without blocking reads or writes:
 
         - the dense index carried through changes (its dead rows masked, new rows in an appended
-          exact delta; see :mod:`incidentlib.search.layered`) is written as one clean index for the
-          current content from the vectors in memory — nothing is re-embedded; when another process
-          already wrote it, it is loaded instead — and swapped in;
+          exact delta; see :mod:`incidentlib.search.layered`) is persisted for the current content —
+          an HNSW graph or inverted file on disk extended with the carried rows, an exact index
+          written anew; nothing is re-embedded; when another process already wrote it, it is loaded
+          instead — and swapped in;
         - the write store's write-ahead log is copied into the database and truncated.
 
         ``serve`` runs it in the background once the library has been quiet for

@@ -22,9 +22,9 @@ class View(BaseModel):
 class CompactReport(View):
     """What :meth:`Library.compact` did."""
 
-    dense: str = Field(description="compacted (a clean index written), reused (another process had written it) "
-                       "or none (nothing carried)")
-    dense_rows: int = Field(description="Rows of the clean dense index.")
+    dense: str = Field(description="compacted (the carried index written: anew, or appended to the HNSW graph or "
+                       "inverted file on disk), reused (another process had written it) or none (nothing carried)")
+    dense_rows: int = Field(description="Live rows of the dense index written (one per chunk).")
     dead_rows_dropped: int = Field(description="Rows of removed or edited chunks the carried index held.")
     wal_bytes_before: int = Field(description="Size of the write store's write-ahead log before the checkpoint.")
     wal_bytes_after: int = Field(description="Its size after (0 once truncated; unchanged while a reader held it).")

@@ -82,7 +82,12 @@ def test_a_carried_index_ranks_as_a_rebuilt_one_and_compacts_without_embedding(
     assert report is not None and report.action == "compacted" and report.embedded == 0
     assert embedder.documents_encoded == embedded_before  # the carried vectors were written, not re-embedded
     assert not carried.needs_compaction and not isinstance(carried.dense.index, LayeredIndex)
-    assert len(carried.dense.chunk_ids) == len(carried.chunks)  # the dead rows are gone
+    row_chunks = carried.dense.row_chunks
+    if threshold == 1:  # the HNSW graph on disk was extended: the carry's dead rows stay dead in it, none is lost
+        assert row_chunks is not None and int((row_chunks < 0).sum()) == dead
+        assert len(carried.dense.chunk_ids) == len(carried.chunks) + dead
+    else:  # an exact index is written anew from the vectors: the dead rows are gone
+        assert len(carried.dense.chunk_ids) == len(carried.chunks)
     for query in QUERIES:
         assert _ranking(carried, query) == _ranking(rebuilt, query)
     assert carried.compact() is None  # nothing left to do
@@ -215,3 +220,45 @@ def test_an_engine_replaced_by_a_write_is_freed_without_the_cyclic_collector(tmp
         assert library._search_engine.lexical_source == "updated"
     finally:
         gc.enable()
+
+
+def test_compacting_a_carried_inverted_file_extends_the_build_on_disk(
+        tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The carried index's base is the inverted file on disk: compaction appends the carried rows to a copy of it
+    (read through the carried index, never stacked into one matrix, never embedded again) and keeps its trained
+    lists, and the result ranks as a fresh build does."""
+    from incidentlib.search.ivf import IvfIndex
+
+    data = load_library(small_library(tmp_path / "lib", data_dir, IDS))
+    config = SearchConfig(cache_dir=tmp_path / "cache", hnsw_threshold=1, ivf_threshold=1)
+    embedder = HashEmbedder()
+    first = SearchEngine(data, config, embedder)
+    first.build()
+    assert isinstance(first.dense.index, IvfIndex)
+    after = _changed(data)
+    carried = SearchEngine(after, config, embedder, previous_dense=first.dense_snapshot())
+    assert isinstance(carried.dense.index, LayeredIndex) and carried.needs_compaction  # carried on first use
+    dead = carried.dense_snapshot().dead  # type: ignore[union-attr]
+
+    def no_matrix(self: LayeredIndex) -> np.ndarray:
+        raise AssertionError("compaction stacked the carried rows into one matrix")
+
+    monkeypatch.setattr(LayeredIndex, "vectors", property(no_matrix))
+    trained = IvfIndex.build
+    monkeypatch.setattr(IvfIndex, "build", classmethod(lambda cls, *a, **k: pytest.fail("the lists were trained again")))
+    encoded = embedder.documents_encoded
+    report = carried.compact()
+    assert report is not None and report.action == "compacted" and report.embedded == 0
+    assert embedder.documents_encoded == encoded
+    assert isinstance(carried.dense.index, IvfIndex) and carried.dense.row_chunks is not None
+    assert int((carried.dense.row_chunks < 0).sum()) == dead
+    monkeypatch.setattr(IvfIndex, "build", trained)
+
+    fresh = SearchEngine(after, SearchConfig(cache_dir=tmp_path / "fresh", hnsw_threshold=1, ivf_threshold=1),
+                         HashEmbedder())
+    fresh.build()
+    assert np.allclose(carried.chunk_vectors(), fresh.chunk_vectors(), atol=1e-6)
+    restarted = SearchEngine(after, config, embedder)
+    assert restarted.build().action == "reused" and embedder.documents_encoded == encoded
+    for query in QUERIES:
+        assert _ranking(restarted, query) == _ranking(carried, query)

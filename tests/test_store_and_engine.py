@@ -117,7 +117,7 @@ def test_a_build_without_a_rows_digest_is_still_reused(small: Path, tmp_path: Pa
     meta.pop("rows_digest")  # as written before the digest existed
     (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
     again, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
-    assert report.action == "reused" and embedder.documents_encoded == len(engine.chunks)
+    assert report.action == "reused" and embedder.documents_encoded == len(engine.chunks) and again.rows_are_chunks
     # that start verified the rows and recorded their digest: the next one takes the fast path
     third, report = ensure_index(engine.chunks, data.content_hash, embedder, folder)
     assert report.action == "reused" and third.rows_are_chunks and third.meta.rows_digest.startswith("xxh3_128:")

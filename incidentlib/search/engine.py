@@ -315,7 +315,7 @@ class SearchEngine:
         loaded, report = ensure_index(
             self.chunks, self.data.content_hash, self.embedder, folder, hnsw_threshold=self.config.hnsw_threshold,
             ivf_threshold=self.config.ivf_threshold, progress=progress, library=str(Path(self.data.root).resolve()),
-            memory_donor=None if donor is None else (donor.loaded.vectors, donor.keys), chunks_digest=self.chunks_digest,
+            memory_donor=None if donor is None else (donor.loaded.index, donor.keys), chunks_digest=self.chunks_digest,
         )
         self.last_build = report
         return loaded, report

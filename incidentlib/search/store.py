@@ -467,17 +467,16 @@ def _donor(folder: Path, embedder: Embedder, library: str) -> tuple[Path, IndexM
 
 @dataclass
 class _Donor:
-    """The vectors a build may keep: an earlier build's index (None for one held in memory) and its rows' keys, with
-    the row each key names (the live rows of an index held in memory skip its dead ones)."""
+    """Vectors a build may keep: an index (an earlier build's on disk, ``path``, or one held in memory) and its rows'
+    keys, with the row each key names when not its own number (an index in memory skips its dead rows)."""
 
-    vectors: np.ndarray
+    index: VectorIndex
     keys: RowKeys
     rows: np.ndarray | None = None  # row of key i, when not i
-    index: VectorIndex | None = None
     path: tuple[Path, IndexMeta] | None = None
 
     @classmethod
-    def in_memory(cls, vectors: np.ndarray, keys: Sequence[tuple[str, str] | None]) -> _Donor:
+    def in_memory(cls, index: VectorIndex, keys: Sequence[tuple[str, str] | None]) -> _Donor:
         live = [row for row, key in enumerate(keys) if key is not None]
         ids = [keys[row][0] for row in live]  # type: ignore[index]
         digests = [keys[row][1] for row in live]  # type: ignore[index]
@@ -485,7 +484,7 @@ class _Donor:
         if found is None:  # a key that is not a chunk's: nothing of this index is kept
             found, live = RowKeys.of([], []), []
         assert found is not None
-        return cls(vectors, found, np.asarray(live, dtype=np.int64))
+        return cls(index, found, np.asarray(live, dtype=np.int64))
 
     def rows_for(self, wanted: RowKeys) -> np.ndarray:
         """For each wanted key, the donor row holding its vector, or -1."""
@@ -493,6 +492,12 @@ class _Donor:
         if self.rows is not None:
             found = np.where(found >= 0, self.rows[np.maximum(found, 0)], -1)
         return found
+
+    def copy_rows(self, rows: np.ndarray, into: np.ndarray, at: np.ndarray) -> None:
+        """``into[at] = vectors of rows``, :data:`ROW_BLOCK` rows at a time, read through the index (a carried
+        index serves its base's rows and its appended ones without making one matrix of both)."""
+        for start in range(0, len(rows), ROW_BLOCK):
+            into[at[start:start + ROW_BLOCK]] = self.index.rows(rows[start:start + ROW_BLOCK])
 
 
 def ensure_index(
@@ -505,7 +510,7 @@ def ensure_index(
     ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
     progress: ProgressFn | None = None,
     library: str = "",
-    memory_donor: tuple[np.ndarray, list[tuple[str, str] | None]] | None = None,
+    memory_donor: tuple[VectorIndex, list[tuple[str, str] | None]] | None = None,
     segment: int = RESUME_SEGMENT,
     chunks_digest: str | None = None,
 ) -> tuple[LoadedIndex, BuildReport]:
@@ -514,9 +519,10 @@ def ensure_index(
     ``folder`` is :func:`store_dir` of the content; ``library`` (the library's directory) only
     helps pick a donor of unchanged vectors.  Index rows need not follow the library's chunk
     order: ``LoadedIndex.chunk_ids`` names the chunk in each row, so new chunks can be appended.
-    ``memory_donor`` (vectors and the ``(chunk id, digest)`` of each row, None for a dead row) is an
-    index held in memory (a carried one, :mod:`.layered`): its vectors are used instead of a donor on
-    disk, and the persisted index is always written anew (compaction).
+    ``memory_donor`` (an index and the ``(chunk id, digest)`` of each row, None for a dead row) is an
+    index held in memory (a carried one, :mod:`.layered`, being compacted): the vectors a donor on disk
+    lacks are read from it, not embedded again.  An HNSW graph or inverted file on disk is then extended
+    with them as after any change; otherwise the persisted index is written anew from both.
 
     ``chunks_digest``: :func:`rows_digest` of ``chunks`` when the caller has it (computed otherwise).
 
@@ -541,11 +547,11 @@ def ensure_index(
             # the rows are these chunks in this order: reused without reading, parsing and matching 1M+ rows
             reused = _read_build(folder, meta, chunks)
             _touch(folder)
-            return reused, _report("reused", meta, 0, len(chunks), folder, started)
+            return reused, _report("reused", meta, 0, len(chunks), folder, started, chunks=len(chunks))
         if same and meta is not None and meta.chunks_digest == digest_of_chunks and ROW_CHUNKS_FILE in meta.checksums:
             reused = _read_mapped_build(folder, meta, chunks)  # these chunks in the order its row map records
             _touch(folder)
-            return reused, _report("reused", meta, 0, len(chunks), folder, started)
+            return reused, _report("reused", meta, 0, len(chunks), folder, started, chunks=len(chunks))
         if usable and meta is not None:
             index = _open_build(folder, meta)
             current = index, _read_keys(folder, meta)
@@ -565,53 +571,68 @@ def ensure_index(
             _touch(folder)
             loaded = (_read_build(folder, meta, chunks) if row_chunks is None
                       else _mapped(current[0], chunks, meta, row_chunks))
-            return loaded, _report("reused", meta, 0, len(chunks), folder, started)
+            return loaded, _report("reused", meta, 0, len(chunks), folder, started, chunks=len(chunks))
 
-    donor: _Donor | None = None
-    if memory_donor is not None:
-        donor = _Donor.in_memory(*memory_donor)
-    elif current is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim:
-        # the same content with another index kind or chunking: reuse its vectors
-        donor = _Donor(current[0].vectors, current[1], index=current[0], path=(folder, meta))
+    # where each chunk's vector can come from: a build on disk (one of the same content with another index kind, else
+    # a sibling's), then an index held in memory (a carried one being compacted); the rest is embedded
+    disk: _Donor | None = None
+    if current is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim:
+        disk = _Donor(current[0], current[1], path=(folder, meta))  # the same content with another kind or chunking
     elif not warning:
         found = _donor(folder, embedder, library)
         if found is not None:
             try:
-                index = _open_build(*found)
-                donor = _Donor(index.vectors, _read_keys(*found), index=index, path=found)
+                disk = _Donor(_open_build(*found), _read_keys(*found), path=found)
             except (CacheDamaged, OSError, ValueError):
-                donor = None  # a damaged donor only costs re-embedding
-    donor_row = donor.rows_for(wanted) if donor is not None else np.full(len(chunks), -1, dtype=np.int64)
-    missing = np.flatnonzero(donor_row < 0)
-    kept = np.flatnonzero(donor_row >= 0)
-    donor_rows = len(donor.keys) if donor is not None else 0
-    dead = donor_rows - len(kept)  # the donor's rows no chunk asks for any more (edited, removed, or dead already)
-    additions_only = donor is not None and donor.index is not None and 0 < donor_rows == len(kept)
-    donor_path = donor.path if donor is not None else None
+                disk = None  # a damaged donor only costs re-embedding
+    memory = _Donor.in_memory(*memory_donor) if memory_donor is not None else None
+    donors = [donor for donor in (disk, memory) if donor is not None]
+    source = np.full(len(chunks), -1, dtype=np.int64)  # which donor holds the chunk's vector
+    source_row = np.full(len(chunks), -1, dtype=np.int64)  # and in which of its rows
+    for number, donor in enumerate(donors):
+        open_positions = np.flatnonzero(source < 0)
+        donor_rows = donor.rows_for(wanted.take(open_positions))
+        hit = donor_rows >= 0
+        source[open_positions[hit]], source_row[open_positions[hit]] = number, donor_rows[hit]
+    missing = np.flatnonzero(source < 0)  # embedded now
+    on_disk = np.flatnonzero(source == 0) if disk is not None else np.zeros(0, dtype=np.int64)
+    disk_rows = len(disk.keys) if disk is not None else 0
+    dead = disk_rows - len(on_disk)  # the disk donor's rows no chunk asks for any more (edited, removed, dead already)
+    additions_only = disk is not None and 0 < disk_rows == len(on_disk)
+    donor_path = disk.path if disk is not None else None
 
-    # an HNSW graph or trained lists to keep, and few enough dead rows: the donor's rows stay (those of edited or
-    # removed chunks dead) and the new chunks are appended (incremental add)
-    if (donor is not None and donor.index is not None and donor_path is not None and len(kept)
-            and dead <= MAX_DEAD_SHARE * (donor_rows + len(missing))
-            and donor.index.kind == expected_kind and expected_kind in ("hnsw", "ivf")):
-        fresh = np.zeros((len(missing), embedder.dim), dtype=np.float32)
-        resumed = _embed_resumably(chunks, missing, embedder, folder, batch_size, segment, progress,
-                                   lambda at, vectors: fresh.__setitem__(at, vectors))
-        row_chunks = np.concatenate([_inverse(donor_row[kept], kept, donor_rows), missing])
+    # an HNSW graph or trained lists on disk to keep, and few enough dead rows: the donor's rows stay (those of edited
+    # or removed chunks dead) and the other chunks are appended (incremental add)
+    if (disk is not None and donor_path is not None and len(on_disk)
+            and dead <= MAX_DEAD_SHARE * (len(chunks) + dead)  # the grown index: every chunk's row and the dead ones
+            and disk.index.kind == expected_kind and expected_kind in ("hnsw", "ivf")):
+        appended = np.flatnonzero(source != 0)
+        fresh = np.zeros((len(appended), embedder.dim), dtype=np.float32)
+        if memory is not None:  # vectors carried in memory: copied, not embedded again
+            from_memory = np.flatnonzero(source[appended] == 1)
+            memory.copy_rows(source_row[appended[from_memory]], fresh, from_memory)
+        embed_at = np.flatnonzero(source[appended] < 0)  # where in ``appended`` the embedded chunks go
+
+        def into_fresh(at: np.ndarray, vectors: np.ndarray) -> None:
+            fresh[embed_at[at]] = vectors
+
+        resumed = _embed_resumably(chunks, missing, embedder, folder, batch_size, segment, progress, into_fresh)
+        row_chunks = np.concatenate([_inverse(source_row[on_disk], on_disk, disk_rows), appended])
         staging = None
         if expected_kind == "ivf":
             from .ivf import IvfIndex  # FAISS is loaded already: the donor is an inverted file
 
-            assert isinstance(donor.index, IvfIndex)
+            assert isinstance(disk.index, IvfIndex)
             # the grown rows written into the new build's own file, not appended in memory (:meth:`.ivf.IvfIndex.add`)
             staging = _staging_folder(folder)
             with _removed_on_failure(staging):
-                index = donor.index.add(fresh, rows_file=staging / IVF_VECTORS_FILE)
+                index = disk.index.add(fresh, rows_file=staging / IVF_VECTORS_FILE)
         else:
-            index = donor.index.add(fresh)
-        action = "updated" if dead else "extended" if len(missing) else "refreshed"
+            index = disk.index.add(fresh)
+        action = ("compacted" if memory is not None else "updated" if dead else "extended" if len(appended)
+                  else "refreshed")
         rows = _Rows(chunks, row_chunks, digest_of_chunks, copied=donor_path[0] / donor_path[1].build / ROWS_FILE,
-                     appended=missing)
+                     appended=appended)
         return _finish(action, index, rows, content_hash, embedder, folder, len(missing), started, warning, library,
                        donor_path, resumed, staging)
 
@@ -623,11 +644,10 @@ def ensure_index(
         vectors = (np.lib.format.open_memmap(staging / IVF_VECTORS_FILE, mode="w+", dtype=np.float32,
                                              shape=(len(chunks), embedder.dim))
                    if staging is not None else np.zeros((len(chunks), embedder.dim), dtype=np.float32))
-        if donor is not None:
-            for start in range(0, len(kept), ROW_BLOCK):  # kept vectors copied a block at a time
-                at = kept[start:start + ROW_BLOCK]
-                vectors[at] = donor.vectors[donor_row[at]]
-        del donor  # the donor's memory is not needed any more
+        for number, donor in enumerate(donors):  # kept vectors copied a block at a time
+            kept = np.flatnonzero(source == number)
+            donor.copy_rows(source_row[kept], vectors, kept)
+        del donors, disk, memory  # the donors' memory is not needed any more
 
         def into_vectors(at: np.ndarray, fresh: np.ndarray) -> None:
             vectors[missing[at]] = fresh
@@ -813,7 +833,7 @@ def _finish(action: str, index: VectorIndex, rows: _Rows, content_hash: str,
     _evict(folder.parent)
     loaded = (LoadedIndex(index, chunk_ids(chunks), meta, chunk_digests(chunks), rows_are_chunks=True)
               if order is None else _mapped(index, chunks, meta, order))
-    report = _report(action, meta, embedded - resumed, len(chunks) - embedded, folder, started, warning)
+    report = _report(action, meta, embedded - resumed, len(chunks) - embedded, folder, started, warning, len(chunks))
     return loaded, report.model_copy(update={"resumed": resumed})
 
 
@@ -892,11 +912,12 @@ def _write_build(folder: Path, meta: IndexMeta, rows: _Rows, order: np.ndarray |
 
 
 def _report(action: str, meta: IndexMeta, embedded: int, reused: int, folder: Path, started: float,
-            warning: str | None = None) -> BuildReport:
+            warning: str | None = None, chunks: int | None = None) -> BuildReport:
+    """``chunks``: the chunks indexed (``meta.chunks`` counts the rows, dead ones included)."""
     return BuildReport(
         action=action,
         embedder=meta.embedder,
-        chunks=meta.chunks,
+        chunks=meta.chunks if chunks is None else chunks,
         embedded=embedded,
         reused=reused,
         index_kind=meta.index_kind,
