@@ -28,7 +28,7 @@ from pathlib import Path
 from tree_child import run_in_tree
 
 _CHILD = r"""
-copy, writes, graph = Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "graph"
+copy, writes, graph, compact = Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "graph", sys.argv[5] == "compact"
 from incidentlib import Library
 
 start = time.perf_counter()
@@ -64,15 +64,23 @@ for n in range(writes):
     assert found[:1] == [stored.id], (word, stored.id, found)
     print(json.dumps({"step": f"write {n + 1}", "store_s": stored_at - start, "index_s": ready_at - stored_at,
                       "facets_s": facets_at - ready_at, **({"graph_s": graph_at - facets_at} if graph else {}), **memory()}), flush=True)
+if compact:
+    start = time.perf_counter()
+    report = library.compact()
+    seconds = time.perf_counter() - start
+    assert report.dense == "compacted", report
+    print(json.dumps({"step": f"compacted ({report.dense_rows:,} rows, {report.dead_rows_dropped} dead)",
+                      "seconds": seconds, "index_s": seconds, **memory()}), flush=True)
 """
 
 
-def run(tree: Path, work: Path, writes: int, graph: bool) -> list[dict[str, object]]:
+def run(tree: Path, work: Path, writes: int, graph: bool, compact: bool = False) -> list[dict[str, object]]:
     scratch = Path(tempfile.mkdtemp(prefix="bench-write-", dir=work.parent))
     try:
         for part in ("library", "cache"):
             subprocess.run(["cp", "-al", str(work / part), str(scratch / part)], check=True)
-        return run_in_tree(tree, _CHILD, str(scratch), str(writes), "graph" if graph else "no-graph")
+        return run_in_tree(tree, _CHILD, str(scratch), str(writes), "graph" if graph else "no-graph",
+                           "compact" if compact else "no-compact")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -85,13 +93,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--graph", action="store_true",
                         help="also build the graph projection once opened, and time bringing it along after each write")
+    parser.add_argument("--compact", action="store_true",
+                        help="after the writes, time Library.compact() (what serve runs once writes stop)")
     args = parser.parse_args()
     print("| round | tree | step | store (s) | index brought along (s) | facet columns brought along (s) | "
           "graph projection brought along (s) | RSS (MB) | anonymous (MB) | peak RSS (MB) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for round_number in range(args.rounds):
         for tree in args.tree:
-            for row in run(tree.resolve(), args.work.resolve(), args.writes, args.graph):
+            for row in run(tree.resolve(), args.work.resolve(), args.writes, args.graph, args.compact):
                 seconds = row.get("seconds")
                 store = f"{row['store_s']:.1f}" if "store_s" in row else (f"{seconds:.1f}" if seconds else "")
                 index = f"{row['index_s']:.1f}" if "index_s" in row else ""

@@ -51,9 +51,10 @@ from .chunks import (
 )
 from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD, ProgressFn
 from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
-from .layered import DenseSnapshot, RowKey, carry
+from .layered import DenseSnapshot, carry
 from .lexical import LexicalIndex, Postings
 from .lexical_store import cached_lexical_index
+from .row_keys import RowKeys
 from .store import BuildReport, LoadedIndex, ensure_index, rows_digest, store_dir
 
 #: Incidents taken from each ranking before fusion: chosen by hand, not tuned (the fused list can hold
@@ -129,14 +130,14 @@ class _DenseState:
 
     ``row_to_chunk[row]`` is the chunk position of an index row (-1 for a dead row of a carried index),
     ``chunk_to_row[chunk]`` the row of a chunk; ``identity`` when rows are the chunks in order;
-    ``keys`` the ``(chunk id, digest)`` per row when known (carried), ``persisted`` False until compacted.
+    ``keys`` the key of each row when known (carried: :mod:`.row_keys`), ``persisted`` False until compacted.
     """
 
     loaded: LoadedIndex
     row_to_chunk: np.ndarray
     chunk_to_row: np.ndarray
     identity: bool
-    keys: list[RowKey] | None
+    keys: RowKeys | None
     persisted: bool
 
 
@@ -315,12 +316,12 @@ class SearchEngine:
         loaded, report = ensure_index(
             self.chunks, self.data.content_hash, self.embedder, folder, hnsw_threshold=self.config.hnsw_threshold,
             ivf_threshold=self.config.ivf_threshold, progress=progress, library=str(Path(self.data.root).resolve()),
-            memory_donor=None if donor is None else (donor.loaded.index, donor.keys), chunks_digest=self.chunks_digest,
+            memory_donor=None if donor is None else (donor.loaded.index, donor.keys, donor.live), chunks_digest=self.chunks_digest,
         )
         self.last_build = report
         return loaded, report
 
-    def _new_state(self, loaded: LoadedIndex, keys: list[RowKey] | None, persisted: bool) -> _DenseState:
+    def _new_state(self, loaded: LoadedIndex, keys: RowKeys | None, persisted: bool) -> _DenseState:
         if loaded.rows_are_chunks and len(loaded.chunk_ids) == len(self.chunks):  # loaded for these very chunks
             rows = np.arange(len(self.chunks), dtype=np.int64)
             return _DenseState(loaded, rows, rows.copy(), True, keys, persisted)
@@ -384,10 +385,14 @@ class SearchEngine:
         state = self._state
         if state is None:
             return self._previous_dense  # not built since the last change: the one it would have carried
+        live = state.row_to_chunk >= 0
         if state.keys is not None:
-            return DenseSnapshot(state.loaded, state.keys)
-        digest = dict(zip(chunk_ids(self.chunks), chunk_digests(self.chunks), strict=True))
-        return DenseSnapshot(state.loaded, [(cid, digest[cid]) if cid in digest else None for cid in state.loaded.chunk_ids])
+            return DenseSnapshot(state.loaded, state.keys, live)
+        # each row's key is its chunk's (the row maps name it): made from the chunk columns, no object per row
+        chunk_keys = RowKeys.of(chunk_ids(self.chunks), chunk_digests(self.chunks))
+        if chunk_keys is None:
+            raise ValueError("a chunk's digest is not 16 hex digits")
+        return DenseSnapshot(state.loaded, chunk_keys.take(np.maximum(state.row_to_chunk, 0)), live)
 
     def compact(self, progress: ProgressFn | None = None) -> BuildReport | None:
         """Write one clean dense index for this content from the carried vectors (nothing is re-embedded; another

@@ -476,15 +476,9 @@ class _Donor:
     path: tuple[Path, IndexMeta] | None = None
 
     @classmethod
-    def in_memory(cls, index: VectorIndex, keys: Sequence[tuple[str, str] | None]) -> _Donor:
-        live = [row for row, key in enumerate(keys) if key is not None]
-        ids = [keys[row][0] for row in live]  # type: ignore[index]
-        digests = [keys[row][1] for row in live]  # type: ignore[index]
-        found = RowKeys.of(ids, digests)
-        if found is None:  # a key that is not a chunk's: nothing of this index is kept
-            found, live = RowKeys.of([], []), []
-        assert found is not None
-        return cls(index, found, np.asarray(live, dtype=np.int64))
+    def in_memory(cls, index: VectorIndex, keys: RowKeys, live: np.ndarray) -> _Donor:
+        rows = np.flatnonzero(live)
+        return cls(index, keys.take(rows), rows)
 
     def rows_for(self, wanted: RowKeys) -> np.ndarray:
         """For each wanted key, the donor row holding its vector, or -1."""
@@ -510,7 +504,7 @@ def ensure_index(
     ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
     progress: ProgressFn | None = None,
     library: str = "",
-    memory_donor: tuple[VectorIndex, list[tuple[str, str] | None]] | None = None,
+    memory_donor: tuple[VectorIndex, RowKeys, np.ndarray] | None = None,
     segment: int = RESUME_SEGMENT,
     chunks_digest: str | None = None,
 ) -> tuple[LoadedIndex, BuildReport]:
@@ -519,7 +513,7 @@ def ensure_index(
     ``folder`` is :func:`store_dir` of the content; ``library`` (the library's directory) only
     helps pick a donor of unchanged vectors.  Index rows need not follow the library's chunk
     order: ``LoadedIndex.chunk_ids`` names the chunk in each row, so new chunks can be appended.
-    ``memory_donor`` (an index and the ``(chunk id, digest)`` of each row, None for a dead row) is an
+    ``memory_donor`` (an index, the key of each row and whether it is live, :mod:`.row_keys`) is an
     index held in memory (a carried one, :mod:`.layered`, being compacted): the vectors a donor on disk
     lacks are read from it, not embedded again.  An HNSW graph or inverted file on disk is then extended
     with them as after any change; otherwise the persisted index is written anew from both.
