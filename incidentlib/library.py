@@ -1135,7 +1135,9 @@ class Library:
             with self._background:  # a fork (SPARQL host) waits: FAISS and BLAS threads may be running
                 report = engine.compact()
             if report is not None and before is not None:
-                action, rows, dropped = report.action, report.chunks, before.dead
+                row_chunks = engine.dense.row_chunks  # an HNSW graph or inverted file extended keeps its dead rows
+                kept_dead = 0 if row_chunks is None else int((row_chunks < 0).sum())
+                action, rows, dropped = report.action, report.chunks, before.dead - kept_dead
         wal_before, wal_after = self._store.checkpoint()
         return CompactReport(dense=action, dense_rows=rows, dead_rows_dropped=dropped, wal_bytes_before=wal_before,
                              wal_bytes_after=wal_after, seconds=round(time.perf_counter() - started, 3))

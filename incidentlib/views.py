@@ -25,7 +25,8 @@ class CompactReport(View):
     dense: str = Field(description="compacted (the carried index written: anew, or appended to the HNSW graph or "
                        "inverted file on disk), reused (another process had written it) or none (nothing carried)")
     dense_rows: int = Field(description="Live rows of the dense index written (one per chunk).")
-    dead_rows_dropped: int = Field(description="Rows of removed or edited chunks the carried index held.")
+    dead_rows_dropped: int = Field(description="Rows of removed or edited chunks the carried index held and the index "
+                                   "written no longer holds (an HNSW graph or inverted file extended keeps them).")
     wal_bytes_before: int = Field(description="Size of the write store's write-ahead log before the checkpoint.")
     wal_bytes_after: int = Field(description="Its size after (0 once truncated; unchanged while a reader held it).")
     seconds: float

@@ -142,6 +142,29 @@ def test_writes_to_a_live_library_carry_the_index_and_compaction_tidies_it(tmp_p
     assert library.compact().dense == "none"
 
 
+@pytest.mark.parametrize("threshold", [10**9, 1], ids=["exact", "hnsw"])
+def test_compaction_reports_the_dead_rows_it_dropped(tmp_path: Path, data_dir: Path, threshold: int) -> None:
+    """An edit and a removal leave dead rows in the carried index: an exact index written anew drops them all, an
+    HNSW graph on disk extended keeps them dead, and the report says which."""
+    root = small_library(tmp_path / "lib", data_dir, IDS)
+    library = Library(load_library(root), SearchConfig(cache_dir=tmp_path / "cache", hnsw_threshold=threshold),
+                      embedder=HashEmbedder())
+    library.search("NCCL watchdog timeout")
+    record = library.create_draft(draft("quokka"))
+    library.compact()  # the draft is on disk: its later edit leaves a dead row of the index written
+    library.update_incident(record.id, {"body": {"en": "The wombat storage tier stopped answering."}}, record.etag)
+    library.delete("IL-0002")
+    library.prepare_search()
+    engine = library._search_engine
+    dead = engine.dense_snapshot().dead  # type: ignore[union-attr]
+    assert engine.needs_compaction and dead > 0
+    report = library.compact()
+    assert report.dense == "compacted" and report.dense_rows == len(library._search_engine.chunks)
+    row_chunks = library._search_engine.dense.row_chunks
+    kept = 0 if row_chunks is None else int((row_chunks < 0).sum())
+    assert (kept, report.dead_rows_dropped) == ((0, dead) if threshold > 1 else (dead, 0))
+
+
 class _Interrupted(Exception):
     pass
 
