@@ -418,5 +418,14 @@ def test_a_live_engine_updates_its_lexical_index_after_a_change(small: Path, tmp
     fresh = engine_for(small, tmp_path / "other-cache", embedder)
     assert fresh.lexical.scores("wombatfjord").max() > 0 and fresh.lexical_source == "built"
     assert np.allclose(second.lexical.scores("wombatfjord"), fresh.lexical.scores("wombatfjord"))
+    # a live write does not wait for the arrays to be written: the engine saves them when it is compacted
+    from incidentlib.search.chunks import chunk_texts
+    from incidentlib.search.lexical_store import LEXICAL_DIR, lexical_key
+
+    saved = tmp_path / "cache" / LEXICAL_DIR / lexical_key(chunk_texts(second.chunks), texts_digest=second.chunks_digest)
+    assert second.needs_compaction and not (saved / "meta.json").exists()
+    assert second.compact() is None and not second.needs_compaction  # the BM25 index saved; no dense index carried
+    assert (saved / "meta.json").exists()
     third = SearchEngine(load_library(small), SearchConfig(cache_dir=tmp_path / "cache"), embedder, previous_lexical=snapshot)
     assert third.lexical_source is None and third.lexical is not None and third.lexical_source == "loaded"  # saved
+    assert np.array_equal(third.lexical.scores("wombatfjord"), second.lexical.scores("wombatfjord"))

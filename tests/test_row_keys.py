@@ -54,6 +54,10 @@ def test_id_hashes_are_the_same_from_a_list_and_from_a_column_across_blocks(monk
     joined = "\n".join(ids).encode()
     from_column = id_hashes(LineColumn(joined, 0, len(joined), len(ids)))
     assert from_column.tolist() == id_hashes(ids).tolist() and len(set(from_column.tolist())) == len(ids)
+    import xxhash
+
+    odd = ["a\nb", "c", "d\n"]  # line breaks inside ids: still one hash per id
+    assert id_hashes(odd).tolist() == [xxhash.xxh3_64_intdigest(i.encode()) for i in odd]
 
 
 def test_matching_in_bulk_agrees_with_a_dict_of_tuples() -> None:

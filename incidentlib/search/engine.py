@@ -53,7 +53,7 @@ from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD, ProgressFn
 from .fusion import DEFAULT_ALPHA, FusionMethod, fuse
 from .layered import DenseSnapshot, carry
 from .lexical import LexicalIndex, Postings
-from .lexical_store import cached_lexical_index
+from .lexical_store import cached_lexical_index, save_lexical_index
 from .row_keys import RowKeys
 from .store import BuildReport, LoadedIndex, ensure_index, rows_digest, store_dir
 
@@ -171,6 +171,7 @@ class SearchEngine:
         self._state: _DenseState | None = None
         #: ``"loaded"``, ``"updated"`` or ``"built"`` once the lexical index exists (``incidentlib index --stats`` shows it).
         self.lexical_source: str | None = None
+        self._lexical_unsaved = False  # updated after a change and not saved yet (see :meth:`compact`)
         self._legs: ThreadPoolExecutor | None = None  # started by the first hybrid query that runs its legs concurrently
         self._legs_lock = threading.Lock()
         self._legs_free = threading.BoundedSemaphore(LEG_WORKERS)  # held while a leg is queued or running
@@ -233,10 +234,13 @@ class SearchEngine:
     @cached_property
     def lexical(self) -> LexicalIndex:
         """The BM25 index, loaded from the cache when this exact text was indexed before (see :mod:`.lexical_store`)."""
+        # an index updated after a live write is saved by :meth:`compact`, once writes stop: writing its arrays
+        # (1.1 GB at 100k incidents) was about 5 of a write's 10-17 s there (docs/benchmarks.md)
         index, self.lexical_source = cached_lexical_index(chunk_texts(self.chunks), self.cache_dir,
                                                           self._previous_lexical, texts_digest=self.chunks_digest,
-                                                          keys=chunk_digests(self.chunks))
+                                                          keys=chunk_digests(self.chunks), save_update=False)
         self._previous_lexical = None  # not held past its use
+        self._lexical_unsaved = self.lexical_source == "updated"
         return index
 
     @cached_property
@@ -376,9 +380,10 @@ class SearchEngine:
 
     @property
     def needs_compaction(self) -> bool:
-        """True when the dense index is a carried one (dead rows, appended rows, not saved): :meth:`compact` tidies it."""
+        """True when the dense index is a carried one (dead rows, appended rows, not saved) or the BM25 index was
+        updated and not saved: :meth:`compact` tidies them."""
         state = self._state
-        return state is not None and not state.persisted
+        return (state is not None and not state.persisted) or self._lexical_unsaved
 
     def dense_snapshot(self) -> DenseSnapshot | None:
         """This engine's dense index and each row's ``(chunk id, digest)``, when it has one (for the next engine)."""
@@ -395,8 +400,13 @@ class SearchEngine:
         return DenseSnapshot(state.loaded, chunk_keys.take(np.maximum(state.row_to_chunk, 0)), live)
 
     def compact(self, progress: ProgressFn | None = None) -> BuildReport | None:
-        """Write one clean dense index for this content from the carried vectors (nothing is re-embedded; another
-        process may already have written it, then it is loaded) and swap it in; None when there is nothing to do."""
+        """Save the BM25 index updated since the last change, and persist the carried dense index for this content
+        (nothing is re-embedded; another process may already have written it, then it is loaded) and swap it in;
+        the dense build's report, None when the dense index had nothing to do."""
+        if self._lexical_unsaved:
+            save_lexical_index(chunk_texts(self.chunks), self.cache_dir, self.lexical.postings,
+                               texts_digest=self.chunks_digest)
+            self._lexical_unsaved = False
         state = self._state
         if state is None or state.persisted:
             return None

@@ -190,12 +190,14 @@ def _publish(staging: Path, folder: Path, postings: Postings) -> None:
 
 def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
                          previous: tuple[Sequence[str], Postings] | None = None,
-                         texts_digest: str | None = None, keys: Sequence[str] | None = None) -> tuple[LexicalIndex, str]:
+                         texts_digest: str | None = None, keys: Sequence[str] | None = None,
+                         save_update: bool = True) -> tuple[LexicalIndex, str]:
     """The BM25 index over ``texts``, loaded from ``cache_dir`` when present; also says how it was obtained:
     ``"loaded"``, ``"updated"`` (from ``previous``, the keys and postings of the index before a change)
     or ``"built"``.  ``texts_digest``: as in :func:`lexical_key`.  ``keys``: what stands for each text in
     ``previous`` (equal keys, equal texts: the chunk digests; by default the texts themselves), see
-    :func:`~.lexical.update_postings`.
+    :func:`~.lexical.update_postings`.  ``save_update``: False leaves an updated index unsaved (a live write: the
+    caller saves it later with :func:`save_lexical_index`, once writes stop).
     """
     folder = cache_dir / LEXICAL_DIR / lexical_key(texts, texts_digest=texts_digest)
     if (folder / "meta.json").exists():
@@ -210,6 +212,8 @@ def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
             return LexicalIndex(postings=postings), "loaded"
     if previous is not None:
         postings, how = update_postings(previous[1], previous[0], texts, keys=keys), "updated"
+        if not save_update:
+            return LexicalIndex(postings=postings), how
     elif len(texts) > lexical_segments.SEGMENT_CHUNKS:
         try:
             postings = build_in_segments(folder, texts)
@@ -228,6 +232,19 @@ def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
     except OSError as exc:
         log.warning("could not save the lexical index to %s (%s); it is rebuilt next time", folder, exc)
     return LexicalIndex(postings=postings), how
+
+
+def save_lexical_index(texts: Sequence[str], cache_dir: Path, postings: Postings, texts_digest: str | None = None) -> None:
+    """Save ``postings`` (over ``texts``) where :func:`cached_lexical_index` finds them, unless another process did;
+    a cache that cannot be written is logged and left as it is (the next start builds the index)."""
+    folder = cache_dir / LEXICAL_DIR / lexical_key(texts, texts_digest=texts_digest)
+    if (folder / "meta.json").exists():
+        return
+    try:
+        save_postings(folder, postings)
+        _evict(folder.parent)
+    except OSError as exc:
+        log.warning("could not save the lexical index to %s (%s); it is rebuilt next time", folder, exc)
 
 
 def _evict(parent: Path, keep: int = KEEP_LEXICAL) -> None:

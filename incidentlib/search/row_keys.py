@@ -12,6 +12,7 @@ far below any chance of a disk error.  Matching sorts one side's digests and loo
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -84,16 +85,15 @@ def digest_words(digests: Sequence[str]) -> np.ndarray | None:
 
 
 def id_hashes(ids: Sequence[str]) -> np.ndarray:
-    """XXH3-64 of each chunk id's UTF-8 bytes, made a block of rows at a time."""
+    """XXH3-64 of each chunk id's UTF-8 bytes, made a block of rows at a time from one pass over ``ids`` (a column's
+    own iterator: slicing a spliced column finds each row by binary search, 2.8 s at 1.35M rows)."""
     parts = [np.zeros(0, dtype=np.uint64)]
-    if isinstance(ids, LineColumn):
-        blocks: Iterable[list[bytes]] = (_joined(ids[start:start + KEY_BLOCK]).split(b"\n")
-                                         for start in range(0, len(ids), KEY_BLOCK))
-    else:
-        blocks = ("\n".join(ids[start:start + KEY_BLOCK]).encode().split(b"\n")
-                  for start in range(0, len(ids), KEY_BLOCK))
-    for block in blocks:
-        parts.append(np.fromiter(map(xxhash.xxh3_64_intdigest, block), dtype=np.uint64, count=len(block)))
+    rows = iter(ids)
+    while block := list(itertools.islice(rows, KEY_BLOCK)):
+        encoded = "\n".join(block).encode().split(b"\n")  # one encode for the block, not one per row
+        if len(encoded) != len(block):  # an id holding a line break (no chunk's does): one at a time
+            encoded = [row.encode() for row in block]
+        parts.append(np.fromiter(map(xxhash.xxh3_64_intdigest, encoded), dtype=np.uint64, count=len(encoded)))
     return np.concatenate(parts)
 
 
