@@ -754,14 +754,17 @@ def _embed_resumably(chunks: Sequence[Chunk], positions: np.ndarray, embedder: E
     partial = folder / PARTIAL_DIR
     saved = _saved_segments(partial, embedder.dim) if partial.is_dir() and len(positions) else {}
     todo = np.arange(len(positions))
-    if saved:
-        every_key = keys(todo)
-        have = np.fromiter((str(key) in saved for key in every_key), dtype=bool, count=len(every_key))
-        if have.any():
-            at = np.flatnonzero(have)
-            sink(at, np.stack([saved[str(every_key[i])] for i in at.tolist()]))
+    if saved:  # checked a segment of keys at a time: the keys of 13.5M chunks at once would be gigabytes
+        have = np.zeros(len(positions), dtype=bool)
+        for start in range(0, len(positions), segment):
+            at = np.arange(start, min(start + segment, len(positions)))
+            block = [str(key) for key in keys(at)]
+            found = np.fromiter((key in saved for key in block), dtype=bool, count=len(block))
+            if found.any():
+                sink(at[found], np.stack([saved[key] for key, hit in zip(block, found.tolist(), strict=True) if hit]))
+            have[at] = found
         todo = np.flatnonzero(~have)
-        del every_key, saved
+        del saved
     resumed = len(positions) - len(todo)
     if progress:
         progress(0, len(todo))
