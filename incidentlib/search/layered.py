@@ -6,13 +6,14 @@ is gigabytes per write). It *carries* the previous one (:func:`carry`):
 - rows of chunks that are gone or were edited become dead (their chunk id is ``""`` in
   ``LoadedIndex.chunk_ids``; the engine's row maps send them nowhere, so they never rank);
 - new and edited chunks are embedded and appended to a small exact *delta* index;
-- the base (exact matrix or HNSW graph) is shared, never modified, so a request still
+- the base (exact matrix, HNSW graph or inverted file) is shared, never modified, so a request still
   running on the previous engine reads a consistent index.
 
 A search asks the base and the delta and merges the two top lists (exact for the delta).
-Compaction (``SearchEngine.compact``) later writes one clean index for the current content
-from these vectors — nothing is re-embedded — and swaps it in; :data:`MAX_DEAD_SHARE` bounds
-how much dead weight a carry may leave before it compacts at once.
+Compaction (``SearchEngine.compact``) later persists an index for the current content from these
+vectors — nothing is re-embedded: an HNSW graph or inverted file on disk is extended with the
+appended rows, an exact index written anew (:func:`.store.ensure_index`) — and swaps it in;
+:data:`MAX_DEAD_SHARE` bounds how much dead weight a carry may leave before it compacts at once.
 """
 
 from __future__ import annotations

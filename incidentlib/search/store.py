@@ -36,10 +36,13 @@ recorded for the next start.
 When the library changes, its content key changes too; the build for the new key takes the
 vectors of unchanged chunks (same id and text digest) from a *donor*: the build made from the
 same library directory before (recorded in ``meta.json``), else the most recently used build
-of the same embedder.  Only new or edited chunks are embedded.  When nothing was edited or
-removed, an HNSW index is extended with the new rows (incremental add); otherwise the index is
-rebuilt from the reused and new vectors.  The donor of the same directory is then removed
-(superseded), and at most ``KEEP_BUILDS`` content folders are kept per embedder.
+of the same embedder.  Only new or edited chunks are embedded (a carried index being compacted
+lends the vectors it holds).  An HNSW graph or inverted file is extended with the new rows
+(incremental add: no graph rebuilt, no lists trained); the rows of edited or removed chunks stay
+in it dead (``row_chunks.npy`` maps them to -1) while at most :data:`MAX_DEAD_SHARE` of its rows
+are.  Otherwise the index is built again from the reused and new vectors.  The donor of the same
+directory is then removed (superseded), and at most ``KEEP_BUILDS`` content folders are kept per
+embedder.
 """
 
 from __future__ import annotations
