@@ -150,7 +150,7 @@ def open_library(data: Path | None, embedder: str = DEFAULT_EMBEDDER, cache: Pat
                         search_backend=search_backend)
 
 
-def build_with_progress(library: Library, quiet: bool = False, save_snapshot: bool = True) -> None:
+def build_with_progress(library: Library, quiet: bool = False, save_snapshot: bool = True, rebuild: bool = False) -> None:
     """Make the dense index fresh, with a progress bar on stderr when embedding is needed (``save_snapshot``:
     :meth:`Library.build_index`)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -163,7 +163,7 @@ def build_with_progress(library: Library, quiet: bool = False, save_snapshot: bo
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        report = library.build_index(progress, save_snapshot=save_snapshot)
+        report = library.build_index(progress, save_snapshot=save_snapshot, rebuild=rebuild)
     if report.warning:  # a damaged cache was rebuilt: say so even when quiet (stderr only)
         err.print(f"[yellow]warning:[/yellow] {escape(report.warning)}")
     if not quiet and report.action != "reused":
@@ -425,10 +425,13 @@ def sparql(
 @app.command()
 def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
           stats: Annotated[bool, typer.Option("--stats", help="Also show index sizes and the dense index kind chosen.")] = False,
+          rebuild: Annotated[bool, typer.Option(
+              "--rebuild", help="Build the dense index again from the vectors it holds (nothing is embedded again): "
+                                "drops the dead rows edits leave in an HNSW graph or inverted file.")] = False,
           as_json: JsonOpt = False) -> None:
     """Build (or refresh) the search index for an embedder, with a progress bar."""
     library = open_library(data, embedder, cache)
-    build_with_progress(library, quiet=as_json)
+    build_with_progress(library, quiet=as_json, rebuild=rebuild)
     report = library.last_build
     assert report is not None
     if stats:
@@ -439,6 +442,9 @@ def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache:
         out.print(f"✓ {report.embedder}: {report.chunks} chunks ({report.action}) in {report.path}")
         out.print(f"  dense:   {numbers.dense_index}; {numbers.vectors_mb} MB of vectors "
                   f"(HNSW from {numbers.hnsw_threshold:,} vectors, inverted file from {numbers.ivf_threshold:,})")
+        if numbers.dense_dead_rows:
+            out.print(f"           {numbers.dense_rows:,} rows, {numbers.dense_dead_rows:,} of them dead (edited or "
+                      "removed chunks; dropped when the index is built again)")
         out.print(f"  lexical: BM25 over {numbers.lexical_terms:,} terms, {numbers.lexical_postings:,} postings, "
                   f"{numbers.lexical_mb} MB ({numbers.lexical_source})")
     elif as_json:

@@ -699,12 +699,15 @@ class Library:
         service.tagger_factory = lambda: self.tagger
         return service
 
-    def build_index(self, progress: ProgressFn | None = None, save_snapshot: bool = True) -> BuildReport:
+    def build_index(self, progress: ProgressFn | None = None, save_snapshot: bool = True,
+                    rebuild: bool = False) -> BuildReport:
         """Build, extend or reuse the persisted dense index for the configured embedder, then make the search
         backend hold it (a Milvus backend fills its collection for this content when it has none).  The records
         and their chunks are then kept for the next start (:meth:`save_start_snapshot`) unless ``save_snapshot``
-        is False (``serve`` writes it after it listens)."""
-        report = self._search_engine.build(progress)
+        is False (``serve`` writes it after it listens).  ``rebuild``: build the dense index again from the
+        vectors it holds (nothing embedded again), dropping the dead rows edits leave in an HNSW graph or inverted
+        file."""
+        report = self._search_engine.build(progress, rebuild=rebuild)
         if save_snapshot:
             self.save_start_snapshot()
         return report

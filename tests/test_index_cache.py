@@ -309,6 +309,11 @@ def test_cli_index_stats(search_library, cache_dir: Path, data_dir: Path) -> Non
     assert stats["embedder"] == "use-m3" and stats["dense_kind"] == "flat" and stats["chunks"] == len(search_library._search_engine.chunks)
     text = CliRunner().invoke(app, ["index", "--stats", "--data", str(data_dir), "--cache", str(cache_dir)])
     assert "exact (numpy" in text.output and "BM25 over" in text.output
+    assert stats["dense_rows"] == stats["chunks"] and stats["dense_dead_rows"] == 0
+    rebuilt = CliRunner().invoke(app, ["index", "--rebuild", "--json", "--data", str(data_dir), "--cache", str(cache_dir)])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    report = json.loads(rebuilt.output)
+    assert report["action"] == "refreshed" and report["embedded"] == 0 and report["chunks"] == stats["chunks"]
 
 
 def _scores(postings: Postings, query: str) -> np.ndarray:

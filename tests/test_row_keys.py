@@ -261,3 +261,24 @@ def test_an_engine_on_an_index_with_dead_rows_answers_as_on_a_fresh_build(small:
         assert engine.search(query, k=5, mode=SearchMode.dense) == fresh.search(query, k=5, mode=SearchMode.dense)
     snapshot = engine.dense_snapshot()
     assert snapshot is not None and snapshot.dead == int((engine.dense.row_chunks < 0).sum())
+    stats = engine.stats()
+    assert stats.dense_dead_rows == snapshot.dead and stats.dense_rows == len(engine.chunks) + snapshot.dead
+
+
+def test_a_rebuild_drops_the_dead_rows_and_embeds_nothing(small: Path, tmp_path: Path) -> None:
+    embedder = HashEmbedder()
+    cache = tmp_path / "cache"
+    chunks = list(SearchEngine(load_library(small), SearchConfig(cache_dir=cache), embedder).chunks)
+    ensure_index(chunks, CONTENT_1, embedder, store_dir(cache, CONTENT_1, embedder), hnsw_threshold=1)
+    changed = edited(chunks, [2, 7])
+    folder = store_dir(cache, CONTENT_2, embedder)
+    grown_index, _ = ensure_index(changed, CONTENT_2, embedder, folder, hnsw_threshold=1)
+    assert grown_index.row_chunks is not None and int((grown_index.row_chunks < 0).sum()) == 2
+    encoded = embedder.documents_encoded
+    clean, report = ensure_index(changed, CONTENT_2, embedder, folder, hnsw_threshold=1, rebuild=True)
+    assert report.action == "refreshed" and report.embedded == 0 and embedder.documents_encoded == encoded
+    assert clean.row_chunks is None and clean.rows_are_chunks and len(clean.index) == len(changed)
+    by_chunk = np.asarray(grown_index.index.vectors)[np.argsort(grown_index.row_chunks)[2:]]  # the live rows, by chunk
+    assert np.allclose(np.asarray(clean.index.vectors), by_chunk, atol=1e-6)
+    again, report = ensure_index(changed, CONTENT_2, embedder, folder, hnsw_threshold=1)
+    assert report.action == "reused" and again.rows_are_chunks  # the clean build is what the next start serves

@@ -117,6 +117,9 @@ class IndexStats(BaseModel):
     ivf_threshold: int = Field(description="Vectors at which the dense index switches from HNSW to an inverted file.")
     vectors_mb: float = Field(description="Size of the float32 vectors, held once (by the index; memory-mapped from disk for ivf).")
     dense_path: str
+    dense_rows: int = Field(description="Rows of the dense index: one per chunk, plus the dead ones.")
+    dense_dead_rows: int = Field(description="Rows of edited or removed chunks that an HNSW graph or inverted file keeps, "
+                                 "matching nothing, until the index is built again (at most a quarter of its rows).")
     lexical_terms: int
     lexical_postings: int = Field(description="(term, chunk) pairs in the BM25 index.")
     lexical_mb: float
@@ -274,13 +277,20 @@ class SearchEngine:
     def cache_dir(self) -> Path:
         return self.config.cache_dir or default_cache_dir()
 
-    def build(self, progress: ProgressFn | None = None) -> BuildReport:
+    def build(self, progress: ProgressFn | None = None, rebuild: bool = False) -> BuildReport:
         """Make sure the dense index is fresh (reuse, extend or rebuild), then that the ranking backend holds
-        this corpus (fills a Milvus collection when it has none for this content), and return what was done."""
+        this corpus (fills a Milvus collection when it has none for this content), and return what was done.
+        ``rebuild``: build the dense index again from the vectors it holds (:func:`.store.ensure_index`)."""
         state = self._state
-        if state is not None and not state.persisted:
-            report = self.compact(progress)
-            assert report is not None
+        if rebuild:
+            self._save_lexical()
+            carried = state is not None and not state.persisted
+            loaded, report = self._ensure(progress, self.dense_snapshot() if carried else None, rebuild=True)
+            self._state = self._new_state(loaded, None, persisted=True)
+        elif state is not None and not state.persisted:
+            compacted = self.compact(progress)
+            assert compacted is not None
+            report = compacted
         else:
             loaded, report = self._ensure(progress)
             self._state = self._new_state(loaded, None, persisted=True)
@@ -315,12 +325,14 @@ class SearchEngine:
                 return int(row)
         raise KeyError((incident_id, lang))
 
-    def _ensure(self, progress: ProgressFn | None, donor: DenseSnapshot | None = None) -> tuple[LoadedIndex, BuildReport]:
+    def _ensure(self, progress: ProgressFn | None, donor: DenseSnapshot | None = None,
+                rebuild: bool = False) -> tuple[LoadedIndex, BuildReport]:
         folder = store_dir(self.cache_dir, self.data.content_hash, self.embedder)
         loaded, report = ensure_index(
             self.chunks, self.data.content_hash, self.embedder, folder, hnsw_threshold=self.config.hnsw_threshold,
             ivf_threshold=self.config.ivf_threshold, progress=progress, library=str(Path(self.data.root).resolve()),
             memory_donor=None if donor is None else (donor.loaded.index, donor.keys, donor.live), chunks_digest=self.chunks_digest,
+            rebuild=rebuild,
         )
         self.last_build = report
         return loaded, report
@@ -399,14 +411,18 @@ class SearchEngine:
             raise ValueError("a chunk's digest is not 16 hex digits")
         return DenseSnapshot(state.loaded, chunk_keys.take(np.maximum(state.row_to_chunk, 0)), live)
 
-    def compact(self, progress: ProgressFn | None = None) -> BuildReport | None:
-        """Save the BM25 index updated since the last change, and persist the carried dense index for this content
-        (nothing is re-embedded; another process may already have written it, then it is loaded) and swap it in;
-        the dense build's report, None when the dense index had nothing to do."""
+    def _save_lexical(self) -> None:
+        """Save the BM25 index a change updated, when not saved yet (a live write leaves that to compaction)."""
         if self._lexical_unsaved:
             save_lexical_index(chunk_texts(self.chunks), self.cache_dir, self.lexical.postings,
                                texts_digest=self.chunks_digest)
             self._lexical_unsaved = False
+
+    def compact(self, progress: ProgressFn | None = None) -> BuildReport | None:
+        """Save the BM25 index updated since the last change, and persist the carried dense index for this content
+        (nothing is re-embedded; another process may already have written it, then it is loaded) and swap it in;
+        the dense build's report, None when the dense index had nothing to do."""
+        self._save_lexical()
         state = self._state
         if state is None or state.persisted:
             return None
@@ -425,6 +441,7 @@ class SearchEngine:
             embedder=dense.meta.embedder, chunks=len(self.chunks), incidents=len(self._incident_ids),
             dense_kind=dense.index.kind, dense_index=dense.index.describe(), hnsw_threshold=self.config.hnsw_threshold,
             ivf_threshold=self.config.ivf_threshold, vectors_mb=round(dense.vectors.nbytes / 2**20, 1), dense_path=self.last_build.path if self.last_build else "",
+            dense_rows=len(dense.index), dense_dead_rows=int(np.count_nonzero(self._dense_state.row_to_chunk < 0)),
             lexical_terms=len(postings.vocabulary), lexical_postings=len(postings.indices),
             lexical_mb=round(lexical_bytes / 2**20, 1), lexical_source=self.lexical_source or "",
         )

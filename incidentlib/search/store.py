@@ -510,6 +510,7 @@ def ensure_index(
     memory_donor: tuple[VectorIndex, RowKeys, np.ndarray] | None = None,
     segment: int = RESUME_SEGMENT,
     chunks_digest: str | None = None,
+    rebuild: bool = False,
 ) -> tuple[LoadedIndex, BuildReport]:
     """Return a fresh index for ``chunks``, building or updating the persisted one as needed.
 
@@ -522,6 +523,9 @@ def ensure_index(
     with them as after any change; otherwise the persisted index is written anew from both.
 
     ``chunks_digest``: :func:`rows_digest` of ``chunks`` when the caller has it (computed otherwise).
+
+    ``rebuild``: build the index again even when one for these chunks exists, from the vectors it (or a donor)
+    holds, without dead rows and with an inverted file's lists trained again; nothing held is embedded again.
 
     Rows are matched by :class:`~.row_keys.RowKeys` (two words a row, sorted and looked up in bulk), never as
     Python objects per row: at 1M incidents (13.5M chunks) those would not fit in memory.
@@ -540,12 +544,13 @@ def ensure_index(
         usable = meta is not None and meta.format_version == FORMAT_VERSION
         same = (meta is not None and usable and meta.embedder == embedder.name and meta.dim == embedder.dim
                 and meta.content_hash == content_hash and meta.index_kind == expected_kind)
-        if same and meta is not None and meta.chunks == len(chunks) and meta.rows_digest == digest_of_chunks:
+        if not rebuild and same and meta is not None and meta.chunks == len(chunks) and meta.rows_digest == digest_of_chunks:
             # the rows are these chunks in this order: reused without reading, parsing and matching 1M+ rows
             reused = _read_build(folder, meta, chunks)
             _touch(folder)
             return reused, _report("reused", meta, 0, len(chunks), folder, started, chunks=len(chunks))
-        if same and meta is not None and meta.chunks_digest == digest_of_chunks and ROW_CHUNKS_FILE in meta.checksums:
+        if (not rebuild and same and meta is not None and meta.chunks_digest == digest_of_chunks
+                and ROW_CHUNKS_FILE in meta.checksums):
             reused = _read_mapped_build(folder, meta, chunks)  # these chunks in the order its row map records
             _touch(folder)
             return reused, _report("reused", meta, 0, len(chunks), folder, started, chunks=len(chunks))
@@ -559,7 +564,7 @@ def ensure_index(
     wanted = RowKeys.of(chunk_ids(chunks), chunk_digests(chunks))
     if wanted is None:
         raise ValueError(f"a chunk's digest is not {DIGEST_DIGITS} hex digits")
-    if same and current is not None and meta is not None:
+    if not rebuild and same and current is not None and meta is not None:
         row_of_chunk = match(current[1], wanted)
         if _rows_of_distinct(row_of_chunk, meta.chunks):  # the same chunks, in its own order (and dead rows)
             identity = meta.chunks == len(chunks) and bool(np.array_equal(row_of_chunk, np.arange(len(chunks))))
@@ -600,7 +605,7 @@ def ensure_index(
 
     # an HNSW graph or trained lists on disk to keep, and few enough dead rows: the donor's rows stay (those of edited
     # or removed chunks dead) and the other chunks are appended (incremental add)
-    if (disk is not None and donor_path is not None and len(on_disk)
+    if (not rebuild and disk is not None and donor_path is not None and len(on_disk)
             and dead <= MAX_DEAD_SHARE * (len(chunks) + dead)  # the grown index: every chunk's row and the dead ones
             and disk.index.kind == expected_kind and expected_kind in ("hnsw", "ivf")):
         appended = np.flatnonzero(source != 0)
