@@ -1134,13 +1134,13 @@ class Library:
         engine: SearchEngine | None = self.__dict__.get("_search_engine")
         action, rows, dropped = "none", 0, 0
         if engine is not None and engine.needs_compaction:
-            before = engine.dense_snapshot()
+            before = engine.dense_snapshot() if engine.dense_carried else None  # (none when only BM25 is unsaved)
             with self._background:  # a fork (SPARQL host) waits: FAISS and BLAS threads may be running
                 report = engine.compact()
             if report is not None and before is not None:
                 row_chunks = engine.dense.row_chunks  # an HNSW graph or inverted file extended keeps its dead rows
                 kept_dead = 0 if row_chunks is None else int((row_chunks < 0).sum())
-                action, rows, dropped = report.action, report.chunks, before.dead - kept_dead
+                action, rows, dropped = report.action, report.chunks, max(0, before.dead - kept_dead)
         wal_before, wal_after = self._store.checkpoint()
         return CompactReport(dense=action, dense_rows=rows, dead_rows_dropped=dropped, wal_bytes_before=wal_before,
                              wal_bytes_after=wal_after, seconds=round(time.perf_counter() - started, 3))

@@ -18,7 +18,7 @@ from incidentlib.search import store
 from incidentlib.search.chunks import Chunk
 from incidentlib.search.engine import SearchConfig, SearchEngine, SearchMode
 from incidentlib.search.row_keys import RowKeys, digest_words, id_hashes, match
-from incidentlib.search.store import ROW_CHUNKS_FILE, ensure_index, store_dir
+from incidentlib.search.store import ensure_index, row_map_name, store_dir
 
 #: Content hashes as a library's are (hex: a build folder is named after the first 16 digits).
 CONTENT_1, CONTENT_2 = (hashlib.sha256(name.encode()).hexdigest() for name in ("content-1", "content-2"))
@@ -39,7 +39,8 @@ def test_digest_words_read_sixteen_hex_digits_and_refuse_anything_else() -> None
     assert digest_words(["0000000000000001", "ffffffffffffffff"]).tolist() == [1, 2**64 - 1]  # type: ignore[union-attr]
     assert digest_words([]).tolist() == []  # type: ignore[union-attr]
     for bad in (["abc"], ["0000000000000001", "00000000000000012"], ["000000000000000g"], ["00000000000000é"],
-                ["00000000000000", "000000000000000000"]):  # the last: 14 + 18 digits, right in total
+                ["00000000000000", "000000000000000000"],  # 14 + 18 digits, right in total
+                ["        00000000", "        0000000a"]):  # spaces, which ``bytes.fromhex`` skips
         assert digest_words(bad) is None, bad
     joined = "\n".join(["0123456789abcdef", "fedcba9876543210"]).encode()
     column = LineColumn(joined, 0, len(joined), 2)  # the start snapshot's column: read from its bytes
@@ -124,9 +125,9 @@ def test_a_grown_index_records_its_row_order_and_the_next_start_reads_no_row(
     build = folder / second.meta.build
     rows = [json.loads(line) for line in (build / store.ROWS_FILE).read_text(encoding="utf-8").splitlines()]
     assert rows == [store.index_row(bigger[i]) for i in second.row_chunks.tolist()]
-    assert np.load(build / ROW_CHUNKS_FILE).tolist() == second.row_chunks.tolist()
     assert second.meta.chunks_digest == store.rows_digest([c.id for c in bigger], [c.digest for c in bigger])
-    assert second.meta.rows_digest == store.rows_digest([r["id"] for r in rows], [r["digest"] for r in rows])
+    assert np.load(build / row_map_name(second.meta.chunks_digest)).tolist() == second.row_chunks.tolist()
+    assert second.meta.rows_digest == ""  # found by its row map, never by the rows' own order
 
     read: list[int] = []
     real = store._row_columns
@@ -142,7 +143,10 @@ def test_a_grown_index_records_its_row_order_and_the_next_start_reads_no_row(
     assert np.allclose(by_row, np.asarray(fresh.index.vectors), atol=1e-6)
 
 
-def test_a_damaged_row_map_is_rebuilt_with_a_warning(small: Path, tmp_path: Path) -> None:
+def test_a_damaged_row_map_costs_a_read_of_the_rows_not_the_index(
+        small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The map is only a shortcut: when it fails its checks the verified rows are read and matched, the order is
+    recorded again, and nothing is embedded or rebuilt."""
     embedder = HashEmbedder()
     data = load_library(small)
     cache = tmp_path / "cache"
@@ -151,10 +155,65 @@ def test_a_damaged_row_map_is_rebuilt_with_a_warning(small: Path, tmp_path: Path
     bigger = grown(chunks, 0, 2)
     folder = store_dir(cache, CONTENT_2, embedder)
     second, _ = ensure_index(bigger, CONTENT_2, embedder, folder, hnsw_threshold=1)
-    np.save(folder / second.meta.build / ROW_CHUNKS_FILE, np.zeros(len(bigger), dtype=np.int64))
+    path = folder / second.meta.build / row_map_name(second.meta.chunks_digest)
+    path.unlink()
+    np.save(path, np.zeros(len(bigger), dtype=np.int64))
+    encoded = embedder.documents_encoded
+    read: list[int] = []
+    real = store._row_columns
+    monkeypatch.setattr(store, "_row_columns", lambda lines, before=0: read.append(len(lines)) or real(lines, before))
     again, report = ensure_index(bigger, CONTENT_2, embedder, folder, hnsw_threshold=1)
-    assert report.warning is not None and "row_chunks.npy does not match its checksum" in report.warning
-    assert report.action in ("built", "refreshed") and len(again.chunk_ids) == len(bigger)
+    assert report.action == "reused" and report.warning is None and embedder.documents_encoded == encoded
+    assert read and np.array_equal(again.row_chunks, second.row_chunks)  # type: ignore[arg-type]
+    third, report = ensure_index(bigger, CONTENT_2, embedder, folder, hnsw_threshold=1)
+    assert report.action == "reused" and len(read) == 1  # the order recorded again: the next start reads no row
+    assert np.array_equal(third.row_chunks, second.row_chunks)  # type: ignore[arg-type]
+
+
+def test_each_chunk_order_gets_its_own_row_map(small: Path, tmp_path: Path) -> None:
+    """A start with the same chunks in another order records its own map beside the first, never over it: a start
+    reading the first map meanwhile is never handed the other's bytes."""
+    embedder = HashEmbedder()
+    cache = tmp_path / "cache"
+    chunks = list(SearchEngine(load_library(small), SearchConfig(cache_dir=cache), embedder).chunks)
+    ensure_index(chunks, CONTENT_1, embedder, store_dir(cache, CONTENT_1, embedder), hnsw_threshold=1)
+    bigger = grown(chunks, 5, 1)
+    folder = store_dir(cache, CONTENT_2, embedder)
+    second, _ = ensure_index(bigger, CONTENT_2, embedder, folder, hnsw_threshold=1)
+    first_map = folder / second.meta.build / row_map_name(second.meta.chunks_digest)
+    before = first_map.read_bytes()
+    reordered = list(reversed(bigger))
+    other, report = ensure_index(reordered, CONTENT_2, embedder, folder, hnsw_threshold=1)
+    assert report.action == "reused" and other.meta.chunks_digest != second.meta.chunks_digest
+    assert first_map.read_bytes() == before
+    assert (folder / other.meta.build / row_map_name(other.meta.chunks_digest)).exists()
+
+
+def test_a_donor_removed_while_the_new_chunks_are_embedded_does_not_fail_the_build(
+        small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process may remove the donor's folder (superseded or evicted) during a long embedding: its rows file
+    was opened before, and the grown build is still written whole."""
+    import shutil
+
+    embedder = HashEmbedder()
+    cache = tmp_path / "cache"
+    chunks = list(SearchEngine(load_library(small), SearchConfig(cache_dir=cache), embedder).chunks)
+    donor = store_dir(cache, CONTENT_1, embedder)
+    ensure_index(chunks, CONTENT_1, embedder, donor, hnsw_threshold=1)
+    real = store._embed_resumably
+
+    def embed_then_remove_the_donor(*args: object, **kwargs: object) -> int:
+        resumed = real(*args, **kwargs)  # type: ignore[arg-type]
+        shutil.rmtree(donor)
+        return resumed
+
+    monkeypatch.setattr(store, "_embed_resumably", embed_then_remove_the_donor)
+    bigger = grown(chunks, 3, 2)
+    folder = store_dir(cache, CONTENT_2, embedder)
+    grown_index, report = ensure_index(bigger, CONTENT_2, embedder, folder, hnsw_threshold=1)
+    assert report.action == "extended" and not donor.exists()
+    rows = [json.loads(line) for line in (folder / grown_index.meta.build / store.ROWS_FILE).read_text().splitlines()]
+    assert rows == [store.index_row(bigger[i]) for i in grown_index.row_chunks.tolist()]  # type: ignore[union-attr]
 
 
 def test_an_engine_served_from_a_row_map_answers_as_from_a_fresh_build(small: Path, tmp_path: Path) -> None:

@@ -391,11 +391,16 @@ class SearchEngine:
         return self._dense_state.loaded
 
     @property
+    def dense_carried(self) -> bool:
+        """True when the dense index is a carried one (dead rows, appended rows, not saved)."""
+        state = self._state
+        return state is not None and not state.persisted
+
+    @property
     def needs_compaction(self) -> bool:
         """True when the dense index is a carried one (dead rows, appended rows, not saved) or the BM25 index was
         updated and not saved: :meth:`compact` tidies them."""
-        state = self._state
-        return (state is not None and not state.persisted) or self._lexical_unsaved
+        return self.dense_carried or self._lexical_unsaved
 
     def dense_snapshot(self) -> DenseSnapshot | None:
         """This engine's dense index and each row's ``(chunk id, digest)``, when it has one (for the next engine)."""

@@ -81,6 +81,8 @@ def digest_words(digests: Sequence[str]) -> np.ndarray | None:
         raw = bytes.fromhex(table[:, :DIGEST_DIGITS].tobytes().decode("ascii"))
     except (UnicodeDecodeError, ValueError):
         return None
+    if len(raw) != 8 * count:  # ``fromhex`` skips whitespace: a row with spaces is not 16 digits
+        return None
     return np.frombuffer(raw, dtype=">u8").astype(np.uint64)
 
 

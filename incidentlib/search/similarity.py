@@ -529,11 +529,20 @@ class SimilarityIndex:
         flat, local = self._segments(self._sample)
         return self.engine.dense.index.rows(rows[flat]), local
 
+    @cached_property
+    def _live_share(self) -> float:
+        """The share of the dense index's rows that are live: an HNSW graph or inverted file extended after edits keeps
+        the old rows dead (at most a quarter, :data:`.store.MAX_DEAD_SHARE`), and they fill fetched places."""
+        row_to_chunk, _ = self.engine._row_maps
+        return max(int(np.count_nonzero(row_to_chunk >= 0)), 1) / max(len(row_to_chunk), 1)
+
     def _dense_pool(self, passages: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """The dense candidates: incidents of the query passages' nearest passages, best :data:`DENSE_POOL` by ``D̃``."""
+        """The dense candidates: incidents of the query passages' nearest passages, best :data:`DENSE_POOL` by ``D̃``
+        (the hits asked for grown by the dead rows' share, so as many live ones come back as from a clean index)."""
         size, hits = self.pools.dense, self.pools.dense_hits
         if size == 0 or hits == 0 or not len(passages):
             return np.zeros(0, dtype=np.int64)
+        hits = math.ceil(hits / self._live_share)
         index = self.engine.dense.index
         if isinstance(index, CodeSearch):  # by the codes, fewer lists: every pool member is scored again exactly
             found, rows = index.search_codes_batch(passages, hits, nprobe=max(1, math.ceil(index.nprobe * self.pools.probe_share)))

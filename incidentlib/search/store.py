@@ -6,7 +6,7 @@ Layout under the cache directory::
         meta.json                 format version, embedder, dim, content hash, index kind, checksums
         build-<hash>/             one complete build
             chunks.jsonl          chunk id, digest and incident of every row, in row order
-            row_chunks.npy        each row's chunk position, when the rows are not in the chunks' order
+            row_chunks-<d>.npy    each row's chunk position (-1: dead) for the chunks of digest d, when not in order
             vectors.npy           the embeddings (exact index), row i = chunk i
             index.faiss           or the FAISS HNSW index, which holds the vectors itself
             ivf.faiss             or the FAISS inverted file of 8-bit codes (with vectors.npy, memory-mapped)
@@ -29,7 +29,7 @@ reason (``BuildReport.warning``); a damaged cache never stops a command.
 same value, the rows file is checked against its checksum but not parsed: its rows are those chunks, in that
 order (at 1.35M rows, parsing the file and matching its rows against the chunks was most of the index's load).  A
 build whose rows are its chunks in another order (new chunks appended after an earlier build's rows) records the
-chunks' digest and each row's chunk position (``row_chunks.npy``) instead, and is served the same way.  Any other
+chunks' digest and each row's chunk position (`the row map`) instead, and is served the same way.  Any other
 build is read and matched row by row, its rows as two 64-bit words each (:mod:`.row_keys`), and the order found is
 recorded for the next start.
 
@@ -39,7 +39,7 @@ same library directory before (recorded in ``meta.json``), else the most recentl
 of the same embedder.  Only new or edited chunks are embedded (a carried index being compacted
 lends the vectors it holds).  An HNSW graph or inverted file is extended with the new rows
 (incremental add: no graph rebuilt, no lists trained); the rows of edited or removed chunks stay
-in it dead (``row_chunks.npy`` maps them to -1) while at most :data:`MAX_DEAD_SHARE` of its rows
+in it dead (`the row map` maps them to -1) while at most :data:`MAX_DEAD_SHARE` of its rows
 are.  Otherwise the index is built again from the reused and new vectors.  The donor of the same
 directory is then removed (superseded), and at most ``KEEP_BUILDS`` content folders are kept per
 embedder.
@@ -60,7 +60,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict
+from typing import BinaryIO, TypedDict
 
 import numpy as np
 import xxhash
@@ -86,8 +86,10 @@ DONOR_FORMATS = frozenset({3, FORMAT_VERSION})
 EMBED_BATCH = 64
 ROWS_FILE = "chunks.jsonl"
 #: A build whose rows are its chunks in another order (new chunks appended after a donor's rows) records each row's
-#: chunk position here (int64), so a start with those chunks serves it without reading its rows file.
-ROW_CHUNKS_FILE = "row_chunks.npy"
+#: chunk position (int64) in ``row_chunks-<chunks digest>.npy``, so a start with those chunks serves it without
+#: reading its rows file.  One file per chunk order, never overwritten: a start reading one map is never handed
+#: another's bytes (:func:`row_map_name`).
+ROW_CHUNKS_PREFIX = "row_chunks-"
 #: Rows per block when a rows file is read or written or rows are gathered: bounds the transient Python objects
 #: (a few MB a block) whatever the library's size.  Chosen by that argument, not tuned.
 ROW_BLOCK = 65_536
@@ -177,8 +179,8 @@ class IndexMeta(BaseModel):
     #: :func:`rows_digest` of the build's rows ("" for a build written before it existed): a start whose chunks
     #: give the same value reuses the build without reading its rows file.
     rows_digest: str = ""
-    #: :func:`rows_digest` of the chunks, in their own order, whose positions :data:`ROW_CHUNKS_FILE` gives for each
-    #: row ("" when the rows are those chunks in order, or no map was recorded).
+    #: :func:`rows_digest` of the chunks, in their own order, whose positions the row map (:func:`row_map_name`)
+    #: gives for each row ("" when the rows are those chunks in order, or no map was recorded).
     chunks_digest: str = ""
 
 
@@ -236,6 +238,16 @@ class LoadedIndex:
     def vectors(self) -> np.ndarray:
         """The row vectors (the index's own memory, not a copy)."""
         return self.index.vectors
+
+
+def row_map_name(chunks_digest: str) -> str:
+    """The file of a build's row map for the chunks whose :func:`rows_digest` is ``chunks_digest``."""
+    return f"{ROW_CHUNKS_PREFIX}{chunks_digest.rpartition(':')[2][:32]}.npy"
+
+
+class _MapUnusable(Exception):
+    """A build's row map is missing, damaged or not for these chunks: the rows are read and matched instead (the
+    index and the rows file were verified; only the shortcut is lost)."""
 
 
 def _read_meta(folder: Path) -> IndexMeta | None:
@@ -307,19 +319,19 @@ def _read_build(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk]) -> Loade
     return LoadedIndex(_open_build(folder, meta), chunk_ids(chunks), meta, chunk_digests(chunks), rows_are_chunks=True)
 
 
-def _read_mapped_build(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk]) -> LoadedIndex:
-    """``meta``'s build, whose rows are ``chunks`` in the order of its recorded :data:`ROW_CHUNKS_FILE` (the chunks'
-    :func:`rows_digest` is the build's ``chunks_digest``): no row of its rows file is read."""
-    index = _open_build(folder, meta)
-    _verify_files(folder, meta, (ROW_CHUNKS_FILE,))
+def _read_row_map(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk]) -> np.ndarray:
+    """The verified row map of ``meta``'s build for ``chunks`` (the chunks' :func:`rows_digest` is the build's
+    ``chunks_digest``); :class:`_MapUnusable` when it cannot be used."""
+    name = row_map_name(meta.chunks_digest)
     try:
-        row_chunks = np.load(folder / meta.build / ROW_CHUNKS_FILE, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise CacheDamaged(f"{meta.build}/{ROW_CHUNKS_FILE} cannot be read ({type(exc).__name__})") from None
+        _verify_files(folder, meta, (name,))
+        row_chunks: np.ndarray = np.load(folder / meta.build / name, allow_pickle=False)
+    except (CacheDamaged, OSError, ValueError) as exc:
+        raise _MapUnusable(str(exc)) from None
     if (row_chunks.dtype != np.int64 or row_chunks.shape != (meta.chunks,)
             or not _covers_each_once(row_chunks, len(chunks))):
-        raise CacheDamaged(f"{meta.build}/{ROW_CHUNKS_FILE} does not give each of the {len(chunks)} chunks one row")
-    return _mapped(index, chunks, meta, row_chunks)
+        raise _MapUnusable(f"{meta.build}/{name} does not give each of the {len(chunks)} chunks one row")
+    return row_chunks
 
 
 def _mapped(index: VectorIndex, chunks: Sequence[Chunk], meta: IndexMeta, row_chunks: np.ndarray) -> LoadedIndex:
@@ -401,16 +413,16 @@ def _record_row_order(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk], ro
                       chunks_digest: str) -> IndexMeta:
     """Record how the verified rows of ``meta``'s build (read row by row) stand to ``chunks``, so the next start with
     these chunks need not read them: the rows digest when they are the chunks in order, else the chunks' digest and
-    the row map in :data:`ROW_CHUNKS_FILE`.  A cache that cannot be written keeps serving as it is."""
+    the row map (:func:`row_map_name`).  A cache that cannot be written keeps serving as it is."""
     if row_chunks is None:
         update: dict[str, object] = {"rows_digest": chunks_digest}
     else:
-        path = folder / meta.build / ROW_CHUNKS_FILE
+        path = folder / meta.build / row_map_name(chunks_digest)
         try:
             _save_array(path, row_chunks)
         except OSError:
             return meta
-        update = {"chunks_digest": chunks_digest, "checksums": {**meta.checksums, ROW_CHUNKS_FILE: checksum.checksum_file(path)}}
+        update = {"chunks_digest": chunks_digest, "checksums": {**meta.checksums, path.name: checksum.checksum_file(path)}}
     updated = meta.model_copy(update=update)
     with contextlib.suppress(OSError):
         atomic_write_text(folder / "meta.json", updated.model_dump_json(indent=2))
@@ -426,18 +438,6 @@ def _save_array(path: Path, values: np.ndarray) -> None:
         temporary.replace(path)
     finally:
         temporary.unlink(missing_ok=True)
-
-
-def _gathered_rows_digest(chunks: Sequence[Chunk], row_chunks: np.ndarray) -> str:
-    """:func:`rows_digest` of the rows ``chunks[row_chunks[i]]`` (all live), hashed :data:`ROW_BLOCK` rows at a time."""
-    hasher = xxhash.xxh3_128()
-    for number, column in enumerate((chunk_ids(chunks), chunk_digests(chunks))):
-        if number:
-            hasher.update(b"\0")
-        for start in range(0, len(row_chunks), ROW_BLOCK):
-            rows = row_chunks[start:start + ROW_BLOCK].tolist()
-            hasher.update((b"\n" if start else b"") + "\n".join(map(column.__getitem__, rows)).encode())
-    return f"{checksum.ALGORITHM}:{hasher.hexdigest()}"
 
 
 def _touch(folder: Path) -> None:
@@ -549,13 +549,16 @@ def ensure_index(
             reused = _read_build(folder, meta, chunks)
             _touch(folder)
             return reused, _report("reused", meta, 0, len(chunks), folder, started, chunks=len(chunks))
-        if (not rebuild and same and meta is not None and meta.chunks_digest == digest_of_chunks
-                and ROW_CHUNKS_FILE in meta.checksums):
-            reused = _read_mapped_build(folder, meta, chunks)  # these chunks in the order its row map records
-            _touch(folder)
-            return reused, _report("reused", meta, 0, len(chunks), folder, started, chunks=len(chunks))
         if usable and meta is not None:
             index = _open_build(folder, meta)
+            if not rebuild and same and meta.chunks_digest == digest_of_chunks:
+                try:  # these chunks in the order its row map records
+                    loaded = _mapped(index, chunks, meta, _read_row_map(folder, meta, chunks))
+                except _MapUnusable as exc:
+                    log.info("the row map of %s is not used (%s); reading its rows", folder, exc)
+                else:
+                    _touch(folder)
+                    return loaded, _report("reused", meta, 0, len(chunks), folder, started, chunks=len(chunks))
             current = index, _read_keys(folder, meta)
     except CacheDamaged as exc:
         warning = f"index cache {folder} was damaged ({exc}); rebuilt it"
@@ -580,7 +583,8 @@ def ensure_index(
     disk: _Donor | None = None
     if current is not None and meta is not None and meta.embedder == embedder.name and meta.dim == embedder.dim:
         disk = _Donor(current[0], current[1], path=(folder, meta))  # the same content with another kind or chunking
-    elif not warning:
+    elif not warning and (memory_donor is None or expected_kind in ("hnsw", "ivf")):
+        # (a carried index being compacted into an exact one has every vector in memory: no disk donor to read)
         found = _donor(folder, embedder, library)
         if found is not None:
             try:
@@ -605,38 +609,20 @@ def ensure_index(
 
     # an HNSW graph or trained lists on disk to keep, and few enough dead rows: the donor's rows stay (those of edited
     # or removed chunks dead) and the other chunks are appended (incremental add)
-    if (not rebuild and disk is not None and donor_path is not None and len(on_disk)
-            and dead <= MAX_DEAD_SHARE * (len(chunks) + dead)  # the grown index: every chunk's row and the dead ones
-            and disk.index.kind == expected_kind and expected_kind in ("hnsw", "ivf")):
-        appended = np.flatnonzero(source != 0)
-        fresh = np.zeros((len(appended), embedder.dim), dtype=np.float32)
-        if memory is not None:  # vectors carried in memory: copied, not embedded again
-            from_memory = np.flatnonzero(source[appended] == 1)
-            memory.copy_rows(source_row[appended[from_memory]], fresh, from_memory)
-        embed_at = np.flatnonzero(source[appended] < 0)  # where in ``appended`` the embedded chunks go
-
-        def into_fresh(at: np.ndarray, vectors: np.ndarray) -> None:
-            fresh[embed_at[at]] = vectors
-
-        resumed = _embed_resumably(chunks, missing, embedder, folder, batch_size, segment, progress, into_fresh)
-        row_chunks = np.concatenate([_inverse(source_row[on_disk], on_disk, disk_rows), appended])
-        staging = None
-        if expected_kind == "ivf":
-            from .ivf import IvfIndex  # FAISS is loaded already: the donor is an inverted file
-
-            assert isinstance(disk.index, IvfIndex)
-            # the grown rows written into the new build's own file, not appended in memory (:meth:`.ivf.IvfIndex.add`)
-            staging = _staging_folder(folder)
-            with _removed_on_failure(staging):
-                index = disk.index.add(fresh, rows_file=staging / IVF_VECTORS_FILE)
-        else:
-            index = disk.index.add(fresh)
-        action = ("compacted" if memory is not None else "updated" if dead else "extended" if len(appended)
-                  else "refreshed")
-        rows = _Rows(chunks, row_chunks, digest_of_chunks, copied=donor_path[0] / donor_path[1].build / ROWS_FILE,
-                     appended=appended)
-        return _finish(action, index, rows, content_hash, embedder, folder, len(missing), started, warning, library,
-                       donor_path, resumed, staging)
+    extend = (not rebuild and disk is not None and donor_path is not None and bool(len(on_disk))
+              and dead <= MAX_DEAD_SHARE * (len(chunks) + dead)  # the grown index: every chunk's row and the dead ones
+              and disk.index.kind == expected_kind and expected_kind in ("hnsw", "ivf"))
+    donor_rows_file: BinaryIO | None = None
+    if extend and donor_path is not None:
+        try:  # opened now: another process may remove the donor's folder while the new chunks are embedded
+            donor_rows_file = (donor_path[0] / donor_path[1].build / ROWS_FILE).open("rb")
+        except OSError:
+            extend = False
+    if extend and disk is not None and donor_path is not None and donor_rows_file is not None:
+        with donor_rows_file:
+            return _extended(chunks, disk, memory, source, source_row, on_disk, dead, donor_rows_file, donor_path,
+                             digest_of_chunks, content_hash, embedder, folder, batch_size, segment, progress, started,
+                             warning, library, expected_kind)
 
     # an inverted file's rows are assembled in its own vectors file, mapped, in the staging folder the build is
     # written to: at 1M incidents they are 27.5 GB, more than the machine's memory, and the index is then built
@@ -672,6 +658,45 @@ def ensure_index(
         action = "built"
     return _finish(action, index, _Rows(chunks, None, digest_of_chunks), content_hash, embedder, folder, len(missing),
                    started, warning, library, donor_path, resumed, staging)
+
+
+def _extended(chunks: Sequence[Chunk], disk: _Donor, memory: _Donor | None, source: np.ndarray,
+              source_row: np.ndarray, on_disk: np.ndarray, dead: int, donor_rows_file: BinaryIO,
+              donor_path: tuple[Path, IndexMeta], digest_of_chunks: str, content_hash: str, embedder: Embedder,
+              folder: Path, batch_size: int, segment: int, progress: ProgressFn | None, started: float,
+              warning: str | None, library: str, expected_kind: str) -> tuple[LoadedIndex, BuildReport]:
+    """:func:`ensure_index`'s incremental add: the disk donor's HNSW graph or inverted file keeps its rows (those no
+    chunk asks for dead) and gets the other chunks appended, their vectors from ``memory`` or embedded now."""
+    missing = np.flatnonzero(source < 0)
+    disk_rows = len(disk.keys)
+    appended = np.flatnonzero(source != 0)
+    fresh = np.zeros((len(appended), embedder.dim), dtype=np.float32)
+    if memory is not None:  # vectors carried in memory: copied, not embedded again
+        from_memory = np.flatnonzero(source[appended] == 1)
+        memory.copy_rows(source_row[appended[from_memory]], fresh, from_memory)
+    embed_at = np.flatnonzero(source[appended] < 0)  # where in ``appended`` the embedded chunks go
+
+    def into_fresh(at: np.ndarray, vectors: np.ndarray) -> None:
+        fresh[embed_at[at]] = vectors
+
+    resumed = _embed_resumably(chunks, missing, embedder, folder, batch_size, segment, progress, into_fresh)
+    row_chunks = np.concatenate([_inverse(source_row[on_disk], on_disk, disk_rows), appended])
+    staging = None
+    if expected_kind == "ivf":
+        from .ivf import IvfIndex  # FAISS is loaded already: the donor is an inverted file
+
+        assert isinstance(disk.index, IvfIndex)
+        # the grown rows written into the new build's own file, not appended in memory (:meth:`.ivf.IvfIndex.add`)
+        staging = _staging_folder(folder)
+        with _removed_on_failure(staging):
+            index = disk.index.add(fresh, rows_file=staging / IVF_VECTORS_FILE)
+    else:
+        index = disk.index.add(fresh)
+    action = ("compacted" if memory is not None else "updated" if dead else "extended" if len(appended)
+              else "refreshed")
+    rows = _Rows(chunks, row_chunks, digest_of_chunks, copied=donor_rows_file, appended=appended)
+    return _finish(action, index, rows, content_hash, embedder, folder, len(missing), started, warning, library,
+                   donor_path, resumed, staging)
 
 
 def _inverse(positions: np.ndarray, values: np.ndarray | None = None, size: int | None = None) -> np.ndarray:
@@ -802,7 +827,7 @@ class _Rows:
     chunks: Sequence[Chunk]
     order: np.ndarray | None
     chunks_digest: str
-    copied: Path | None = None
+    copied: BinaryIO | None = None  # opened before the embedding: the donor's folder may be removed meanwhile
     appended: np.ndarray | None = None
 
 
@@ -813,7 +838,6 @@ def _finish(action: str, index: VectorIndex, rows: _Rows, content_hash: str,
     chunks, order = rows.chunks, rows.order
     if order is not None and bool(np.array_equal(order, np.arange(len(order)))):
         order = None  # the new rows came last in the chunks' order too: the rows are the chunks in order
-    dead = 0 if order is None else int((order < 0).sum())
     meta = IndexMeta(
         format_version=FORMAT_VERSION,
         embedder=embedder.name,
@@ -827,11 +851,11 @@ def _finish(action: str, index: VectorIndex, rows: _Rows, content_hash: str,
         reused=len(chunks) - embedded,
         resumed=resumed,
         library=library,
-        # the rows' own digest, for a start with chunks in the rows' order; none when dead rows make that impossible
-        rows_digest=rows.chunks_digest if order is None else "" if dead else _gathered_rows_digest(chunks, order),
+        # the rows' own digest when they are the chunks in order; a build in another order is found by its row map
+        rows_digest=rows.chunks_digest if order is None else "",
         chunks_digest="" if order is None else rows.chunks_digest,
     )
-    meta = _write_build(folder, meta, rows, order, index, staging)
+    meta = _write_build(folder, meta, rows, order, index, staging)  # removes the staging folder if it fails
     shutil.rmtree(folder / PARTIAL_DIR, ignore_errors=True)  # the build is whole: its checkpoints are not needed
     if donor is not None and donor[0] != folder and library and donor[1].library == library:
         shutil.rmtree(donor[0], ignore_errors=True)  # superseded: the same directory's earlier content
@@ -874,25 +898,24 @@ def _row_lines(chunks: Sequence[Chunk], positions: np.ndarray | None) -> Iterato
     each line is what ``json.dumps(index_row(chunk))`` gives, made from the chunk columns without a chunk object."""
     ids, digests, incidents = chunk_ids(chunks), chunk_digests(chunks), chunk_incident_ids(chunks)
     quote = json.encoder.encode_basestring_ascii  # json.dumps's own string encoder (C)
-    total = len(chunks) if positions is None else len(positions)
-    for start in range(0, total, ROW_BLOCK):
-        if positions is None:
-            stop = min(total, start + ROW_BLOCK)
-            block = zip(ids[start:stop], digests[start:stop], incidents[start:stop], strict=True)
-        else:
-            at = positions[start:start + ROW_BLOCK].tolist()
-            block = zip(map(ids.__getitem__, at), map(digests.__getitem__, at), map(incidents.__getitem__, at),
-                        strict=True)
+    if positions is None:  # every row: the columns' own iterators (slicing a spliced column searches each row)
+        every = zip(ids, digests, incidents, strict=True)
+        blocks: Iterator[list[tuple[str, str, str]]] = iter(lambda: list(itertools.islice(every, ROW_BLOCK)), [])
+    else:
+        blocks = (list(zip(map(ids.__getitem__, at), map(digests.__getitem__, at), map(incidents.__getitem__, at),
+                           strict=True))
+                  for at in (positions[start:start + ROW_BLOCK].tolist() for start in range(0, len(positions), ROW_BLOCK)))
+    for block in blocks:
         yield "".join(f'{{"id": {quote(i)}, "digest": {quote(d)}, "incident": {quote(n)}}}\n' for i, d, n in block)
 
 
 def _write_rows(path: Path, rows: _Rows) -> None:
-    with path.open("w", encoding="utf-8") as handle:
+    with path.open("wb") as handle:
         if rows.copied is not None:  # the donor's rows, unchanged: copied as bytes, not parsed and written again
-            with rows.copied.open("r", encoding="utf-8") as source:
-                shutil.copyfileobj(source, handle, checksum.READ_BLOCK)
+            rows.copied.seek(0)
+            shutil.copyfileobj(rows.copied, handle, checksum.READ_BLOCK)
         for lines in _row_lines(rows.chunks, rows.appended if rows.copied is not None else None):
-            handle.write(lines)
+            handle.write(lines.encode("utf-8"))
 
 
 def _write_build(folder: Path, meta: IndexMeta, rows: _Rows, order: np.ndarray | None, index: VectorIndex,
@@ -904,8 +927,8 @@ def _write_build(folder: Path, meta: IndexMeta, rows: _Rows, order: np.ndarray |
         _write_rows(staging / ROWS_FILE, rows)
         names = [ROWS_FILE, *index.save(staging)]
         if order is not None:
-            np.save(staging / ROW_CHUNKS_FILE, order, allow_pickle=False)
-            names.append(ROW_CHUNKS_FILE)
+            names.append(row_map_name(meta.chunks_digest))
+            np.save(staging / names[-1], order, allow_pickle=False)
         meta = meta.model_copy(update={"checksums": {name: checksum.checksum_file(staging / name) for name in names}})
         staging.rename(folder / meta.build)
     atomic_write_text(folder / "meta.json", meta.model_dump_json(indent=2))
