@@ -1117,6 +1117,14 @@ class Library:
         engine: SearchEngine | None = self.__dict__.get("_search_engine")
         return engine is not None and engine.needs_compaction
 
+    def save_pending_indexes(self) -> None:
+        """Save the BM25 index live writes updated and left unsaved (compaction saves it once writes stop; a server
+        stopping before that calls this, so the next start loads it instead of tokenizing every chunk again)."""
+        engine: SearchEngine | None = self.__dict__.get("_search_engine")
+        if engine is not None:
+            with self._background:
+                engine.save_lexical()
+
     def compact(self) -> CompactReport:
         """Tidy what writes leave behind, without blocking reads or writes:
 

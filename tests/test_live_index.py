@@ -6,6 +6,7 @@ tested is the index bookkeeping, not the model).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -285,3 +286,26 @@ def test_compacting_a_carried_inverted_file_extends_the_build_on_disk(
     assert restarted.build().action == "reused" and embedder.documents_encoded == encoded
     for query in QUERIES:
         assert _ranking(restarted, query) == _ranking(carried, query)
+
+
+def test_a_bm25_index_updated_by_writes_is_saved_once_not_at_each_write(tmp_path: Path, data_dir: Path) -> None:
+    """A write updates the BM25 index in memory only; the server's shutdown (or compaction) saves it, and the next
+    start loads it instead of tokenizing every chunk again."""
+    root = small_library(tmp_path / "lib", data_dir, IDS)
+    config = SearchConfig(cache_dir=tmp_path / "cache")
+    library = Library(load_library(root), config, embedder=HashEmbedder())
+    library.search("NCCL watchdog timeout")
+    library.create_draft(draft("quokka"))
+    library.prepare_search()
+    engine = library._search_engine
+    assert engine.lexical_source == "updated" and library.needs_compaction
+    restarted = Library(load_library(root), config, embedder=HashEmbedder())
+    restarted.search("quokka", mode="lexical")
+    assert restarted._search_engine.lexical_source == "built"  # not saved by the write
+    shutil.rmtree(tmp_path / "cache" / "lexical")  # what that start saved: the next must find the writer's
+    library.save_pending_indexes()  # what `serve` does when it stops
+    again = Library(load_library(root), config, embedder=HashEmbedder())
+    assert [r.id for r in again.search("quokka", mode="lexical").results][:1] == \
+        [r.id for r in library.search("quokka", mode="lexical").results][:1]
+    assert again._search_engine.lexical_source == "loaded"
+    assert library.compact().dense == "compacted"  # the dense carry is still the compaction's to write

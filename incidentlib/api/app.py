@@ -116,6 +116,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
         finally:
             stop_following.set()
             sparql_runner.stop()
+            library.save_pending_indexes()  # a BM25 index updated by writes and not compacted yet
 
     app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION.format(MAX_K=MAX_K, MAX_LIMIT=MAX_LIMIT, MAX_QUERY_CHARS=MAX_QUERY_CHARS), lifespan=lifespan,
                   dependencies=[Depends(read_access)])

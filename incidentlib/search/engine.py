@@ -283,7 +283,7 @@ class SearchEngine:
         ``rebuild``: build the dense index again from the vectors it holds (:func:`.store.ensure_index`)."""
         state = self._state
         if rebuild:
-            self._save_lexical()
+            self.save_lexical()
             carried = state is not None and not state.persisted
             loaded, report = self._ensure(progress, self.dense_snapshot() if carried else None, rebuild=True)
             self._state = self._new_state(loaded, None, persisted=True)
@@ -416,8 +416,9 @@ class SearchEngine:
             raise ValueError("a chunk's digest is not 16 hex digits")
         return DenseSnapshot(state.loaded, chunk_keys.take(np.maximum(state.row_to_chunk, 0)), live)
 
-    def _save_lexical(self) -> None:
-        """Save the BM25 index a change updated, when not saved yet (a live write leaves that to compaction)."""
+    def save_lexical(self) -> None:
+        """Save the BM25 index a change updated, when not saved yet (a live write leaves that to compaction, or to
+        the server's shutdown)."""
         if self._lexical_unsaved:
             save_lexical_index(chunk_texts(self.chunks), self.cache_dir, self.lexical.postings,
                                texts_digest=self.chunks_digest)
@@ -427,7 +428,7 @@ class SearchEngine:
         """Save the BM25 index updated since the last change, and persist the carried dense index for this content
         (nothing is re-embedded; another process may already have written it, then it is loaded) and swap it in;
         the dense build's report, None when the dense index had nothing to do."""
-        self._save_lexical()
+        self.save_lexical()
         state = self._state
         if state is None or state.persisted:
             return None
