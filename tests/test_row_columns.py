@@ -123,3 +123,15 @@ def test_spliced_rows_read_as_their_list_and_splices_of_splices_are_flattened() 
     with pytest.raises(ValueError, match="ascend"):
         SplicedRows(base, [range(5, 9), range(3, 4)])
     assert list(SplicedRows(base, [])) == [] and len(SplicedRows(base, [[], range(2, 2)])) == 0
+
+
+def test_a_line_column_iterates_and_joins_a_block_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    from incidentlib import row_sequence
+
+    monkeypatch.setattr(row_sequence, "ITER_BLOCK", 2)
+    for rows in (ROWS, [""], ["", ""], ["a", "", "b"], []):
+        _, column = _line_column(rows)
+        assert list(column) == rows
+        assert b"\n".join(column.joined_blocks(2)) == "\n".join(rows).encode()
+        assert [len(block.split(b"\n")) for block in column.joined_blocks(2)] == \
+            [min(2, len(rows) - start) for start in range(0, len(rows), 2)]
