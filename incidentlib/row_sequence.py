@@ -93,6 +93,12 @@ class LineColumn(RowSequence[str]):
             yield from str(block, "utf-8").split("\n")
 
 
+def joined_lines(rows: Sequence[str]) -> bytes:
+    """``"\\n".join(rows).encode()``; a :class:`LineColumn` holds exactly those bytes and hands them over without
+    making a row (the start snapshot's chunk ids and digests: 1.35M each at 100k incidents)."""
+    return rows.joined() if isinstance(rows, LineColumn) else "\n".join(rows).encode()
+
+
 class CodedColumn(RowSequence[str]):
     """Row ``i`` is ``names[codes[i]]``: one byte a row, every row of a name the same string object.  A code out of
     range of ``names`` raises ValueError."""

@@ -284,8 +284,7 @@ class SearchEngine:
         state = self._state
         if rebuild:
             self.save_lexical()
-            carried = state is not None and not state.persisted
-            loaded, report = self._ensure(progress, self.dense_snapshot() if carried else None, rebuild=True)
+            loaded, report = self._ensure(progress, self.dense_snapshot() if self.dense_carried else None, rebuild=True)
             self._state = self._new_state(loaded, None, persisted=True)
         elif state is not None and not state.persisted:
             compacted = self.compact(progress)
@@ -411,10 +410,7 @@ class SearchEngine:
         if state.keys is not None:
             return DenseSnapshot(state.loaded, state.keys, live)
         # each row's key is its chunk's (the row maps name it): made from the chunk columns, no object per row
-        chunk_keys = RowKeys.of(chunk_ids(self.chunks), chunk_digests(self.chunks))
-        if chunk_keys is None:
-            raise ValueError("a chunk's digest is not 16 hex digits")
-        return DenseSnapshot(state.loaded, chunk_keys.take(np.maximum(state.row_to_chunk, 0)), live)
+        return DenseSnapshot(state.loaded, RowKeys.of_chunks(self.chunks).take(np.maximum(state.row_to_chunk, 0)), live)
 
     def save_lexical(self) -> None:
         """Save the BM25 index a change updated, when not saved yet (a live write leaves that to compaction, or to

@@ -138,9 +138,7 @@ def carry(snapshot: DenseSnapshot, chunks: Sequence[Chunk], content_hash: str, e
     None when that would leave more than :data:`MAX_DEAD_SHARE` of the rows dead (then compact instead).
     """
     started = time.perf_counter()
-    wanted = RowKeys.of(chunk_ids(chunks), chunk_digests(chunks))
-    if wanted is None:
-        raise ValueError("a chunk's digest is not 16 hex digits")
+    wanted = RowKeys.of_chunks(chunks)
     live_rows = np.flatnonzero(snapshot.live)
     found = match(snapshot.keys.take(live_rows), wanted)
     row_of_chunk = np.where(found >= 0, live_rows[np.maximum(found, 0)], -1)

@@ -226,11 +226,7 @@ def cached_lexical_index(texts: Sequence[str], cache_dir: Path,
             return LexicalIndex(postings=postings), "built"
     else:
         postings, how = build_postings(texts), "built"
-    try:
-        save_postings(folder, postings)
-        _evict(folder.parent)
-    except OSError as exc:
-        log.warning("could not save the lexical index to %s (%s); it is rebuilt next time", folder, exc)
+    _save(folder, postings)
     return LexicalIndex(postings=postings), how
 
 
@@ -238,8 +234,12 @@ def save_lexical_index(texts: Sequence[str], cache_dir: Path, postings: Postings
     """Save ``postings`` (over ``texts``) where :func:`cached_lexical_index` finds them, unless another process did;
     a cache that cannot be written is logged and left as it is (the next start builds the index)."""
     folder = cache_dir / LEXICAL_DIR / lexical_key(texts, texts_digest=texts_digest)
-    if (folder / "meta.json").exists():
-        return
+    if not (folder / "meta.json").exists():
+        _save(folder, postings)
+
+
+def _save(folder: Path, postings: Postings) -> None:
+    """Save ``postings`` into the cache folder ``folder`` and evict the oldest; a failure is logged, not raised."""
     try:
         save_postings(folder, postings)
         _evict(folder.parent)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
-from ..row_sequence import LineColumn
+from ..row_sequence import LineColumn, joined_lines
+from .chunks import Chunk, chunk_digests, chunk_ids
 
 #: Rows per block when keys are made from columns: bounds the transient bytes objects (a few MB a block) whatever
 #: the library's size.  Chosen by that argument, not tuned.
@@ -47,6 +48,14 @@ class RowKeys:
         return None if words is None else cls(words, id_hashes(ids))
 
     @classmethod
+    def of_chunks(cls, chunks: Sequence[Chunk]) -> RowKeys:
+        """The keys of ``chunks`` (from their id and digest columns); ValueError for a digest that is not a chunk's."""
+        found = cls.of(chunk_ids(chunks), chunk_digests(chunks))
+        if found is None:
+            raise ValueError(f"a chunk's digest is not {DIGEST_DIGITS} hex digits")
+        return found
+
+    @classmethod
     def concatenate(cls, parts: Iterable[RowKeys]) -> RowKeys:
         pieces = list(parts)
         if not pieces:
@@ -57,11 +66,6 @@ class RowKeys:
         return RowKeys(self.digests[rows], self.id_hashes[rows])
 
 
-def _joined(rows: Sequence[str]) -> bytes:
-    """``"\\n".join(rows).encode()``, without making a row when the column already holds those bytes."""
-    return rows.joined() if isinstance(rows, LineColumn) else "\n".join(rows).encode()
-
-
 def digest_words(digests: Sequence[str]) -> np.ndarray | None:
     """Each 16-hex-digit digest as a ``uint64`` (its big-endian value); None when any row is not one.
 
@@ -70,7 +74,7 @@ def digest_words(digests: Sequence[str]) -> np.ndarray | None:
     count = len(digests)
     if count == 0:
         return np.zeros(0, dtype=np.uint64)
-    joined = _joined(digests) + b"\n"
+    joined = joined_lines(digests) + b"\n"
     width = DIGEST_DIGITS + 1
     if len(joined) != width * count:
         return None

@@ -29,7 +29,7 @@ reason (``BuildReport.warning``); a damaged cache never stops a command.
 same value, the rows file is checked against its checksum but not parsed: its rows are those chunks, in that
 order (at 1.35M rows, parsing the file and matching its rows against the chunks was most of the index's load).  A
 build whose rows are its chunks in another order (new chunks appended after an earlier build's rows) records the
-chunks' digest and each row's chunk position (`the row map`) instead, and is served the same way.  Any other
+chunks' digest and each row's chunk position (its row map, :func:`row_map_name`) instead, and is served the same way.  Any other
 build is read and matched row by row, its rows as two 64-bit words each (:mod:`.row_keys`), and the order found is
 recorded for the next start.
 
@@ -39,7 +39,7 @@ same library directory before (recorded in ``meta.json``), else the most recentl
 of the same embedder.  Only new or edited chunks are embedded (a carried index being compacted
 lends the vectors it holds).  An HNSW graph or inverted file is extended with the new rows
 (incremental add: no graph rebuilt, no lists trained); the rows of edited or removed chunks stay
-in it dead (`the row map` maps them to -1) while at most :data:`MAX_DEAD_SHARE` of its rows
+in it dead (the row map gives them -1) while at most :data:`MAX_DEAD_SHARE` of its rows
 are.  Otherwise the index is built again from the reused and new vectors.  The donor of the same
 directory is then removed (superseded), and at most ``KEEP_BUILDS`` content folders are kept per
 embedder.
@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import itertools
 import json
 import logging
@@ -68,8 +69,8 @@ from pydantic import BaseModel
 
 from .. import checksum, verified_memo
 from ..embeddings import Embedder
-from ..row_sequence import GatheredRows, LineColumn
-from ..storage import atomic_write_text
+from ..row_sequence import GatheredRows, joined_lines
+from ..storage import atomic_write_bytes, atomic_write_text
 from . import dense
 from .chunks import Chunk, chunk_digests, chunk_ids, chunk_incident_ids, chunk_texts
 from .dense import DEFAULT_HNSW_THRESHOLD, DEFAULT_IVF_THRESHOLD, ProgressFn, VectorIndex
@@ -142,16 +143,10 @@ def rows_digest(ids: Sequence[str], digests: Sequence[str]) -> str:
     """XXH3-128 of every row's chunk id, then every row's text digest, in row order (ids and digests hold no newline):
     equal for two row lists exactly when they name the same chunks with the same texts in the same order."""
     hasher = xxhash.xxh3_128()
-    hasher.update(_joined_lines(ids))
+    hasher.update(joined_lines(ids))
     hasher.update(b"\0")
-    hasher.update(_joined_lines(digests))
+    hasher.update(joined_lines(digests))
     return f"{checksum.ALGORITHM}:{hasher.hexdigest()}"
-
-
-def _joined_lines(rows: Sequence[str]) -> bytes:
-    """``"\\n".join(rows).encode()``; a :class:`~incidentlib.row_sequence.LineColumn` holds exactly those bytes, and
-    hands them over without making a row (the start snapshot's chunk ids and digests: 1.35M each at 100k incidents)."""
-    return rows.joined() if isinstance(rows, LineColumn) else "\n".join(rows).encode()
 
 
 def _parse_row(line: str) -> IndexRow:
@@ -409,17 +404,18 @@ def _row_columns(lines: list[str], before: int = 0) -> tuple[list[str], list[str
     return ids, digests
 
 
-def _record_row_order(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk], row_chunks: np.ndarray | None,
-                      chunks_digest: str) -> IndexMeta:
-    """Record how the verified rows of ``meta``'s build (read row by row) stand to ``chunks``, so the next start with
+def _record_row_order(folder: Path, meta: IndexMeta, row_chunks: np.ndarray | None, chunks_digest: str) -> IndexMeta:
+    """Record how the verified rows of ``meta``'s build (read row by row) stand to the chunks, so the next start with
     these chunks need not read them: the rows digest when they are the chunks in order, else the chunks' digest and
     the row map (:func:`row_map_name`).  A cache that cannot be written keeps serving as it is."""
     if row_chunks is None:
         update: dict[str, object] = {"rows_digest": chunks_digest}
     else:
         path = folder / meta.build / row_map_name(chunks_digest)
+        payload = io.BytesIO()
+        np.save(payload, row_chunks, allow_pickle=False)
         try:
-            _save_array(path, row_chunks)
+            atomic_write_bytes(path, payload.getvalue())
         except OSError:
             return meta
         update = {"chunks_digest": chunks_digest, "checksums": {**meta.checksums, path.name: checksum.checksum_file(path)}}
@@ -427,17 +423,6 @@ def _record_row_order(folder: Path, meta: IndexMeta, chunks: Sequence[Chunk], ro
     with contextlib.suppress(OSError):
         atomic_write_text(folder / "meta.json", updated.model_dump_json(indent=2))
     return updated
-
-
-def _save_array(path: Path, values: np.ndarray) -> None:
-    """``np.save`` to a temporary file in the same folder, then renamed over ``path``."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with temporary.open("wb") as handle:
-            np.save(handle, values, allow_pickle=False)
-        temporary.replace(path)
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 def _touch(folder: Path) -> None:
@@ -564,15 +549,13 @@ def ensure_index(
         warning = f"index cache {folder} was damaged ({exc}); rebuilt it"
         log.warning(warning)
         meta, current, same = None, None, False
-    wanted = RowKeys.of(chunk_ids(chunks), chunk_digests(chunks))
-    if wanted is None:
-        raise ValueError(f"a chunk's digest is not {DIGEST_DIGITS} hex digits")
+    wanted = RowKeys.of_chunks(chunks)
     if not rebuild and same and current is not None and meta is not None:
         row_of_chunk = match(current[1], wanted)
         if _rows_of_distinct(row_of_chunk, meta.chunks):  # the same chunks, in its own order (and dead rows)
             identity = meta.chunks == len(chunks) and bool(np.array_equal(row_of_chunk, np.arange(len(chunks))))
             row_chunks = None if identity else _inverse(row_of_chunk, size=meta.chunks)
-            meta = _record_row_order(folder, meta, chunks, row_chunks, digest_of_chunks)
+            meta = _record_row_order(folder, meta, row_chunks, digest_of_chunks)
             _touch(folder)
             loaded = (_read_build(folder, meta, chunks) if row_chunks is None
                       else _mapped(current[0], chunks, meta, row_chunks))
