@@ -459,17 +459,20 @@ class SearchEngine:
         return None if mask is None else np.flatnonzero(mask[self._chunk_incident])
 
     def _top_incidents(self, scores: np.ndarray, depth: int | None, allowed: set[str] | None,
-                       positive: bool) -> list[tuple[str, float, int]]:
+                       positive: bool, present_best: np.ndarray | None = None) -> list[tuple[str, float, int]]:
         """Incidents ranked by their best chunk's score (``max`` over the incident's chunks), best first.
 
         ``scores`` has one entry per chunk.  Only incidents with a positive best score count when
         ``positive`` (BM25: no shared term is no match).  Ties rank the earlier incident first, and
-        an incident's best chunk is its earliest chunk with the top score.
+        an incident's best chunk is its earliest chunk with the top score.  ``present_best``, when
+        the caller reduced the scores already, is that maximum for the incidents of :attr:`_reduce_at`.
         """
         order, _, grouped = self._incident_chunks
         present, starts = self._reduce_at
         best = np.full(len(self._incident_ids), -np.inf, dtype=np.float32)
-        if len(present):
+        if present_best is not None:
+            best[present] = present_best
+        elif len(present):
             grouped_scores = scores if grouped else scores[order]
             best[present] = np.maximum.reduceat(grouped_scores, starts)
         mask = self._allowed_incidents(allowed)
@@ -532,7 +535,15 @@ class SearchEngine:
         return self.backend.rank_dense_vector(vector, allowed, depth)
 
     def local_rank_lexical(self, query: str, allowed: set[str] | None = None, depth: int | None = None) -> list[tuple[str, float, int]]:
-        return self._top_incidents(self.lexical.scores(query), depth, allowed, positive=True)
+        _, _, grouped = self._incident_chunks
+        if not grouped:
+            return self._top_incidents(self.lexical.scores(query), depth, allowed, positive=True)
+        # chunks grouped by incident (the usual order): each incident's best score is taken while its block of
+        # scores is in the cache, and only for the incidents that can be among the depth best (LexicalIndex.run_scores)
+        present, starts = self._reduce_at
+        mask = self._allowed_incidents(allowed)
+        scores, present_best = self.lexical.run_scores(query, starts, depth, None if mask is None else mask[present])
+        return self._top_incidents(scores, depth, allowed, positive=True, present_best=present_best)
 
     def local_rank_dense_vector(self, vector: np.ndarray, allowed: set[str] | None = None,
                                 depth: int = CANDIDATE_DEPTH) -> list[tuple[str, float, int]]:

@@ -31,6 +31,16 @@ from .tokenize import tokenize
 #: (k1 = 1.2, b = 0.75), not tuned on this library.
 BM25_K1 = 1.2
 BM25_B = 0.75
+#: Chunks scored as one block (2 MB of float32 scores, which stay in the cache): every query term's postings inside
+#: the block are added, and the block is reduced per incident, before the next block.  Adding one term at a time over
+#: the whole score array streams it through memory once per term instead (13.5M chunks at 1M incidents: 54 MB, 10-23
+#: terms a query).  Blocks of 256K-1M chunks measured alike at 1M incidents; 4M-chunk blocks lost most of the gain
+#: (bench/bench_lexical_scores.py).  A library under this size is one block.
+SCORE_BLOCK_CHUNKS = 1 << 19
+#: A block's chunks above the cut are looked up in its runs one binary search each; reducing the whole block costs one
+#: step per run instead.  Above one such chunk for every four runs (the first blocks, before the cut has risen) the
+#: whole block is reduced; later blocks have a few hundred chunks above the cut against 40,000 runs.
+WHOLE_BLOCK_HITS_PER_RUN = 4
 #: Stand-in token of a chunk with no tokens, so every chunk has length ≥ 1 in the average length
 #: (the convention the scores were measured with; it can never match a query token).
 EMPTY_TOKEN = "∅"
@@ -432,15 +442,47 @@ class LexicalIndex:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every chunk (zeros when no query token is known)."""
+        return self.run_scores(query, None)[0]
+
+    def run_scores(self, query: str, run_starts: np.ndarray | None, depth: int | None = None,
+                   run_allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """BM25 score of every chunk and, when ``run_starts`` is given, each run's best score.
+
+        Runs are consecutive chunks (an incident's), starting at ``run_starts`` (ascending, the first at chunk 0);
+        the best scores equal ``np.maximum.reduceat(scores, run_starts)``.  The chunks are scored a block of whole
+        runs at a time (:data:`SCORE_BLOCK_CHUNKS`), each block reduced while its scores are in the cache.  Within a
+        chunk the terms are added in query order, as one term at a time over every chunk would add them, so the
+        float32 sums are the same bit for bit.
+
+        With ``depth``, only the runs that can rank among the ``depth`` best are sure to be reduced: the best score
+        of every run that is, among the runs ``run_allowed`` allows (all by default), one of the ``depth`` largest
+        positive ones (ties going to the earlier run) is exact; any other run's is exact or 0.  The ``depth``-th
+        best score of the blocks already reduced, ``θ``, only rises, and a run of a later block can only pass the
+        runs counted there with a chunk scoring above ``θ`` (a tie goes to the earlier run), so only such chunks'
+        runs are reduced (:class:`_RunCut`).
+        """
         p = self.postings
-        scores = np.zeros(p.size, dtype=np.float32)
-        for term in self._token_ids(query):
-            start, end = p.indptr[term], p.indptr[term + 1]
-            # one pass adding in place, where ``scores[idx] += w`` gathers, adds and scatters back through a temporary:
-            # 0.52-0.60x the time at 100k and 1M incidents (bench/bench_lexical_scores.py), the same float32 sums (a
-            # term's chunks are distinct, so both add each posting once, in order)
-            np.add.at(scores, p.indices[start:end], p.data[start:end])
-        return scores
+        terms = self._token_ids(query)
+        scores = np.empty(p.size, dtype=np.float32)
+        best = None if run_starts is None else np.zeros(len(run_starts), dtype=np.float32)
+        edges, block_runs = _blocks(run_starts, p.size)
+        # each term's postings cut at the block edges (they are in chunk order): a binary search per edge
+        cuts = [int(p.indptr[term]) + np.searchsorted(p.indices[p.indptr[term]:p.indptr[term + 1]], edges)
+                for term in terms]
+        cut = _RunCut(depth, run_allowed)
+        for block in range(len(edges) - 1):
+            low, high = int(edges[block]), int(edges[block + 1])
+            scores[low:high] = 0.0
+            for term_cut in cuts:
+                start, end = int(term_cut[block]), int(term_cut[block + 1])
+                # one pass adding in place, where ``scores[idx] += w`` gathers, adds and scatters back through a
+                # temporary (0.52-0.60x the time at 100k and 1M incidents, bench/bench_lexical_scores.py); a term's
+                # chunks are distinct, so both add each posting once, in order
+                np.add.at(scores, p.indices[start:end], p.data[start:end])
+            if best is not None and run_starts is not None and block_runs is not None:
+                first, last = int(block_runs[block]), int(block_runs[block + 1])
+                cut.reduce(scores[low:high], run_starts[first:last] - low, first, best)
+        return scores, best
 
     def contains(self, term: int, chunk_index: int) -> bool:
         """Whether token id ``term`` occurs in chunk ``chunk_index`` (binary search in its postings)."""
@@ -457,6 +499,60 @@ class LexicalIndex:
             if term is not None and token not in seen and not _is_fragment(token, query) and self.contains(term, chunk_index):
                 seen[token] = None
         return list(seen)
+
+
+class _RunCut:
+    """Each block's runs reduced to their best score, and ``θ``: the ``depth``-th largest positive best score of the
+    allowed runs reduced so far (0 until there are ``depth`` of them, or with no ``depth``: then every run is reduced).
+
+    Runs arrive in order, so a run of a later block ranks among the ``depth`` best only with a chunk scoring above
+    ``θ``: only those chunks' runs are reduced, unless they are many (the first blocks, before ``θ`` rises)."""
+
+    def __init__(self, depth: int | None, allowed: np.ndarray | None) -> None:
+        self.depth = depth if depth is None or depth > 0 else None  # no depth to cut at: every run reduced
+        self.allowed = allowed
+        self.top = np.zeros(0, dtype=np.float32)  # the depth largest counted so far
+        self.theta = 0.0
+
+    def reduce(self, scores: np.ndarray, starts: np.ndarray, first: int, best: np.ndarray) -> None:
+        """Reduce the runs starting at ``starts`` in ``scores`` (one block; they are runs ``first``... of ``best``)."""
+        hits = np.flatnonzero(scores > self.theta) if self.depth is not None else None
+        if hits is None or len(hits) * WHOLE_BLOCK_HITS_PER_RUN > len(starts):
+            maxima = np.maximum.reduceat(scores, starts) if len(starts) else np.zeros(0, dtype=np.float32)
+            best[first:first + len(starts)] = maxima
+            runs = np.arange(first, first + len(starts))
+        elif len(hits):
+            run_of_hit = np.searchsorted(starts, hits, side="right") - 1
+            group_starts = np.flatnonzero(np.r_[True, run_of_hit[1:] != run_of_hit[:-1]])
+            maxima = np.maximum.reduceat(scores[hits], group_starts)
+            runs = first + run_of_hit[group_starts]
+            best[runs] = maxima
+        else:
+            return
+        if self.depth is None:
+            return
+        counted = maxima > self.theta
+        if self.allowed is not None:
+            counted &= self.allowed[runs]
+        self.top = np.concatenate([self.top, maxima[counted]])
+        if len(self.top) > self.depth:
+            self.top = np.partition(self.top, len(self.top) - self.depth)[len(self.top) - self.depth:]
+        if len(self.top) >= self.depth > 0:
+            self.theta = float(self.top.min())
+
+
+def _blocks(run_starts: np.ndarray | None, size: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The score blocks' edges in chunks (from 0 to ``size``) and, with runs, the index of each block's first run
+    (ending with the number of runs).  A block starts at the first run at or after each multiple of
+    :data:`SCORE_BLOCK_CHUNKS`, so a run is never split between blocks."""
+    multiples = np.arange(0, size, SCORE_BLOCK_CHUNKS, dtype=np.int64)
+    if run_starts is None or not len(run_starts) or not size:
+        return np.append(multiples, size), None
+    first_runs = np.unique(np.searchsorted(run_starts, multiples, side="left"))  # the first is run 0
+    first_runs = first_runs[first_runs < len(run_starts)]
+    edges = run_starts[first_runs].astype(np.int64)
+    edges[0] = 0  # chunks before the first run are scored in the first block, and in no run (as reduceat leaves them)
+    return np.append(edges, size), np.append(first_runs, len(run_starts))
 
 
 def _is_fragment(token: str, query: str) -> bool:
