@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from test_tokenize_bulk import EDGE_CASES, random_texts
 
-from incidentlib.search import lexical, lexical_segments, lexical_store
+from incidentlib.search import lexical, lexical_segments, lexical_store, token_workers
+from incidentlib.search import tokenize as tokenize_module
 from incidentlib.search.lexical_store import LEXICAL_DIR, cached_lexical_index
 
 FIELDS = ("vocabulary", "indptr", "indices", "data", "tf", "lengths")
@@ -65,3 +66,47 @@ def test_a_large_corpus_is_built_in_segments_through_the_cache(tmp_path: Path, m
     assert how == "loaded" and calls == [300]
     query = " ".join(texts[5].split()[:4])
     assert np.array_equal(again.scores(query), lexical.LexicalIndex(texts).scores(query))
+
+
+def test_segments_tokenized_by_workers_started_a_segment_early_equal_the_one_pass_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With tokenizing workers, each segment's workers are started while the segment before counts its pairs; the
+    postings are those of the one-pass build, and every segment after the first was tokenized by an early start."""
+    texts = [*EDGE_CASES, *random_texts(900, seed=24)]
+    one_pass = lexical.build_postings(texts)
+    monkeypatch.setenv(token_workers.WORKERS_ENV, "1")
+    monkeypatch.setattr(token_workers, "PARALLEL_MIN_TEXTS", 10)
+    monkeypatch.setattr(tokenize_module, "TOKEN_BATCH", 16)
+    made: list[int] = []
+    real = token_workers.Tokenizing.__init__
+
+    def recording(self: token_workers.Tokenizing, texts_: list[str], *args: object, **kwargs: object) -> None:
+        made.append(len(texts_))
+        real(self, texts_, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(token_workers.Tokenizing, "__init__", recording)
+    segmented = lexical_segments.build_postings_in_segments(texts, tmp_path / "postings", segment_chunks=300)
+    _assert_same(one_pass, segmented)
+    assert made == [300, 300, 300, len(texts) - 900]  # one tokenizing a segment, none past the last
+
+
+def test_an_interrupted_build_stops_the_next_segments_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(token_workers.WORKERS_ENV, "1")
+    monkeypatch.setattr(token_workers, "PARALLEL_MIN_TEXTS", 10)
+    made: list[token_workers.Tokenizing] = []
+    real = token_workers.Tokenizing.__init__
+
+    def recording(self: token_workers.Tokenizing, *args: object, **kwargs: object) -> None:
+        made.append(self)
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("interrupted while counting pairs")
+
+    monkeypatch.setattr(token_workers.Tokenizing, "__init__", recording)
+    monkeypatch.setattr(lexical, "_pairs", failing)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        lexical_segments.build_postings_in_segments(random_texts(400, seed=25), tmp_path / "p", segment_chunks=200)
+    assert len(made) == 2  # the second segment's workers had been started
+    assert all(w is not None and w.process.poll() is not None and not w.feeder.is_alive()
+               for tokenizing in made for w in tokenizing.started)

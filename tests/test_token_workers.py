@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -63,7 +64,8 @@ def test_a_worker_that_reads_nothing_costs_time_not_the_result(monkeypatch: pyte
     monkeypatch.setattr(token_workers, "_WORKER", "import sys\nsys.exit(5)\n")
     started: list[token_workers._Worker | None] = []
     real_start = token_workers._start
-    monkeypatch.setattr(token_workers, "_start", lambda share: started.append(real_start(share)) or started[-1])
+    monkeypatch.setattr(token_workers, "_start",
+                        lambda share, claims=None: started.append(real_start(share, claims)) or started[-1])
     with caplog.at_level(logging.WARNING, logger=token_workers.__name__):
         split, _ = _tokens(texts, workers=1)
     assert split == alone
@@ -96,7 +98,7 @@ def test_a_failed_worker_costs_time_not_the_result(executable: str, monkeypatch:
 
 def test_small_batches_stay_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[int] = []
-    monkeypatch.setattr(token_workers, "_start", lambda share: started.append(len(share)))
+    monkeypatch.setattr(token_workers, "_start", lambda share, claims=None: started.append(len(share)))
     terms: dict[str, int] = {}
     token_workers.token_ids(["GPU 장애가 났다"] * 10, lambda term: terms.setdefault(term, len(terms)), workers=2)
     assert started == []  # below PARALLEL_MIN_TEXTS
@@ -119,15 +121,15 @@ def test_an_interrupted_build_leaves_no_worker_running(monkeypatch: pytest.Monke
     started: list[token_workers._Worker | None] = []
     real_start = token_workers._start
 
-    def start(share: list[str]) -> token_workers._Worker | None:
-        started.append(real_start(share))
+    def start(share: list[str], claims: token_workers._Claims | None = None) -> token_workers._Worker | None:
+        started.append(real_start(share, claims))
         return started[-1]
 
-    def interrupted(texts: list[str], term_id: object) -> None:
+    def interrupted(batches: object, term_id: object) -> None:
         raise RuntimeError("interrupted while tokenizing the first share")
 
     monkeypatch.setattr(token_workers, "_start", start)
-    monkeypatch.setattr(tokenize_module, "token_id_batches", interrupted)  # this process only: the worker loads its own
+    monkeypatch.setattr(tokenize_module, "token_id_stream", interrupted)  # this process only: the worker loads its own
     terms: dict[str, int] = {}
     with pytest.raises(RuntimeError, match="interrupted"):
         token_workers.token_ids(random_texts(300, seed=14), lambda term: terms.setdefault(term, len(terms)), workers=2,
@@ -181,3 +183,54 @@ def test_a_worker_with_many_messages_does_not_stall(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(token_workers, "_WORKER", _worker_program(before_answer="sys.stderr.write('w' * 300_000)"))
     split, _ = _tokens(texts, workers=1)
     assert split == alone
+
+
+def test_claims_hand_out_every_batch_once_from_both_ends() -> None:
+    claims = token_workers._Claims(5)
+    taken = [claims.from_front(), claims.from_back(), claims.from_front(), claims.from_back(), claims.from_back()]
+    assert taken == [0, 4, 1, 3, 2] and claims.from_front() is None and claims.from_back() is None
+    assert claims.front == 2  # the worker's share is batches 0 and 1
+    closed = token_workers._Claims(4)
+    assert closed.from_front() == 0
+    closed.close()
+    assert closed.from_back() is None and closed.from_front() is None and closed.front == 1
+
+
+def test_both_ends_of_the_shared_texts_are_taken_and_equal_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first worker's feeder and this process take batches of the shared texts from both ends; whichever share
+    each ends with, the ids are those of one process, in order."""
+    texts = random_texts(3000, seed=21)
+    alone, _ = _tokens(texts, workers=0)
+    monkeypatch.setattr(tokenize_module, "TOKEN_BATCH", 7)
+    terms: dict[str, int] = {}
+    tokenizing = token_workers.Tokenizing(texts, workers=1, min_texts=0)
+    ids, lengths = tokenizing.ids(lambda term: terms.setdefault(term, len(terms)))
+    names = np.array(list(terms), dtype=object)[ids]
+    assert [part.tolist() for part in np.split(names, np.cumsum(lengths)[:-1])] == alone
+    batches = -(-len(texts) // 7)
+    assert 0 < tokenizing.claims.front < batches  # the worker took the front, this process the rest
+
+
+def test_a_worker_started_early_takes_more_of_the_shared_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started before this process is free (a build in segments counting the last segment's pairs), the worker has
+    a head start: it is fed batches until this process begins, so it ends with more than half."""
+    texts = random_texts(4000, seed=22)
+    alone, _ = _tokens(texts, workers=0)
+    monkeypatch.setattr(tokenize_module, "TOKEN_BATCH", 50)
+    tokenizing = token_workers.Tokenizing(texts, workers=1, min_texts=0)
+    batches = -(-len(texts) // 50)
+    deadline = time.monotonic() + 60
+    while tokenizing.claims.front < batches * 3 // 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    terms: dict[str, int] = {}
+    ids, lengths = tokenizing.ids(lambda term: terms.setdefault(term, len(terms)))
+    names = np.array(list(terms), dtype=object)[ids]
+    assert [part.tolist() for part in np.split(names, np.cumsum(lengths)[:-1])] == alone
+    assert tokenizing.claims.front >= batches * 3 // 4
+
+
+def test_a_discarded_tokenizing_stops_its_workers() -> None:
+    tokenizing = token_workers.Tokenizing(random_texts(300, seed=23), workers=2, min_texts=0)
+    tokenizing.discard()
+    assert len(tokenizing.started) == 2
+    assert all(w is not None and w.process.poll() is not None and not w.feeder.is_alive() for w in tokenizing.started)

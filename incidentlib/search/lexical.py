@@ -210,20 +210,33 @@ def _bm25_weights(per_term: np.ndarray, size: int, lengths: np.ndarray, tf: np.n
     """The float32 weight of every posting (formula in the module docstring), a block of postings at a time:
     ``idf`` per term and the length normalisation per chunk, gathered per posting (``term_ids(lo, hi)``: the terms
     of postings ``lo..hi``), in float64; written into ``out`` when given (e.g. a mapped file)."""
-    df = per_term.astype(np.float64)
-    idf = np.log(1.0 + (size - df + 0.5) / (df + 0.5))
-    average = float(lengths.mean())
-    saturation = k1 * (1.0 - b + b * lengths / average)
+    idf, saturation = _bm25_factors(per_term, size, lengths, k1, b)
     weights = np.empty(len(tf), dtype=np.float32) if out is None else out
     for lo in range(0, len(tf), WEIGH_BLOCK):  # float64 temporaries per block, the float32 result written in place
         hi = min(lo + WEIGH_BLOCK, len(tf))
-        frequency = tf[lo:hi].astype(np.float64)
-        weight = idf[term_ids(lo, hi)]
-        weight *= frequency
-        frequency += saturation[chunk_of_pair[lo:hi]]
-        weight /= frequency
-        weights[lo:hi] = weight
+        weights[lo:hi] = _block_weights(idf, saturation, term_ids(lo, hi), chunk_of_pair[lo:hi], tf[lo:hi])
     return weights
+
+
+def _bm25_factors(per_term: np.ndarray, size: int, lengths: np.ndarray, k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """``idf`` of every term and the length normalisation ``k1 · (1 − b + b · |c| / avg|c|)`` of every chunk."""
+    df = per_term.astype(np.float64)
+    idf = np.log(1.0 + (size - df + 0.5) / (df + 0.5))
+    average = float(lengths.mean())
+    saturation: np.ndarray = k1 * (1.0 - b + b * lengths / average)
+    return idf, saturation
+
+
+def _block_weights(idf: np.ndarray, saturation: np.ndarray, terms: np.ndarray, chunks: np.ndarray,
+                   tf: np.ndarray) -> np.ndarray:
+    """The float64 weights of postings of ``terms`` in ``chunks`` with counts ``tf``: every build weighs with these
+    operations in this order, so the float32 weights agree to the bit however a build is split."""
+    frequency = tf.astype(np.float64)
+    weight: np.ndarray = idf[terms]
+    weight *= frequency
+    frequency += saturation[chunks]
+    weight /= frequency
+    return weight
 
 
 #: Chunks whose tokens are numbered per pass of :func:`_count`: the token lists of one batch are held at a time
@@ -259,16 +272,22 @@ def _count(token_lists: Iterable[list[str]], size: int, vocabulary: dict[str, in
 FIRST_SEEN_BLOCK = 1 << 22
 
 
-def _count_texts(texts: Sequence[str], vocabulary: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _count_texts(texts: Sequence[str], vocabulary: dict[str, int], tokenizing: token_workers.Tokenizing | None = None,
+                 tokenized: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_count` of ``[tokenize(t) for t in texts]``, with the texts tokenized in bulk.
 
     :func:`~.tokenize.token_ids` numbers terms in an order of its own; the new terms are then renumbered in the
     order of their first occurrence among the tokens (the numbering :func:`_count` gives), so the vocabulary and
-    the postings equal those of the per-text path.
+    the postings equal those of the per-text path.  ``tokenizing``, when given, is the tokenizing of ``texts``
+    already started (its workers at work); ``tokenized`` is called once the token ids are in, before the pairs are
+    counted (a build in segments starts the next segment's workers there).
     """
     numbering = _Numbering(vocabulary)
     known = len(vocabulary)
-    ids, lengths = token_workers.token_ids(texts, numbering.__getitem__)  # several processes for a large batch
+    # several processes for a large batch
+    ids, lengths = (tokenizing or token_workers.Tokenizing(texts)).ids(numbering.__getitem__)
+    if tokenized is not None:
+        tokenized()
     empty = np.flatnonzero(lengths == 0)
     if len(empty):
         offsets = np.cumsum(lengths, dtype=np.int64) - lengths

@@ -9,6 +9,12 @@ and its ids rewritten with one array look-up. The result is the same as one :fun
 over all the texts: the same tokens in the same order, numbered by the same ``term_id`` (which may be called in
 another order and for terms no text ends up holding, as that function already allows).
 
+The first worker and this process share the first two shares' worth of texts from both ends: the worker is fed
+batches from the front, this process takes them from the back, until they meet (:class:`_Claims`). So the two
+finish together whatever head start the worker had. A caller with other work to do first (a build in segments,
+counting the pairs of the segment before) starts the workers early with :class:`Tokenizing` and collects the ids
+later; the worker has then tokenized more of the shared texts by the time this process begins.
+
 The workers are new interpreters, not forks: a fork of a process with threads (a server's) may deadlock, and a
 ``multiprocessing`` spawn would import the caller's main script again. A worker that fails (killed, out of
 memory) costs time, not the result: its share is tokenized here instead, with a warning.
@@ -24,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, cast
 
@@ -62,36 +68,97 @@ def default_workers() -> int:
 def token_ids(texts: Sequence[str], term_id: Callable[[str], int], workers: int | None = None,
               min_texts: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~.tokenize.token_ids` of ``texts``, with ``workers`` other processes (default
-    :func:`default_workers`) taking equal contiguous shares when there are at least ``min_texts`` texts (default
-    :data:`PARALLEL_MIN_TEXTS`).
+    :func:`default_workers`) taking contiguous shares when there are at least ``min_texts`` texts (default
+    :data:`PARALLEL_MIN_TEXTS`): :class:`Tokenizing` started and collected at once."""
+    return Tokenizing(texts, workers, min_texts).ids(term_id)
 
-    Every id is written once into the one array returned: this process's batches are copied into place, and each
-    worker's ids are read from its pipe straight into their place and relabelled there (a worker first says how many
-    it has).  Concatenating parts instead made three more arrays the size of a share's ids (the pickled answer, the
-    array unpickled from it, then the whole result) and fresh memory is slow to come by: on the machine of
-    docs/benchmarks.md a gigabyte of new pages cost about 4 s of kernel time."""
-    workers = default_workers() if workers is None else workers
-    least = PARALLEL_MIN_TEXTS if min_texts is None else min_texts
-    if workers <= 0 or len(texts) < max(least, workers + 1):
-        return tokenize.token_ids(texts, term_id)
-    bounds = np.linspace(0, len(texts), workers + 2).round().astype(int).tolist()
-    shares = [list(texts[bounds[i]:bounds[i + 1]]) for i in range(workers + 1)]
-    started: list[_Worker | None] = []
-    try:
-        started.extend(_start(share) for share in shares[1:])
-        answers = [_tokenized_here(shares[0], term_id)]
-        answers.extend(_answer(worker, share, term_id) for share, worker in zip(shares[1:], started, strict=True))
-        ids = np.empty(sum(answer.count for answer in answers), dtype=np.int32)
-        at = 0
-        for answer in answers:
-            answer.fill(ids[at:at + answer.count])
-            at += answer.count
-    except BaseException:  # interrupted (or a bad text): no worker is left running
-        for worker in started:
+
+class Tokenizing:
+    """:func:`token_ids` in two steps: made, the workers start on their texts; :meth:`ids` tokenizes this process's
+    share and collects theirs.  Whatever happens between the two, :meth:`ids` or :meth:`discard` must follow.
+
+    The first two shares' worth of texts are split between the first worker and this process where they meet
+    (:class:`_Claims`); the other workers have equal fixed shares after them.  Every id is written once into the one
+    array returned: this process's batches are copied into place, and each worker's ids are read from its pipe
+    straight into their place and relabelled there (a worker first says how many it has).  Concatenating parts
+    instead made three more arrays the size of a share's ids (the pickled answer, the array unpickled from it, then
+    the whole result) and fresh memory is slow to come by: on the machine of docs/benchmarks.md a gigabyte of new
+    pages cost about 4 s of kernel time."""
+
+    def __init__(self, texts: Sequence[str], workers: int | None = None, min_texts: int | None = None) -> None:
+        workers = default_workers() if workers is None else workers
+        least = PARALLEL_MIN_TEXTS if min_texts is None else min_texts
+        self.texts = texts
+        self.started: list[_Worker | None] = []
+        if workers <= 0 or len(texts) < max(least, workers + 1):
+            self.shared: list[str] = []
+            self.fixed: list[list[str]] = []
+            self.claims = _Claims(0)
+            return
+        bounds = np.linspace(0, len(texts), workers + 2).round().astype(int).tolist()
+        self.shared = list(texts[:bounds[2]])
+        self.fixed = [list(texts[bounds[i]:bounds[i + 1]]) for i in range(2, workers + 1)]
+        self.claims = _Claims(-(-len(self.shared) // tokenize.TOKEN_BATCH))
+        try:
+            self.started.append(_start(self.shared, self.claims))
+            self.started.extend(_start(share) for share in self.fixed)
+        except BaseException:
+            self.discard()
+            raise
+
+    def ids(self, term_id: Callable[[str], int]) -> tuple[np.ndarray, np.ndarray]:
+        """The token ids of every text, in order, numbered by ``term_id``, and each text's token count."""
+        if not self.started:
+            return tokenize.token_ids(self.texts, term_id)
+        try:
+            here = _claimed_here(self.shared, self.claims, term_id)
+            front = self.shared[:self.claims.front * tokenize.TOKEN_BATCH]  # what the first worker was fed
+            answers = [_answer(self.started[0], front, term_id), here]
+            answers.extend(_answer(worker, share, term_id) for share, worker in zip(self.fixed, self.started[1:], strict=True))
+            ids = np.empty(sum(answer.count for answer in answers), dtype=np.int32)
+            at = 0
+            for answer in answers:
+                answer.fill(ids[at:at + answer.count])
+                at += answer.count
+        except BaseException:  # interrupted (or a bad text): no worker is left running
+            self.discard()
+            raise
+        return ids, np.concatenate([answer.lengths for answer in answers])
+
+    def discard(self) -> None:
+        """Every worker stopped (nothing of their answers is wanted)."""
+        self.claims.close()
+        for worker in self.started:
             if worker is not None:
                 worker.discard()
-        raise
-    return ids, np.concatenate([answer.lengths for answer in answers])
+
+
+class _Claims:
+    """The batches of texts the first worker and this process share, claimed from both ends under a lock: the
+    worker's feeder takes them from the front, this process from the back, until none is left."""
+
+    def __init__(self, batches: int) -> None:
+        self.front, self.back = 0, batches
+        self._lock = threading.Lock()
+
+    def from_front(self) -> int | None:
+        with self._lock:
+            if self.front >= self.back:
+                return None
+            self.front += 1
+            return self.front - 1
+
+    def from_back(self) -> int | None:
+        with self._lock:
+            if self.front >= self.back:
+                return None
+            self.back -= 1
+            return self.back
+
+    def close(self) -> None:
+        """No batch is handed out any more (the front stops where it is)."""
+        with self._lock:
+            self.back = self.front
 
 
 @dataclass(frozen=True)
@@ -144,8 +211,9 @@ class _Worker:
         return f"exit status {status}: {told.decode(errors='replace').strip()[-500:]}" if status else str(error)
 
 
-def _start(share: list[str]) -> _Worker | None:
-    """A worker given ``share``, or ``None`` when it could not be started.
+def _start(share: list[str], claims: _Claims | None = None) -> _Worker | None:
+    """A worker given ``share`` (with ``claims``: the batches of it the worker claims from the front), or ``None``
+    when it could not be started.
 
     The texts are written a batch at a time (:data:`~.tokenize.TOKEN_BATCH` texts, then ``None``) by a thread of
     this process, and the worker tokenizes each batch as it arrives and drops it.  Written whole before this process
@@ -164,20 +232,24 @@ def _start(share: list[str]) -> _Worker | None:
         return None
     assert process.stdin is not None
     texts, process.stdin = process.stdin, None  # the feeder's to close: nothing else may flush or close it
-    feeder = threading.Thread(target=_feed, args=(texts, share), name="tokenizing-worker-feeder", daemon=True)
+    feeder = threading.Thread(target=_feed, args=(texts, share, claims), name="tokenizing-worker-feeder", daemon=True)
     feeder.start()
     return _Worker(process, errors, feeder)
 
 
-def _feed(texts: IO[bytes], share: list[str]) -> None:
-    """Writes ``share`` to a worker's input a batch at a time, then ``None``, and closes it.  Runs in its own thread:
-    a write lets the GIL go while the worker reads.  Each batch is pickled first and written in one call, which
+def _feed(texts: IO[bytes], share: list[str], claims: _Claims | None) -> None:
+    """Writes ``share`` (with ``claims``: the batches it claims from the front, until none is left) to a worker's input
+    a batch at a time, then ``None``, and closes it.  Runs in its own thread: a write lets the GIL go while the worker
+    reads, and the next batch is claimed once the worker has taken the last one into its pipe, so the worker holds
+    at most about one batch it has not tokenized.  Each batch is pickled first and written in one call, which
     waits for the GIL once: pickled straight into the pipe, every 64 KB frame written waited for it again behind the
     tokenizing thread (up to 5 ms each, the interpreter's switch interval), and the worker sat idle for its texts."""
+    batch = tokenize.TOKEN_BATCH
+    numbers = iter(claims.from_front, None) if claims is not None else iter(range(-(-len(share) // batch)))
     try:
         with texts:
-            for start in range(0, len(share), tokenize.TOKEN_BATCH):
-                texts.write(pickle.dumps(share[start:start + tokenize.TOKEN_BATCH], protocol=pickle.HIGHEST_PROTOCOL))
+            for number in numbers:
+                texts.write(pickle.dumps(share[number * batch:(number + 1) * batch], protocol=pickle.HIGHEST_PROTOCOL))
             texts.write(pickle.dumps(None, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError as error:  # the worker died before reading everything: _answer reports it
         log.debug("tokenizing worker stopped reading its texts: %s", error)
@@ -207,6 +279,34 @@ def _tokenized_here(share: list[str], term_id: Callable[[str], int]) -> _Answer:
             at += len(batch)
 
     return _Answer(count, lengths, fill)
+
+
+def _claimed_here(shared: list[str], claims: _Claims, term_id: Callable[[str], int]) -> _Answer:
+    """The batches of ``shared`` this process claims from the back, tokenized here until the worker's front meets
+    them; the answer is in text order (the batches were taken last first)."""
+    size = tokenize.TOKEN_BATCH
+    taken: list[int] = []
+
+    def batches() -> Iterator[list[str]]:
+        for number in iter(claims.from_back, None):
+            taken.append(number)
+            yield shared[number * size:(number + 1) * size]
+
+    parts, lengths = tokenize.token_id_stream(batches(), term_id)
+    sizes = [len(shared[number * size:(number + 1) * size]) for number in taken]
+    by_batch = np.split(lengths, np.cumsum(sizes)[:-1]) if taken else []
+    parts.reverse()
+    by_batch.reverse()
+    count = sum(map(len, parts))
+
+    def fill(slot: np.ndarray) -> None:
+        at = 0
+        while parts:  # each batch freed once in place
+            part = parts.pop(0)
+            slot[at:at + len(part)] = part
+            at += len(part)
+
+    return _Answer(count, np.concatenate(by_batch) if by_batch else np.zeros(0, dtype=lengths.dtype), fill)
 
 
 def _answer(worker: _Worker | None, share: list[str], term_id: Callable[[str], int]) -> _Answer:
