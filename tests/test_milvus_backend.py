@@ -21,6 +21,7 @@ from incidentlib.cli import app
 from incidentlib.errors import InvalidRequest, SearchBackendError
 from incidentlib.library import Library
 from incidentlib.loader import LibraryData, load_library
+from incidentlib.search import backend_milvus
 from incidentlib.search.backend_milvus import COLLECTION_PREFIX, META_PROPERTY, NAME_DIGITS, MilvusBackend, content_key
 from incidentlib.search.engine import SearchConfig, SearchEngine, SearchMode
 from tests.conftest import small_library
@@ -207,8 +208,9 @@ def test_foreign_collection_is_refused(small_data: LibraryData, cache: Path, loc
 def test_sparse_rows_hold_our_bm25_weights(milvus: SearchEngine) -> None:
     backend = milvus.backend
     assert isinstance(backend, MilvusBackend)
-    rows = backend._sparse_rows()
     postings = milvus.lexical.postings
+    chunk_terms = backend_milvus._ChunkTerms(postings)
+    rows = [row for start in range(0, postings.size, 7) for row in chunk_terms.rows(start, min(start + 7, postings.size))]
     assert len(rows) == postings.size
     triples = sorted((term, chunk, weight) for chunk, row in enumerate(rows) for term, weight in row.items())
     terms = np.repeat(np.arange(len(postings.vocabulary)), np.diff(postings.indptr))

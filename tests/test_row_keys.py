@@ -237,6 +237,10 @@ def test_an_engine_served_from_a_row_map_answers_as_from_a_fresh_build(small: Pa
     fresh.build()
     assert fresh._dense_state.identity
     assert np.allclose(engine.chunk_vectors(), fresh.chunk_vectors(), atol=1e-6)
+    total = len(engine.chunks)
+    for start, end in ((0, 5), (3, total), (total - 2, total)):  # a block's vectors, gathered from the rows or sliced
+        assert np.array_equal(engine.chunk_vector_block(start, end), engine.chunk_vectors()[start:end])
+        assert np.array_equal(fresh.chunk_vector_block(start, end), fresh.chunk_vectors()[start:end])
     for query in ("NCCL watchdog timeout", "InfiniBand link flaps", "GPU driver Xid 79"):
         assert engine.search(query, k=5, mode=SearchMode.dense) == fresh.search(query, k=5, mode=SearchMode.dense)
 

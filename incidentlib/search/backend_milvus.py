@@ -42,7 +42,7 @@ from ..errors import SearchBackendError
 from .backend import BACKEND_OPTION, MILVUS_PREFIX, Ranked
 from .dense import kind_for
 from .hnsw import EF_CONSTRUCTION, EF_SEARCH, HNSW_M
-from .lexical import BM25_B, BM25_K1
+from .lexical import BM25_B, BM25_K1, Postings
 
 if TYPE_CHECKING:
     from .dense import ProgressFn
@@ -192,14 +192,15 @@ class MilvusBackend:
         from pymilvus import DataType, MilvusClient
 
         engine = self.engine
-        vectors = np.ascontiguousarray(engine.chunk_vectors(), dtype=np.float32)
+        total = len(engine.chunks)
+        dim = int(engine.dense.vectors.shape[1])
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("chunk", DataType.INT64, is_primary=True)
         schema.add_field("incident", DataType.VARCHAR, max_length=MAX_ID_CHARS)
-        schema.add_field("dense", DataType.FLOAT_VECTOR, dim=int(vectors.shape[1]))
+        schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
         index = self.client.prepare_index_params()
-        if kind_for(len(vectors), engine.config.hnsw_threshold, engine.config.ivf_threshold) != "flat":
+        if kind_for(total, engine.config.hnsw_threshold, engine.config.ivf_threshold) != "flat":
             index.add_index(field_name="dense", index_type="HNSW", metric_type="IP",
                             params={"M": HNSW_M, "efConstruction": EF_CONSTRUCTION})
         else:
@@ -210,14 +211,15 @@ class MilvusBackend:
         # not waited for here (pymilvus would poll the index state every 0.5 s): loading waits for it
         self.client.create_index(temporary, index, sync=False)
         try:
-            sparse = self._sparse_rows()
-            total = len(engine.chunks)
+            sparse = _ChunkTerms(engine.lexical.postings)
             for start in range(0, total, INSERT_BATCH):
                 end = min(total, start + INSERT_BATCH)
+                # a batch's vectors and sparse rows made for it alone: nothing of every chunk is held as Python objects
+                vectors = np.asarray(engine.chunk_vector_block(start, end), dtype=np.float32).tolist()
                 self.client.insert(temporary, [
                     {"chunk": position, "incident": engine.chunks[position].incident_id,
-                     "dense": vectors[position].tolist(), "sparse": sparse[position]}
-                    for position in range(start, end)])
+                     "dense": vector, "sparse": terms}
+                    for position, vector, terms in zip(range(start, end), vectors, sparse.rows(start, end), strict=True)])
                 if progress is not None:
                     progress(end, total)
             self.client.flush(temporary)
@@ -231,16 +233,7 @@ class MilvusBackend:
                 self.client.drop_collection(temporary)
             raise
 
-    def _sparse_rows(self) -> list[dict[int, float]]:
-        """Each chunk's BM25 weights as ``{term id: w(t, c)}``, from the term-major postings."""
-        postings = self.engine.lexical.postings
-        terms = np.repeat(np.arange(len(postings.vocabulary), dtype=np.int64), np.diff(postings.indptr))
-        order = np.argsort(postings.indices, kind="stable")
-        chunk_terms, chunk_weights = terms[order], postings.data[order]
-        bounds = np.zeros(postings.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(postings.indices, minlength=postings.size), out=bounds[1:])
-        return [dict(zip(chunk_terms[bounds[c]:bounds[c + 1]].tolist(), chunk_weights[bounds[c]:bounds[c + 1]].tolist(), strict=True))
-                for c in range(postings.size)]
+
 
     # ---- ranking ---------------------------------------------------------------------
     def _query_sparse(self, query: str) -> dict[int, float]:
@@ -291,3 +284,22 @@ class MilvusBackend:
     def rank_dense_vector(self, vector: np.ndarray, allowed: set[str] | None, depth: int) -> list[Ranked]:
         params = {"ef": max(EF_SEARCH, depth + 1)}  # HNSW's search breadth; FLAT ignores it
         return self._ranked("dense", np.asarray(vector, dtype=np.float32).tolist(), allowed, depth, positive=False, params=params)
+
+
+class _ChunkTerms:
+    """Each chunk's BM25 weights, ``{term id: w(t, c)}``, for a range of chunks at a time: the term-major postings
+    turned chunk-major once (int32 terms and float32 weights, in chunk order), the dictionaries made per batch.
+    Making one for every chunk at once held 13.5M dictionaries at 1M incidents."""
+
+    def __init__(self, postings: Postings) -> None:
+        terms = np.repeat(np.arange(len(postings.vocabulary), dtype=np.int32), np.diff(postings.indptr))
+        order = np.argsort(postings.indices, kind="stable")
+        self.terms, self.weights = terms[order], np.asarray(postings.data)[order]
+        del terms, order
+        self.bounds = np.zeros(postings.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(postings.indices, minlength=postings.size), out=self.bounds[1:])
+
+    def rows(self, start: int, end: int) -> list[dict[int, float]]:
+        bounds = self.bounds
+        return [dict(zip(self.terms[bounds[c]:bounds[c + 1]].tolist(), self.weights[bounds[c]:bounds[c + 1]].tolist(),
+                         strict=True)) for c in range(start, end)]

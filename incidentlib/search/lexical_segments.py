@@ -13,9 +13,10 @@ at 6.7M chunks (half of 1M incidents) it added 13.6 GB to the building process a
 2. the pairs of all segments are merged term by term into the final arrays, which are ``.npy`` files written
    through a memory map: term ``t``'s postings are its postings of segment 0, then of segment 1, … — chunks stay
    ascending within a term, since the segments are in chunk order;
-3. the weights are computed in the same merge, as each block of pairs is placed: by then the whole corpus's
-   ``df``, chunk count and average length are known.  (Computed in a pass of their own after the merge, they read
-   every posting's chunk and count back from the files: 19.4 s of a 342 s build at 1M incidents.)
+3. the weights are computed last, from the whole corpus's ``df``, chunk count and average length, in a pass of their
+   own over the placed arrays.  (Computed in the merge as each block was placed, they took longer at 1M incidents:
+   the merge's third scattered write cost more than the sequential pass, 66.2 against 60.2 s for both; see
+   docs/benchmarks.md.)  A segment's scratch files are deleted once it is merged.
 
 The result equals the one-pass build's array for array (``tests/test_lexical_segments.py``).  What it holds at
 once is one segment's build and a block of the merge (:data:`MERGE_BLOCK` pairs); the final arrays live in the page
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from . import token_workers
-from .lexical import BM25_B, BM25_K1, Postings, _block_weights, _bm25_factors, _count_texts, _run_terms
+from .lexical import BM25_B, BM25_K1, Postings, _bm25_weights, _count_texts, _run_terms
 
 #: Chunks counted per segment: the one-pass build of 1.35M chunks (the 100k library) added 1.7 GB to the building
 #: process and 1.0 GB to its worker, so a segment of this size keeps the build under about 3 GB on each of the two,
@@ -99,7 +100,6 @@ def build_postings_in_segments(texts: Sequence[str], folder: Path, segment_chunk
     indices = np.lib.format.open_memmap(folder / "indices.npy", mode="w+", dtype=np.int32, shape=(pairs,))
     tf_all = np.lib.format.open_memmap(folder / "tf.npy", mode="w+", dtype=np.int32, shape=(pairs,))
     data = np.lib.format.open_memmap(folder / "data.npy", mode="w+", dtype=np.float32, shape=(pairs,))
-    idf, saturation = _bm25_factors(per_term, size, lengths_all, k1, b)
     cursor = indptr[:-1].copy()  # where each term's next postings go
     for number, runs in enumerate(runs_parts):
         offset = number * segment_chunks
@@ -108,16 +108,19 @@ def build_postings_in_segments(texts: Sequence[str], folder: Path, segment_chunk
         shift = cursor[: len(runs) - 1] - runs[:-1]  # pair j of term t goes to cursor[t] + (j - runs[t])
         for lo in range(0, len(chunks), MERGE_BLOCK):
             hi = min(lo + MERGE_BLOCK, len(chunks))
-            pair_terms = _run_terms(runs, lo, hi)
-            places = shift[pair_terms] + np.arange(lo, hi, dtype=np.int64)
-            placed_chunks = chunks[lo:hi] + np.int32(offset)
-            placed_counts = counts[lo:hi]
-            indices[places] = placed_chunks
-            tf_all[places] = placed_counts
-            data[places] = _block_weights(idf, saturation, pair_terms, placed_chunks, placed_counts)
+            places = shift[_run_terms(runs, lo, hi)] + np.arange(lo, hi, dtype=np.int64)
+            indices[places] = chunks[lo:hi] + np.int32(offset)
+            tf_all[places] = counts[lo:hi]
         cursor[: len(runs) - 1] += np.diff(runs)
         del chunks, counts
+        # a merged segment's scratch files go at once: the placed files grow by 8 bytes a pair as they shrink by 8, so
+        # the disk never holds much more than the final files (all the scratch files and the placed ones together
+        # were 16 GB at 1M incidents)
+        for part in ("chunks", "tf"):
+            (scratch / f"{number}-{part}.npy").unlink()
     shutil.rmtree(scratch)
+    if size:
+        _bm25_weights(per_term, size, lengths_all, tf_all, indices, partial(_run_terms, indptr), k1, b, out=data)
     for array in (indices, tf_all, data):
         array.flush()
     return Postings(list(vocabulary), indptr, indices, data, size, tf_all, lengths_all)
