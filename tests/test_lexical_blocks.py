@@ -69,14 +69,15 @@ def top_runs(best: np.ndarray, depth: int, allowed: np.ndarray | None) -> list[t
 
 
 @pytest.mark.parametrize("block", [3, 16, 40])
-def test_with_a_depth_the_best_runs_are_exact(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+@pytest.mark.parametrize("first", [0, 4])
+def test_with_a_depth_the_best_runs_are_exact(monkeypatch: pytest.MonkeyPatch, block: int, first: int) -> None:
     """Runs that cannot rank among the ``depth`` best may be left at 0, but the ``depth`` best (among the allowed
     ones) are those of the full reduction, with their exact scores; ties (few distinct weights) go to the earlier
-    run."""
+    run; chunks before the first run belong to none."""
     monkeypatch.setattr(lexical, "SCORE_BLOCK_CHUNKS", block)
     index = random_index(1500, seed=block)
     rng = np.random.default_rng(block)
-    runs = random_runs(rng, 1500, 0)
+    runs = random_runs(rng, 1500, first)
     allowed_sets = [None, rng.random(len(runs)) < 0.3]
     skipped = 0
     for query in QUERIES:
@@ -115,3 +116,15 @@ def test_the_engine_ranks_blocked_scores_as_the_per_chunk_reference(monkeypatch:
                 reference = engine._top_incidents(term_at_a_time(engine.lexical, query), depth, chosen, positive=True)
                 got = engine.local_rank_lexical(query, chosen, depth)
                 assert got == reference and got, (query, depth)
+
+
+def test_chunks_before_the_first_run_count_for_no_run_with_a_depth() -> None:
+    """A rare term in a chunk before the first run and in one run: with few hits among many runs, the cut path looks
+    hits up in their runs, and the leading chunk must not be taken for the last run."""
+    tokens = [["rare", "rare", "rare"], ["x"], *[["x"]] * 10, ["x", "rare"], *[["x"]] * 10]
+    index = LexicalIndex(postings=postings_from_tokens(iter(tokens), len(tokens)))
+    runs = np.arange(2, len(tokens), dtype=np.int64)
+    scores, _ = index.run_scores("rare", runs)
+    want = np.maximum.reduceat(scores, runs)
+    _, cut = index.run_scores("rare", runs, depth=5)
+    assert cut is not None and np.array_equal(cut, want) and top_runs(cut, 5, None) == [(10, float(want[10]))]

@@ -234,3 +234,26 @@ def test_a_discarded_tokenizing_stops_its_workers() -> None:
     tokenizing.discard()
     assert len(tokenizing.started) == 2
     assert all(w is not None and w.process.poll() is not None and not w.feeder.is_alive() for w in tokenizing.started)
+
+
+def test_a_feeder_that_cannot_start_leaves_no_process_and_costs_time_not_the_result(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    texts = random_texts(600, seed=24)
+    alone, _ = _tokens(texts, workers=0)
+    spawned: list[object] = []
+    real_popen = token_workers.subprocess.Popen
+
+    def popen(*args: object, **kwargs: object) -> object:
+        spawned.append(real_popen(*args, **kwargs))  # type: ignore[call-overload]
+        return spawned[-1]
+
+    def no_thread(self: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(token_workers.subprocess, "Popen", popen)
+    monkeypatch.setattr(token_workers.threading.Thread, "start", no_thread)
+    with caplog.at_level(logging.WARNING, logger=token_workers.__name__):
+        split, _ = _tokens(texts, workers=2)
+    assert split == alone
+    assert len(spawned) == 2 and all(process.poll() is not None for process in spawned)  # type: ignore[attr-defined]
+    assert sum("could not start a thread" in record.getMessage() for record in caplog.records) == 2

@@ -542,6 +542,10 @@ class _RunCut:
             runs = np.arange(first, first + len(starts))
         elif len(hits):
             run_of_hit = np.searchsorted(starts, hits, side="right") - 1
+            inside = run_of_hit >= 0  # chunks before the first run are in no run (as reduceat leaves them)
+            hits, run_of_hit = hits[inside], run_of_hit[inside]
+            if not len(hits):
+                return
             group_starts = np.flatnonzero(np.r_[True, run_of_hit[1:] != run_of_hit[:-1]])
             maxima = np.maximum.reduceat(scores[hits], group_starts)
             runs = first + run_of_hit[group_starts]

@@ -233,15 +233,27 @@ def _start(share: list[str], claims: _Claims | None = None) -> _Worker | None:
     assert process.stdin is not None
     texts, process.stdin = process.stdin, None  # the feeder's to close: nothing else may flush or close it
     feeder = threading.Thread(target=_feed, args=(texts, share, claims), name="tokenizing-worker-feeder", daemon=True)
-    feeder.start()
+    try:
+        feeder.start()
+    except RuntimeError as error:  # no thread to be had: the process is stopped, its share tokenized here
+        process.kill()
+        process.wait()
+        for stream in (texts, process.stdout, errors):
+            if stream is not None:
+                stream.close()
+        log.warning("could not start a thread feeding a tokenizing worker (%s): tokenizing its %d texts here", error,
+                    len(share))
+        return None
     return _Worker(process, errors, feeder)
 
 
 def _feed(texts: IO[bytes], share: list[str], claims: _Claims | None) -> None:
     """Writes ``share`` (with ``claims``: the batches it claims from the front, until none is left) to a worker's input
     a batch at a time, then ``None``, and closes it.  Runs in its own thread: a write lets the GIL go while the worker
-    reads, and the next batch is claimed once the worker has taken the last one into its pipe, so the worker holds
-    at most about one batch it has not tokenized.  Each batch is pickled first and written in one call, which
+    reads, and the next batch is claimed once the last one is in the pipe.  A batch of :data:`~.tokenize.TOKEN_BATCH`
+    texts pickles to megabytes, far more than a pipe holds (64 KB), so the worker has then read most of it: it holds
+    about one batch it has not tokenized.  (Batches smaller than the pipe, of very short texts, could all be claimed
+    ahead of the worker: slower, since this process then waits for it, but the same result.)  Each batch is pickled first and written in one call, which
     waits for the GIL once: pickled straight into the pipe, every 64 KB frame written waited for it again behind the
     tokenizing thread (up to 5 ms each, the interpreter's switch interval), and the worker sat idle for its texts."""
     batch = tokenize.TOKEN_BATCH
@@ -299,10 +311,12 @@ def _claimed_here(shared: list[str], claims: _Claims, term_id: Callable[[str], i
     by_batch.reverse()
     count = sum(map(len, parts))
 
+    parts.reverse()  # popped from the end in text order below
+
     def fill(slot: np.ndarray) -> None:
         at = 0
         while parts:  # each batch freed once in place
-            part = parts.pop(0)
+            part = parts.pop()
             slot[at:at + len(part)] = part
             at += len(part)
 
