@@ -233,8 +233,6 @@ class MilvusBackend:
                 self.client.drop_collection(temporary)
             raise
 
-
-
     # ---- ranking ---------------------------------------------------------------------
     def _query_sparse(self, query: str) -> dict[int, float]:
         """The query's token counts by term id (unknown tokens dropped): ``Σ count(t)·w(t, c)`` is the BM25 score."""

@@ -303,10 +303,7 @@ class SearchEngine:
 
     def chunk_vectors(self) -> np.ndarray:
         """The dense vector of every chunk, in chunk order (one row per :attr:`chunks` entry)."""
-        state = self._dense_state
-        vectors = state.loaded.vectors
-        result: np.ndarray = vectors if state.identity else vectors[state.chunk_to_row]
-        return result
+        return self.chunk_vector_block(0, len(self.chunks))
 
     def chunk_vector_block(self, start: int, end: int) -> np.ndarray:
         """The dense vectors of chunks ``start..end`` (chunk order), gathered from the index's rows: a block at a time

@@ -210,33 +210,20 @@ def _bm25_weights(per_term: np.ndarray, size: int, lengths: np.ndarray, tf: np.n
     """The float32 weight of every posting (formula in the module docstring), a block of postings at a time:
     ``idf`` per term and the length normalisation per chunk, gathered per posting (``term_ids(lo, hi)``: the terms
     of postings ``lo..hi``), in float64; written into ``out`` when given (e.g. a mapped file)."""
-    idf, saturation = _bm25_factors(per_term, size, lengths, k1, b)
-    weights = np.empty(len(tf), dtype=np.float32) if out is None else out
-    for lo in range(0, len(tf), WEIGH_BLOCK):  # float64 temporaries per block, the float32 result written in place
-        hi = min(lo + WEIGH_BLOCK, len(tf))
-        weights[lo:hi] = _block_weights(idf, saturation, term_ids(lo, hi), chunk_of_pair[lo:hi], tf[lo:hi])
-    return weights
-
-
-def _bm25_factors(per_term: np.ndarray, size: int, lengths: np.ndarray, k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
-    """``idf`` of every term and the length normalisation ``k1 · (1 − b + b · |c| / avg|c|)`` of every chunk."""
     df = per_term.astype(np.float64)
     idf = np.log(1.0 + (size - df + 0.5) / (df + 0.5))
     average = float(lengths.mean())
-    saturation: np.ndarray = k1 * (1.0 - b + b * lengths / average)
-    return idf, saturation
-
-
-def _block_weights(idf: np.ndarray, saturation: np.ndarray, terms: np.ndarray, chunks: np.ndarray,
-                   tf: np.ndarray) -> np.ndarray:
-    """The float64 weights of postings of ``terms`` in ``chunks`` with counts ``tf``: every build weighs with these
-    operations in this order, so the float32 weights agree to the bit however a build is split."""
-    frequency = tf.astype(np.float64)
-    weight: np.ndarray = idf[terms]
-    weight *= frequency
-    frequency += saturation[chunks]
-    weight /= frequency
-    return weight
+    saturation = k1 * (1.0 - b + b * lengths / average)
+    weights = np.empty(len(tf), dtype=np.float32) if out is None else out
+    for lo in range(0, len(tf), WEIGH_BLOCK):  # float64 temporaries per block, the float32 result written in place
+        hi = min(lo + WEIGH_BLOCK, len(tf))
+        frequency = tf[lo:hi].astype(np.float64)
+        weight = idf[term_ids(lo, hi)]
+        weight *= frequency
+        frequency += saturation[chunk_of_pair[lo:hi]]
+        weight /= frequency
+        weights[lo:hi] = weight
+    return weights
 
 
 #: Chunks whose tokens are numbered per pass of :func:`_count`: the token lists of one batch are held at a time

@@ -253,8 +253,8 @@ def _feed(texts: IO[bytes], share: list[str], claims: _Claims | None) -> None:
     reads, and the next batch is claimed once the last one is in the pipe.  A batch of :data:`~.tokenize.TOKEN_BATCH`
     texts pickles to megabytes, far more than a pipe holds (64 KB), so the worker has then read most of it: it holds
     about one batch it has not tokenized.  (Batches smaller than the pipe, of very short texts, could all be claimed
-    ahead of the worker: slower, since this process then waits for it, but the same result.)  Each batch is pickled first and written in one call, which
-    waits for the GIL once: pickled straight into the pipe, every 64 KB frame written waited for it again behind the
+    ahead of the worker: slower, since this process then waits for it, but the same result.)  Each batch is pickled
+    first and written in one call, which waits for the GIL once: pickled straight into the pipe, every 64 KB frame written waited for it again behind the
     tokenizing thread (up to 5 ms each, the interpreter's switch interval), and the worker sat idle for its texts."""
     batch = tokenize.TOKEN_BATCH
     numbers = iter(claims.from_front, None) if claims is not None else iter(range(-(-len(share) // batch)))
@@ -278,15 +278,21 @@ class _Answer:
 
 
 def _tokenized_here(share: list[str], term_id: Callable[[str], int]) -> _Answer:
-    """``share`` tokenized in this process (the first share, or a failed worker's)."""
+    """``share`` tokenized in this process (a failed worker's)."""
     batches, lengths = tokenize.token_id_batches(share, term_id)
-    count = sum(map(len, batches))
     batches.reverse()
+    return _answer_of(batches, lengths)
+
+
+def _answer_of(last_first: list[np.ndarray], lengths: np.ndarray) -> _Answer:
+    """The answer of ids tokenized here, one array per batch, the last batch first: ``fill`` pops them in text order,
+    each batch freed once in place, before the next worker's ids are read."""
+    count = sum(map(len, last_first))
 
     def fill(slot: np.ndarray) -> None:
         at = 0
-        while batches:  # each batch freed once in place, before the next worker's ids are read
-            batch = batches.pop()
+        while last_first:
+            batch = last_first.pop()
             slot[at:at + len(batch)] = batch
             at += len(batch)
 
@@ -304,23 +310,11 @@ def _claimed_here(shared: list[str], claims: _Claims, term_id: Callable[[str], i
             taken.append(number)
             yield shared[number * size:(number + 1) * size]
 
-    parts, lengths = tokenize.token_id_stream(batches(), term_id)
+    parts, lengths = tokenize.token_id_stream(batches(), term_id)  # last batch first, as taken
     sizes = [len(shared[number * size:(number + 1) * size]) for number in taken]
     by_batch = np.split(lengths, np.cumsum(sizes)[:-1]) if taken else []
-    parts.reverse()
     by_batch.reverse()
-    count = sum(map(len, parts))
-
-    parts.reverse()  # popped from the end in text order below
-
-    def fill(slot: np.ndarray) -> None:
-        at = 0
-        while parts:  # each batch freed once in place
-            part = parts.pop()
-            slot[at:at + len(part)] = part
-            at += len(part)
-
-    return _Answer(count, np.concatenate(by_batch) if by_batch else np.zeros(0, dtype=lengths.dtype), fill)
+    return _answer_of(parts, np.concatenate(by_batch) if by_batch else np.zeros(0, dtype=lengths.dtype))
 
 
 def _answer(worker: _Worker | None, share: list[str], term_id: Callable[[str], int]) -> _Answer:
