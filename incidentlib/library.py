@@ -1032,6 +1032,8 @@ class Library:
         """
         seq = self._store.last_seq()
         if seq == self._seq:
+            if not self._derived_current():
+                self._drop_stale_derived()
             return False
         with self._refresh_lock:
             if seq == self._seq:
@@ -1054,21 +1056,55 @@ class Library:
                 previous, changed_ids = self.data, set(changed)
             if data.chunks is None:  # the engine cuts every incident's chunks: those of the current data are reused
                 self._memo_snapshot_chunks()
-            replaced = self.__dict__.get("_search_engine")
-            snapshot = replaced.lexical_snapshot() if replaced is not None else None
-            if snapshot is not None:  # its own index, or the carry it was given and did not use
-                self._lexical_carry = snapshot
-            if replaced is not None:
-                self._dense_carry = replaced.dense_snapshot()
-                replaced.close()  # its worker thread; a request still holding it answers with the legs in turn
-            for name in ("_search_engine", "_search_service", "_analysis"):
-                self.__dict__.pop(name, None)
+            self._drop_search()
+            self.__dict__.pop("_analysis", None)
             self.data = data
-            self._seq = seq
             self._carry_facets(previous, changed_ids)
             release_frozen()  # what was just dropped may be frozen in a cycle (incidentlib.gc_pause.release_frozen)
             self._sync_graph_store(previous, changed_ids)  # the graph store follows: patched with the changed incidents
+            # published last: a request that looks meanwhile waits on the lock above for the whole change; were it
+            # published with ``data``, it would take the new records with the graph of the old ones
+            self._seq = seq
         return True
+
+    def _drop_search(self) -> None:
+        """Drop the search engine and service, keeping the engine's BM25 and dense indexes as the next one's carries."""
+        replaced = self.__dict__.get("_search_engine")
+        snapshot = replaced.lexical_snapshot() if replaced is not None else None
+        if snapshot is not None:  # its own index, or the carry it was given and did not use
+            self._lexical_carry = snapshot
+        if replaced is not None:
+            self._dense_carry = replaced.dense_snapshot()
+            replaced.close()  # its worker thread; a request still holding it answers with the legs in turn
+        for name in ("_search_engine", "_search_service"):
+            self.__dict__.pop(name, None)
+
+    def _derived_current(self) -> bool:
+        """Whether the search engine, search service and graph built so far are those of ``self.data`` (a few
+        identity checks).  One is not when a request built it from the records a refresh then replaced: it started
+        before the refresh and stored it after the refresh had dropped the old ones."""
+        data, derived = self.data, self.__dict__
+        engine: SearchEngine | None = derived.get("_search_engine")
+        knowledge: KnowledgeGraph | None = derived.get("_knowledge")
+        service: SearchService | None = derived.get("_search_service")
+        return ((engine is None or engine.data is data) and (knowledge is None or knowledge.data is data)
+                and (service is None or (service.engine.data is data and service.knowledge.data is data)))
+
+    def _drop_stale_derived(self) -> None:
+        """Drop what :meth:`_derived_current` finds built from replaced records; the next use builds it again."""
+        with self._refresh_lock:
+            if self._derived_current():
+                return
+            derived = self.__dict__
+            engine: SearchEngine | None = derived.get("_search_engine")
+            service: SearchService | None = derived.get("_search_service")
+            if engine is not None and engine.data is not self.data:
+                self._drop_search()  # its indexes are carried: the next engine updates them with the change
+            elif service is not None:
+                derived.pop("_search_service", None)
+            knowledge: KnowledgeGraph | None = derived.get("_knowledge")
+            if knowledge is not None and knowledge.data is not self.data:
+                derived.pop("_knowledge", None)
 
     def _memo_snapshot_chunks(self) -> None:
         """Put the chunks of data loaded from the start snapshot in the chunk memo, so that the engine after a change

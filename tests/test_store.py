@@ -292,3 +292,69 @@ def test_validate_checks_the_store_too(root: Path) -> None:
         encoding="utf-8")
     _, _, problems = Library.check(root)
     assert any(p.file.endswith(record.id) and p.field == "org" for p in problems)
+
+
+def test_a_request_during_a_refresh_waits_for_the_whole_change(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request arriving while a refresh applies a write must not see the new records with the old graph."""
+    writer, reader = open_lib(root), open_lib(root)
+    assert reader.detail("IL-0001").id == "IL-0001"  # the graph of the records before the write is built
+    record = writer.create_draft(draft("quokka"), actor="ci-bot")
+    seen: dict[str, object] = {}
+    sync_graph = Library._sync_graph_store
+
+    def request() -> None:
+        try:
+            reader.refresh()  # what every API request does first
+            seen["detail"] = reader.detail(record.id)
+        except (LookupError, ValueError) as exc:  # what a record missing from the old graph raises
+            seen["error"] = exc
+
+    def in_the_middle(self: Library, previous: object = None, changed: object = None) -> str:
+        if self is reader and "thread" not in seen:
+            thread = threading.Thread(target=request)
+            seen["thread"] = thread
+            thread.start()
+            thread.join(timeout=0.5)
+            seen["done_during_refresh"] = not thread.is_alive()
+        return sync_graph(self, previous, changed)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Library, "_sync_graph_store", in_the_middle)
+    assert reader.refresh()
+    thread = seen["thread"]
+    assert isinstance(thread, threading.Thread)
+    thread.join(timeout=30)
+    assert "error" not in seen, seen.get("error")
+    assert seen["done_during_refresh"] is False  # it waited for the refresh
+    detail = seen["detail"]
+    assert getattr(detail, "id", None) == record.id
+
+
+def test_an_engine_built_from_records_a_refresh_replaced_is_dropped(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request that started building the search engine before a refresh stores it after the refresh: the next
+    request must not search the old records with it."""
+    import incidentlib.library as library_module
+
+    writer, reader = open_lib(root), open_lib(root)
+    started, release = threading.Event(), threading.Event()
+
+    engine_class = library_module.SearchEngine
+
+    class Held(engine_class):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            started.set()
+            release.wait(timeout=30)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(library_module, "SearchEngine", Held)
+    builder = threading.Thread(target=lambda: reader._search_engine)
+    builder.start()
+    assert started.wait(timeout=30)
+    record = writer.create_draft(draft("quokka"), actor="ci-bot")
+    assert reader.refresh() and record.id in reader.data.incidents
+    release.set()
+    builder.join(timeout=60)
+    assert reader.__dict__["_search_engine"].data is not reader.data  # the stale engine was stored
+    monkeypatch.setattr(library_module, "SearchEngine", engine_class)
+    assert not reader.refresh()  # no new change, but the stale engine is found and dropped
+    assert "_search_engine" not in reader.__dict__
+    assert [r.id for r in reader.search("quokka", mode="lexical").results] == [record.id]
