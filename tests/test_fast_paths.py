@@ -75,9 +75,31 @@ def test_recognizer_matches_every_pattern_on_edge_cases(recognizer: ConceptRecog
     texts = [f"{LOG_LINES[2]} {LOG_LINES[5]}"]
     for _ in range(300):
         parts = rng.choices(names, k=rng.randint(1, 5))
-        texts.append("".join(rng.choice(glue) + rng.choice([p, p.lower(), p.upper(), p.title()]) for p in parts) + rng.choice(glue))
+        endings = ["", "", "s", "es", "S", "ss"]  # plural endings, and one a plural does not take
+        texts.append("".join(rng.choice(glue) + rng.choice([p, p.lower(), p.upper(), p.title()]) + rng.choice(endings)
+                             for p in parts) + rng.choice(glue))
     for text in texts:
         assert recognizer.spans(text) == recognizer.reference_spans(text), text
+
+
+def test_names_are_recognised_in_the_english_plural(recognizer: ConceptRecognizer) -> None:
+    def found(text: str) -> dict[str, str]:
+        spans = recognizer.spans(text)
+        assert spans == recognizer.reference_spans(text), text
+        return {mention.concept_id: mention.matched for mention, _, _ in spans}
+
+    assert found("Two config changes went out")["configuration-change"] == "config changes"  # the second word keyed
+    assert found("after three power outages")["facility-power"] == "power outages"
+    assert found("the GPUs fell off")["gpu"] == "GPUs"
+    assert found("race conditions in the scheduler")["race-condition"] == "race conditions"
+    assert found("two bugs")["software-bug"] == "bugs"
+    assert "software-bug" not in found("bugsy")  # only the plural endings, then a word boundary
+    assert "configuration-change" not in found("config changesets")
+    # a name that ends in a digit takes no plural ending: "Xid 79s" is not Xid 79
+    digit_names = [name for name, _ in recognizer.names() if name[-1].isdigit() and name.isascii() and len(name) >= 4]
+    assert digit_names
+    name = digit_names[0]
+    assert recognizer.spans(name) and not recognizer.spans(f"{name}s")
 
 
 def _same_tokens_with_and_without_gates(texts: list[str]) -> int:

@@ -1,8 +1,9 @@
 """Recognise vocabulary concepts in free text, in Korean and English.
 
 Latin-script names match on word boundaries, case-insensitively (``NCCL``,
-``InfiniBand``, ``ECC errors``), and acronyms also at a CamelCase boundary
-(``WorkNCCL``); Hangul names match as substrings, because
+``InfiniBand``, ``ECC errors``), also with an English plural ending (``config changes``,
+``GPUs``, ``power outages``: a postmortem names several of a thing as often as one), and acronyms also at
+a CamelCase boundary (``WorkNCCL``); Hangul names match as substrings, because
 particles attach to the end of Korean words (InfiniBand 패브릭에서).  Very short
 Latin aliases (under three letters) must match in their written case, so ``IB``
 is recognised but the word "ib" inside other text is not.
@@ -36,6 +37,16 @@ _WORD_BYTES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789_" else 
 #: lowercase letter, up to the end of the word.
 _CAMEL_TAIL = re.compile(r"[a-z]([A-Z][A-Z0-9]*)(?![A-Za-z0-9_])")  # the group; a match never ends in [a-z]
 _ACRONYM = re.compile(r"[A-Z][A-Z0-9]+")
+#: The English plural endings a case-insensitive Latin name may take where it ends in a letter (``bug`` → ``bugs``,
+#: ``bus`` → ``buses``); irregular plurals (``policies``) are left to aliases.
+_PLURAL = r"(?:e?s)?"
+
+
+def _singulars(word: bytes) -> tuple[bytes, ...]:
+    """What a name's last word may be when ``word`` is it with a plural ending (see ``_PLURAL``)."""
+    if word.endswith(b"es"):
+        return word[:-1], word[:-2]
+    return (word[:-1],)
 
 
 @dataclass(frozen=True)
@@ -128,7 +139,8 @@ class ConceptRecognizer:
             return re.compile(escaped)
         if len(name) < CASE_SENSITIVE_BELOW:
             return re.compile(rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])")
-        pattern = rf"(?i:(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_]))"
+        plural = _PLURAL if name[-1].isalpha() else ""
+        pattern = rf"(?i:(?<![A-Za-z0-9_]){escaped}{plural}(?![A-Za-z0-9_]))"
         if _ACRONYM.fullmatch(name):
             # an acronym also matches at a CamelCase boundary: NCCL in WorkNCCL, DNS in CoreDNS
             pattern += rf"|(?<![A-Z0-9_]){escaped}(?![A-Za-z0-9_])"
@@ -138,9 +150,14 @@ class ConceptRecognizer:
         """Positions in the priority order of every name that can match ``text`` (a superset of those that do)."""
         found = list(self._always)
         words = lowered.encode("utf-8", "surrogatepass").translate(_WORD_BYTES).split()
-        for word in self._by_word.keys() & set(words):
+        singulars = {word: _singulars(word) for word in set(words) if word.endswith(b"s")}
+        keys = set(words).union(*singulars.values())
+        for word in self._by_word.keys() & keys:
             found.extend(self._by_word[word])
-        for pair in self._by_words.keys() & set(pairwise(words)):
+        pairs = set(pairwise(words))
+        # a two-word name keys on its first two words; its second may be its last, so in the plural in the text
+        pairs |= {(first, singular) for first, second in list(pairs) for singular in singulars.get(second, ())}
+        for pair in self._by_words.keys() & pairs:
             found.extend(self._by_words[pair])
         for tail in self._by_tail.keys() & set(_CAMEL_TAIL.findall(text)):
             found.extend(self._by_tail[tail])
