@@ -40,13 +40,8 @@ _ACRONYM = re.compile(r"[A-Z][A-Z0-9]+")
 #: The English plural endings a case-insensitive Latin name may take where it ends in a letter (``bug`` → ``bugs``,
 #: ``bus`` → ``buses``); irregular plurals (``policies``) are left to aliases.
 _PLURAL = r"(?:e?s)?"
-
-
-def _singulars(word: bytes) -> tuple[bytes, ...]:
-    """What a name's last word may be when ``word`` is it with a plural ending (see ``_PLURAL``)."""
-    if word.endswith(b"es"):
-        return word[:-1], word[:-2]
-    return (word[:-1],)
+#: The same endings as keys of the candidate index: the word as written, and with each ending.
+_PLURAL_ENDINGS = (b"", b"s", b"es")
 
 
 @dataclass(frozen=True)
@@ -115,10 +110,17 @@ class ConceptRecognizer:
                 (self._by_pair[pair.group(0)] if pair else self._always).append(position)
                 continue
             words = [w.encode() for w in _WORD_RUN.findall(item.name.lower())] if item.name.isascii() else []
+            # a name's last word may carry a plural ending (_PLURAL): a one-word name, or a two-word name's second word,
+            # is keyed in the plural too (one more key, not a lookup more per text)
+            endings = _PLURAL_ENDINGS if item.folded else (b"",)
             if len(words) > 1:
-                self._by_words[(words[0], words[1])].append(position)
+                for ending in endings if len(words) == 2 else (b"",):
+                    self._by_words[(words[0], words[1] + ending)].append(position)
+            elif words:
+                for ending in endings:
+                    self._by_word[words[0] + ending].append(position)
             else:
-                (self._by_word[words[0]] if words else self._always).append(position)
+                self._always.append(position)
             if item.folded and _ACRONYM.fullmatch(item.name):
                 self._by_tail[item.name].append(position)
 
@@ -150,14 +152,9 @@ class ConceptRecognizer:
         """Positions in the priority order of every name that can match ``text`` (a superset of those that do)."""
         found = list(self._always)
         words = lowered.encode("utf-8", "surrogatepass").translate(_WORD_BYTES).split()
-        singulars = {word: _singulars(word) for word in set(words) if word.endswith(b"s")}
-        keys = set(words).union(*singulars.values())
-        for word in self._by_word.keys() & keys:
+        for word in self._by_word.keys() & set(words):
             found.extend(self._by_word[word])
-        pairs = set(pairwise(words))
-        # a two-word name keys on its first two words; its second may be its last, so in the plural in the text
-        pairs |= {(first, singular) for first, second in list(pairs) for singular in singulars.get(second, ())}
-        for pair in self._by_words.keys() & pairs:
+        for pair in self._by_words.keys() & set(pairwise(words)):
             found.extend(self._by_words[pair])
         for tail in self._by_tail.keys() & set(_CAMEL_TAIL.findall(text)):
             found.extend(self._by_tail[tail])
