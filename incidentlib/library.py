@@ -117,6 +117,10 @@ FOLLOW_INTERVAL_S = 0.1
 # burst of writes is carried write by write rather than compacted between two of them, short enough that a
 # restart or another process soon finds a clean index on disk. Chosen by that argument, not tuned.
 COMPACT_AFTER_IDLE_S = 5.0
+# Seconds between two tries to bring a graph store along after a try failed (a SPARQL endpoint down, an I/O error):
+# requests look for changes many times a second, and each try against a server that does not answer costs its
+# timeout; searches do not need the store and go on meanwhile.
+GRAPH_RETRY_S = 5.0
 
 logger = logging.getLogger(__name__)
 assert set(get_args(SearchModeName)) == {m.value for m in SearchMode}
@@ -161,6 +165,9 @@ class Library:
         self._facet_steps: dict[str, tuple[str, frozenset[str]]] = {}
         self._facets_lock = threading.Lock()
         self._snapshot_saved: str | None = None
+        # the records the open graph store holds (see _graph_store_current); None when unknown (a sync failed)
+        self._graph_store_data: LibraryData | None = None
+        self._graph_retry_at = 0.0
         if self._store.exists:
             self.refresh()
 
@@ -290,7 +297,10 @@ class Library:
     @cached_property
     def _graph_store(self) -> GraphStore:
         """The configured store, loaded with this library's RDF when it is empty or stale (``graph.store``)."""
-        return open_store(self.graph_config, self.data)
+        data = self.data  # a refresh may replace it while the store loads: _graph_store_current tells
+        store = open_store(self.graph_config, data)
+        self._graph_store_data = data
+        return store
 
     def _sync_graph_store(self, previous: LibraryData | None = None, changed: set[str] | None = None) -> str:
         """After ``self.data`` changed from ``previous`` (only the ``changed`` incidents): bring an open graph store
@@ -307,16 +317,21 @@ class Library:
         if store is None:
             self.__dict__.pop("_rdf", None)
             return "none"
+        data = self.data
         if isinstance(store, MemoryStore):
             if previous is None or changed is None:
                 for name in ("_graph_store", "_rdf"):
                     self.__dict__.pop(name, None)
                 return "dropped"
-            return follow_change(store, previous, self.data, changed)  # in place: ``_rdf`` is this same graph
-        self.__dict__.pop("_rdf", None)
-        if previous is None or changed is None:
-            return "loaded" if ensure_loaded(store, self.data) else "current"
-        return follow_change(store, previous, self.data, changed)
+            outcome = follow_change(store, previous, data, changed)  # in place: ``_rdf`` is this same graph
+        else:
+            self.__dict__.pop("_rdf", None)
+            if previous is None or changed is None:
+                outcome = "loaded" if ensure_loaded(store, data) else "current"
+            else:
+                outcome = follow_change(store, previous, data, changed)
+        self._graph_store_data = data
+        return outcome
 
     def _carry_projection(self, replaced: KnowledgeGraph | None, previous: LibraryData | None, changed: set[str] | None) -> None:
         """After a live write: the graph of the current data with the projection of ``replaced`` (the graph of
@@ -1059,13 +1074,35 @@ class Library:
             self._drop_search()
             self.__dict__.pop("_analysis", None)
             self.data = data
-            self._carry_facets(previous, changed_ids)
+            try:
+                self._carry_facets(previous, changed_ids)
+            except Exception:  # as for the graph store below: the change is applied, the columns are read again
+                logger.exception("refresh: the facet columns could not be patched; they are read again on use")
+                self._facets_of = None
             release_frozen()  # what was just dropped may be frozen in a cycle (incidentlib.gc_pause.release_frozen)
-            self._sync_graph_store(previous, changed_ids)  # the graph store follows: patched with the changed incidents
+            self._follow_in_graph(previous, changed_ids)  # the graph store follows: patched with the changed incidents
             # published last: a request that looks meanwhile waits on the lock above for the whole change; were it
             # published with ``data``, it would take the new records with the graph of the old ones
             self._seq = seq
         return True
+
+    def _follow_in_graph(self, previous: LibraryData | None = None, changed: set[str] | None = None) -> None:
+        """:meth:`_sync_graph_store`, and when it fails, log it and go on: the change stays applied and the records,
+        searches and pages follow it; the store is brought along at a later look (:meth:`_drop_stale_derived`, at
+        most every :data:`GRAPH_RETRY_S`), a request that needs the graph meanwhile reads it as it was.  Raising here
+        would leave the change half applied and every request (searches too) failing on the same store."""
+        try:
+            self._sync_graph_store(previous, changed)
+        except Exception:  # any store error: a remote endpoint, an embedded store's I/O
+            logger.exception("refresh: the graph store could not follow the change; trying again in %.0f s",
+                             GRAPH_RETRY_S)
+            self._graph_store_data = None
+            self._graph_retry_at = time.monotonic() + GRAPH_RETRY_S
+
+    def _graph_store_current(self) -> bool:
+        """Whether the open graph store (if any) holds the current records: not when a request loaded it from records a
+        refresh then replaced (it started before the refresh, which found no store to patch), nor after a failed sync."""
+        return "_graph_store" not in self.__dict__ or self._graph_store_data is self.data
 
     def _drop_search(self) -> None:
         """Drop the search engine and service, keeping the engine's BM25 and dense indexes as the next one's carries."""
@@ -1080,18 +1117,21 @@ class Library:
             self.__dict__.pop(name, None)
 
     def _derived_current(self) -> bool:
-        """Whether the search engine, search service and graph built so far are those of ``self.data`` (a few
-        identity checks).  One is not when a request built it from the records a refresh then replaced: it started
-        before the refresh and stored it after the refresh had dropped the old ones."""
+        """Whether the search engine, search service, graph and graph store built so far are those of ``self.data`` (a
+        few identity checks).  One is not when a request built it from the records a refresh then replaced: it started
+        before the refresh and stored it after the refresh had dropped the old ones.  A graph store that could not
+        follow a change counts as current until its next try is due (:data:`GRAPH_RETRY_S`)."""
         data, derived = self.data, self.__dict__
         engine: SearchEngine | None = derived.get("_search_engine")
         knowledge: KnowledgeGraph | None = derived.get("_knowledge")
         service: SearchService | None = derived.get("_search_service")
         return ((engine is None or engine.data is data) and (knowledge is None or knowledge.data is data)
-                and (service is None or (service.engine.data is data and service.knowledge.data is data)))
+                and (service is None or (service.engine.data is data and service.knowledge.data is data))
+                and (self._graph_store_current() or time.monotonic() < self._graph_retry_at))
 
     def _drop_stale_derived(self) -> None:
-        """Drop what :meth:`_derived_current` finds built from replaced records; the next use builds it again."""
+        """Drop what :meth:`_derived_current` finds built from replaced records (the next use builds it again); bring a
+        graph store that holds other records along (:meth:`_follow_in_graph`)."""
         with self._refresh_lock:
             if self._derived_current():
                 return
@@ -1105,6 +1145,8 @@ class Library:
             knowledge: KnowledgeGraph | None = derived.get("_knowledge")
             if knowledge is not None and knowledge.data is not self.data:
                 derived.pop("_knowledge", None)
+            if not self._graph_store_current() and time.monotonic() >= self._graph_retry_at:
+                self._follow_in_graph()  # the whole store checked against the records: reloaded when it differs
 
     def _memo_snapshot_chunks(self) -> None:
         """Put the chunks of data loaded from the start snapshot in the chunk memo, so that the engine after a change

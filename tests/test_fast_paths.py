@@ -95,6 +95,17 @@ def test_names_are_recognised_in_the_english_plural(recognizer: ConceptRecognize
     assert found("two bugs")["software-bug"] == "bugs"
     assert "software-bug" not in found("bugsy")  # only the plural endings, then a word boundary
     assert "configuration-change" not in found("config changesets")
+    assert found("network switches")["network-switch"] == "network switches"  # "es" after s, x, z, ch, sh
+    assert "package-registry" not in found("named pipes")  # ... and only there: "pip" + "es" is another word
+    assert "gpu" not in found("gpus") and "block-storage" not in found("sans serif")  # capitals: "s" as written only
+    assert found("SANs")["block-storage"] == "SANs"
+    every_name = {name for name, _ in recognizer.names()}
+    organisations = [item.name for item in recognizer._names if item.kind == "organization" and item.name.isascii()
+                     and item.name[-1].isalpha() and len(item.name) >= 3 and f"{item.name}s" not in every_name]
+    assert organisations
+    for name in organisations:  # an organisation's name has no plural
+        assert all(mention.kind != "organization" or mention.matched != f"{name}s"
+                   for mention, _, _ in recognizer.spans(f"the {name}s"))
     # a name that ends in a digit takes no plural ending: "Xid 79s" is not Xid 79
     digit_names = [name for name, _ in recognizer.names() if name[-1].isdigit() and name.isascii() and len(name) >= 4]
     assert digit_names

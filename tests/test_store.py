@@ -358,3 +358,66 @@ def test_an_engine_built_from_records_a_refresh_replaced_is_dropped(root: Path, 
     assert not reader.refresh()  # no new change, but the stale engine is found and dropped
     assert "_search_engine" not in reader.__dict__
     assert [r.id for r in reader.search("quokka", mode="lexical").results] == [record.id]
+
+
+def _held_open_store(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Make the library's next graph store wait between reading the records and being stored (a load of seconds)."""
+    import incidentlib.library as library_module
+
+    started, release = threading.Event(), threading.Event()
+    open_store = library_module.open_store
+
+    def held(config: object, data: object) -> object:
+        started.set()
+        release.wait(timeout=30)
+        return open_store(config, data)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(library_module, "open_store", held)
+    return started, release
+
+
+def test_a_graph_store_loaded_from_records_a_refresh_replaced_is_brought_along(root: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    writer, reader = open_lib(root), open_lib(root)
+    started, release = _held_open_store(monkeypatch)
+    loader = threading.Thread(target=lambda: reader.export("nt"))  # the first SPARQL or export loads the store
+    loader.start()
+    assert started.wait(timeout=30)
+    record = writer.create_draft(draft("quokka"), actor="ci-bot")
+    assert reader.refresh()  # no store open yet: nothing to patch
+    release.set()
+    loader.join(timeout=60)
+    ask = f'ASK {{ ?i <http://purl.org/dc/terms/identifier> "{record.id}" }}'
+    assert reader.sparql(ask).boolean is False  # the store of the records before the write was stored
+    assert not reader.refresh()  # no new change; the store is found to hold other records
+    assert reader.sparql(ask).boolean is True
+    assert record.id in reader.export("nt")
+
+
+def test_a_graph_store_that_cannot_follow_a_change_fails_no_request(root: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    import incidentlib.library as library_module
+
+    writer, reader = open_lib(root), open_lib(root)
+    ask = 'ASK {{ ?i <http://purl.org/dc/terms/identifier> "{}" }}'
+    assert reader.sparql(ask.format("IL-0001")).boolean is True  # the graph store is open
+    sync = Library._sync_graph_store
+    failures = []
+
+    def failing(self: Library, previous: object = None, changed: object = None) -> str:
+        failures.append(1)
+        raise ConnectionError("the SPARQL endpoint does not answer")
+
+    record = writer.create_draft(draft("quokka"), actor="ci-bot")
+    monkeypatch.setattr(Library, "_sync_graph_store", failing)
+    monkeypatch.setattr(library_module, "GRAPH_RETRY_S", 3600.0)
+    assert reader.refresh()  # applied, not raised
+    assert reader.change_seq == writer.change_seq and "could not follow the change" in caplog.text
+    assert [r.id for r in reader.search("quokka", mode="lexical").results] == [record.id]
+    assert reader.detail(record.id).id == record.id
+    assert not reader.refresh() and not reader.refresh()
+    assert len(failures) == 1  # not tried again before GRAPH_RETRY_S
+    monkeypatch.setattr(Library, "_sync_graph_store", sync)
+    reader._graph_retry_at = 0.0  # the retry is due
+    assert not reader.refresh()  # the store is brought along at this look
+    assert reader.sparql(ask.format(record.id)).boolean is True

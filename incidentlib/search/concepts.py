@@ -37,11 +37,23 @@ _WORD_BYTES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789_" else 
 #: lowercase letter, up to the end of the word.
 _CAMEL_TAIL = re.compile(r"[a-z]([A-Z][A-Z0-9]*)(?![A-Za-z0-9_])")  # the group; a match never ends in [a-z]
 _ACRONYM = re.compile(r"[A-Z][A-Z0-9]+")
-#: The English plural endings a case-insensitive Latin name may take where it ends in a letter (``bug`` → ``bugs``,
-#: ``bus`` → ``buses``); irregular plurals (``policies``) are left to aliases.
-_PLURAL = r"(?:e?s)?"
-#: The same endings as keys of the candidate index: the word as written, and with each ending.
+#: Endings after which the English plural takes ``es`` (``bus`` → ``buses``, ``switch`` → ``switches``); after any other
+#: letter it takes ``s`` only (``pipe`` → ``pipes``, so ``pip`` does not match "pipes").
+_ES_AFTER = ("s", "x", "z", "ch", "sh")
+#: The endings as keys of the candidate index: the word as written, and with each ending.
 _PLURAL_ENDINGS = (b"", b"s", b"es")
+
+
+def _plural_ending(name: str, kind: str) -> tuple[str, bool]:
+    """The plural ending a case-insensitive Latin name may take ("" for none), and whether only after the name in its
+    written case.  An organisation's name has no plural (Stripe is not "stripes"); a name in capitals (``GPU``,
+    ``SAN``, ``PoP``) takes ``s`` only as written ("GPUs", not "sans" or "pops"); a name ending in anything but a
+    letter takes none (``Xid 79``).  Irregular plurals ("policies") are left to aliases."""
+    if kind == ConceptKind.organization.value or not name[-1].isalpha():
+        return "", False
+    if sum(char.isupper() for char in name) >= 2:
+        return "s", True
+    return ("(?:es)?" if name.lower().endswith(_ES_AFTER) else "s?"), False
 
 
 @dataclass(frozen=True)
@@ -97,7 +109,7 @@ class ConceptRecognizer:
         # longer names first, so "InfiniBand fabric" is credited before "fabric"-like aliases
         names.sort(key=lambda item: -len(item.name))
         self._names = names
-        self._compiled: dict[str, re.Pattern[str]] = {}
+        self._compiled: dict[tuple[str, str], re.Pattern[str]] = {}
         # key -> positions in self._names; a name without a key is searched in every text
         self._by_word: dict[bytes, list[int]] = defaultdict(list)
         self._by_words: dict[tuple[bytes, bytes], list[int]] = defaultdict(list)
@@ -110,9 +122,9 @@ class ConceptRecognizer:
                 (self._by_pair[pair.group(0)] if pair else self._always).append(position)
                 continue
             words = [w.encode() for w in _WORD_RUN.findall(item.name.lower())] if item.name.isascii() else []
-            # a name's last word may carry a plural ending (_PLURAL): a one-word name, or a two-word name's second word,
+            # a name's last word may carry a plural ending (_plural_ending): a one-word name, or a two-word name's second word,
             # is keyed in the plural too (one more key, not a lookup more per text)
-            endings = _PLURAL_ENDINGS if item.folded else (b"",)
+            endings = _PLURAL_ENDINGS if item.folded and _plural_ending(item.name, item.kind)[0] else (b"",)
             if len(words) > 1:
                 for ending in endings if len(words) == 2 else (b"",):
                     self._by_words[(words[0], words[1] + ending)].append(position)
@@ -128,21 +140,24 @@ class ConceptRecognizer:
         """(name, concept id) of every recognised name, in priority order."""
         return [(item.name, item.concept_id) for item in self._names]
 
-    def _pattern(self, name: str) -> re.Pattern[str]:
-        pattern = self._compiled.get(name)
+    def _pattern(self, item: _Name) -> re.Pattern[str]:
+        key = (item.name, item.kind)  # one name may be an organisation's and a component's, with other endings
+        pattern = self._compiled.get(key)
         if pattern is None:
-            pattern = self._compiled[name] = self._compile(name)
+            pattern = self._compiled[key] = self._compile(item.name, item.kind)
         return pattern
 
     @staticmethod
-    def _compile(name: str) -> re.Pattern[str]:
+    def _compile(name: str, kind: str) -> re.Pattern[str]:
         escaped = re.escape(name)
         if _HANGUL.search(name):
             return re.compile(escaped)
         if len(name) < CASE_SENSITIVE_BELOW:
             return re.compile(rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])")
-        plural = _PLURAL if name[-1].isalpha() else ""
-        pattern = rf"(?i:(?<![A-Za-z0-9_]){escaped}{plural}(?![A-Za-z0-9_]))"
+        ending, written_case = _plural_ending(name, kind)
+        pattern = rf"(?i:(?<![A-Za-z0-9_]){escaped}{'' if written_case else ending}(?![A-Za-z0-9_]))"
+        if written_case:
+            pattern += rf"|(?<![A-Za-z0-9_]){escaped}{ending}(?![A-Za-z0-9_])"
         if _ACRONYM.fullmatch(name):
             # an acronym also matches at a CamelCase boundary: NCCL in WorkNCCL, DNS in CoreDNS
             pattern += rf"|(?<![A-Z0-9_]){escaped}(?![A-Za-z0-9_])"
@@ -165,7 +180,7 @@ class ConceptRecognizer:
 
     def _first_match(self, item: _Name, text: str, lowered: str) -> re.Match[str] | None:
         """The pattern's first match in ``text``: the first occurrence of the needle where the pattern matches."""
-        pattern = self._pattern(item.name)
+        pattern = self._pattern(item)
         if not item.needle:
             return pattern.search(text)
         haystack = lowered if item.folded else text
@@ -200,7 +215,7 @@ class ConceptRecognizer:
             if lowered is not None and item.needle and item.needle not in (lowered if item.folded else text):
                 continue
             if item.concept_id not in found:
-                match = self._pattern(item.name).search(text)
+                match = self._pattern(item).search(text)
                 if match:
                     found[item.concept_id] = (item, match)
         return list(found.values())
