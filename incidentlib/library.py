@@ -568,7 +568,9 @@ class Library:
             raise InvalidRequest("limit must be >= 0")
         ids = self.filter_ids(filters)
         window = ids[offset:] if limit is None else ids[offset : offset + limit]
-        return IncidentPage(total=len(ids), items=[self._knowledge.summary(self.data.incidents[i], lang) for i in window])
+        # a refresh (the follower thread) may swap the records after the ids were read: an incident it removed is left out
+        incidents, kg = self.data.incidents, self._knowledge
+        return IncidentPage(total=len(ids), items=[kg.summary(incidents[i], lang) for i in window if i in incidents])
 
     # ---- one incident --------------------------------------------------------
     def detail(self, incident_id: str, lang: str = "en", related_limit: int = 10) -> IncidentDetail:
@@ -1268,8 +1270,9 @@ class Library:
     def record(self, incident_id: str) -> StoredRecord:
         """One incident as stored (drafts included) with its ETag, for editing."""
         self.refresh()
-        return StoredRecord(id=self.get(incident_id).id, status=self.get(incident_id).status.value,
-                            etag=etag(dump(self.get(incident_id))), record=dump(self.get(incident_id)))
+        incident = self.get(incident_id)  # once: the ETag must be the one of the record returned with it
+        stored = dump(incident)
+        return StoredRecord(id=incident.id, status=incident.status.value, etag=etag(stored), record=stored)
 
     def drafts(self) -> list[StoredRecord]:
         """Every draft awaiting review, in id order (the review queue)."""

@@ -421,3 +421,21 @@ def test_a_graph_store_that_cannot_follow_a_change_fails_no_request(root: Path, 
     reader._graph_retry_at = 0.0  # the retry is due
     assert not reader.refresh()  # the store is brought along at this look
     assert reader.sparql(ask.format(record.id)).boolean is True
+
+
+def test_a_list_read_while_a_refresh_removes_an_incident_leaves_it_out(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writer, reader = open_lib(root), open_lib(root)
+    filter_ids = Library.filter_ids
+
+    def then_a_delete(self: Library, filters: object) -> list[str]:
+        ids = filter_ids(self, filters)  # type: ignore[arg-type]
+        if self is reader:
+            writer.delete("IL-0002")
+            assert reader.refresh()  # what the follower thread may do at this moment
+        return ids
+
+    monkeypatch.setattr(Library, "filter_ids", then_a_delete)
+    page = reader.list_incidents()
+    assert page.total == 4 and [item.id for item in page.items] == ["IL-0001", "IL-0025", "IL-0070"]
+    monkeypatch.setattr(Library, "filter_ids", filter_ids)
+    assert [item.id for item in reader.list_incidents().items] == ["IL-0001", "IL-0025", "IL-0070"]
