@@ -37,8 +37,8 @@ _WORD_BYTES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789_" else 
 #: lowercase letter, up to the end of the word.
 _CAMEL_TAIL = re.compile(r"[a-z]([A-Z][A-Z0-9]*)(?![A-Za-z0-9_])")  # the group; a match never ends in [a-z]
 _ACRONYM = re.compile(r"[A-Z][A-Z0-9]+")
-#: Endings after which the English plural takes ``es`` (``bus`` → ``buses``, ``switch`` → ``switches``); after any other
-#: letter it takes ``s`` only (``pipe`` → ``pipes``, so ``pip`` does not match "pipes").
+#: Endings after which the English plural takes ``es`` (``bus`` → ``buses``, ``switch`` → ``switches``); after any
+#: other letter it takes ``s`` only (``pipe`` → ``pipes``, so ``pip`` does not match "pipes").
 _ES_AFTER = ("s", "x", "z", "ch", "sh")
 #: The endings as keys of the candidate index: the word as written, and with each ending.
 _PLURAL_ENDINGS = (b"", b"s", b"es")
@@ -87,7 +87,8 @@ class ConceptRecognizer:
     One pass over the text finds the few names that can match at all, from keys no match can
     lack: the text's words and pairs of adjacent words (wherever a Latin name matches, its
     first two words are two adjacent whole words of the text, since the pattern asks for word
-    boundaries and the name's own separators are not word characters), the upper-case tails of its CamelCase words (an
+    boundaries and the name's own separators are not word characters; a name whose last word is among them is also
+    keyed with each plural ending), the upper-case tails of its CamelCase words (an
     acronym's second way to match), and its Hangul syllable pairs (a Hangul name is a
     substring, so each of its pairs is in the text).  Each candidate is then located with
     ``str.find`` and confirmed with its own pattern at that offset, so the result is the
@@ -122,8 +123,8 @@ class ConceptRecognizer:
                 (self._by_pair[pair.group(0)] if pair else self._always).append(position)
                 continue
             words = [w.encode() for w in _WORD_RUN.findall(item.name.lower())] if item.name.isascii() else []
-            # a name's last word may carry a plural ending (_plural_ending): a one-word name, or a two-word name's second word,
-            # is keyed in the plural too (one more key, not a lookup more per text)
+            # a name's last word may carry a plural ending (_plural_ending): a one-word name, or a two-word name's
+            # second word, is keyed in the plural too (one more key, not a lookup more per text)
             endings = _PLURAL_ENDINGS if item.folded and _plural_ending(item.name, item.kind)[0] else (b"",)
             if len(words) > 1:
                 for ending in endings if len(words) == 2 else (b"",):

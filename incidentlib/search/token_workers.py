@@ -254,8 +254,9 @@ def _feed(texts: IO[bytes], share: list[str], claims: _Claims | None) -> None:
     texts pickles to megabytes, far more than a pipe holds (64 KB), so the worker has then read most of it: it holds
     about one batch it has not tokenized.  (Batches smaller than the pipe, of very short texts, could all be claimed
     ahead of the worker: slower, since this process then waits for it, but the same result.)  Each batch is pickled
-    first and written in one call, which waits for the GIL once: pickled straight into the pipe, every 64 KB frame written waited for it again behind the
-    tokenizing thread (up to 5 ms each, the interpreter's switch interval), and the worker sat idle for its texts."""
+    first and written in one call, which waits for the GIL once: pickled straight into the pipe, every 64 KB frame
+    written waited for it again behind the tokenizing thread (up to 5 ms each, the interpreter's switch interval),
+    and the worker sat idle for its texts."""
     batch = tokenize.TOKEN_BATCH
     numbers = iter(claims.from_front, None) if claims is not None else iter(range(-(-len(share) // batch)))
     try:
