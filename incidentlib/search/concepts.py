@@ -44,7 +44,7 @@ _ES_AFTER = ("s", "x", "z", "ch", "sh")
 _PLURAL_ENDINGS = (b"", b"s", b"es")
 
 
-def _plural_ending(name: str, kind: str) -> tuple[str, bool]:
+def plural_ending(name: str, kind: str) -> tuple[str, bool]:
     """The plural ending a case-insensitive Latin name may take ("" for none), and whether only after the name in its
     written case.  An organisation's name has no plural (Stripe is not "stripes"); a name in capitals (``GPU``,
     ``SAN``, ``PoP``) takes ``s`` only as written ("GPUs", not "sans" or "pops"); a name ending in anything but a
@@ -123,9 +123,9 @@ class ConceptRecognizer:
                 (self._by_pair[pair.group(0)] if pair else self._always).append(position)
                 continue
             words = [w.encode() for w in _WORD_RUN.findall(item.name.lower())] if item.name.isascii() else []
-            # a name's last word may carry a plural ending (_plural_ending): a one-word name, or a two-word name's
+            # a name's last word may carry a plural ending (plural_ending): a one-word name, or a two-word name's
             # second word, is keyed in the plural too (one more key, not a lookup more per text)
-            endings = _PLURAL_ENDINGS if item.folded and _plural_ending(item.name, item.kind)[0] else (b"",)
+            endings = _PLURAL_ENDINGS if item.folded and plural_ending(item.name, item.kind)[0] else (b"",)
             if len(words) > 1:
                 for ending in endings if len(words) == 2 else (b"",):
                     self._by_words[(words[0], words[1] + ending)].append(position)
@@ -155,7 +155,7 @@ class ConceptRecognizer:
             return re.compile(escaped)
         if len(name) < CASE_SENSITIVE_BELOW:
             return re.compile(rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])")
-        ending, written_case = _plural_ending(name, kind)
+        ending, written_case = plural_ending(name, kind)
         pattern = rf"(?i:(?<![A-Za-z0-9_]){escaped}{'' if written_case else ending}(?![A-Za-z0-9_]))"
         if written_case:
             pattern += rf"|(?<![A-Za-z0-9_]){escaped}{ending}(?![A-Za-z0-9_])"

@@ -1,0 +1,74 @@
+"""Names written with one modifier inside them (incidentlib/tagging/loose.py), and the links the tagger makes of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import small_library
+
+from incidentlib import Library
+from incidentlib.importing import ImportFormat, ImportOptions, run_import
+from incidentlib.models import InferenceMethod
+from incidentlib.tagging.loose import LooseNames
+from incidentlib.tagging.tagger import ALIAS_CONFIDENCE, LOOSE_ALIAS_CONFIDENCE, ConceptTagger
+
+
+@pytest.fixture(scope="module")
+def loose(library: Library) -> LooseNames:
+    return LooseNames(library.vocab)
+
+
+def found(loose: LooseNames, text: str) -> dict[str, str]:
+    return {match.concept_id: text[match.start:match.end] for match in loose.find(text)}
+
+
+def test_a_name_with_a_modifier_inside_is_found(library: Library, loose: LooseNames) -> None:
+    assert "bad config" in library.vocab.get("configuration-change").names()  # the name the cases below qualify
+    assert found(loose, "A bad firewall config blocked the site.") == {"configuration-change": "bad firewall config"}
+    assert found(loose, "Two bad BGP configs were pushed.")["configuration-change"] == "bad BGP configs"  # plural too
+    match = loose.find("An incorrect MySQL configuration lost data.")[0]
+    assert (match.concept_id, match.kind, match.name) == ("configuration-change", "cause", "incorrect configuration")
+
+
+@pytest.mark.parametrize("text", [
+    "It was bad and config files were lost.",  # a function word joins two phrases
+    "The bad old firewall config.",  # two words inside
+    "The result was bad. Config files were lost.",  # a sentence ends inside
+    "The result was bad, config files were lost.",
+    "A bad config was pushed.",  # the name written whole is the exact recogniser's
+])
+def test_no_loose_match_across_phrases_or_for_the_name_written_whole(loose: LooseNames, text: str) -> None:
+    assert "configuration-change" not in found(loose, text)
+
+
+def test_concepts_to_skip_are_not_looked_for(loose: LooseNames) -> None:
+    text = "A bad firewall config blocked the site."
+    assert loose.find(text, skip={"configuration-change"}) == []
+
+
+def test_the_tagger_proposes_a_loose_name_and_prefers_the_name_written_whole(library: Library) -> None:
+    tagger = ConceptTagger(library.vocab)  # the alias view alone, as the importer uses it
+    loose_link = next(link for link in tagger.infer(["A bad firewall config blocked the site."])[0]
+                      if link.concept == "configuration-change")
+    assert loose_link.method == InferenceMethod.loose_alias and loose_link.confidence == LOOSE_ALIAS_CONFIDENCE
+    assert "bad firewall config" in loose_link.evidence
+    whole = next(link for link in tagger.infer(["A bad firewall config, a bad config."])[0] if link.concept == "configuration-change")
+    assert whole.method == InferenceMethod.alias and whole.confidence == ALIAS_CONFIDENCE  # the name written whole first
+
+
+def test_a_loose_link_is_stored_exported_and_queried_as_such(tmp_path: Path, data_dir: Path) -> None:
+    target = small_library(tmp_path / "lib", data_dir, ["IL-0101"])
+    source = tmp_path / "list.md"
+    source.write_text("# Postmortems\n\n- [Example](https://example.org/pm/1). A bad firewall config blocked every "
+                      "request for an hour.\n", encoding="utf-8")
+    report = run_import(source, target, ImportOptions(format=ImportFormat.markdown))
+    stored = yaml.safe_load((target / "incidents" / f"{report.accepted[0].id}.yaml").read_text(encoding="utf-8"))
+    link = next(link for link in stored["inferred"] if link["concept"] == "configuration-change")
+    assert link["method"] == "loose-alias" and "bad firewall config" in link["evidence"]
+    assert "causes" not in stored  # inferred, never curated
+    rows = Library.open(target).sparql(
+        f"SELECT ?method WHERE {{ ?i dcterms:identifier '{report.accepted[0].id}' ; il:inference ?q . "
+        "?q il:concept ?c ; il:inferenceMethod ?method . FILTER(STRENDS(STR(?c), 'configuration-change')) }")
+    assert [str(row["method"]) for row in rows.rows] == ["loose-alias"]
