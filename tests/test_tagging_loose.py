@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from incidentlib import Library
 from incidentlib.importing import ImportFormat, ImportOptions, run_import
 from incidentlib.models import InferenceMethod
 from incidentlib.tagging.loose import LooseNames
-from incidentlib.tagging.tagger import ALIAS_CONFIDENCE, LOOSE_ALIAS_CONFIDENCE, ConceptTagger
+from incidentlib.tagging.tagger import ALIAS_CONFIDENCE, LOOSE_ALIAS_CONFIDENCE, ConceptTagger, incident_text
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +73,22 @@ def test_a_loose_link_is_stored_exported_and_queried_as_such(tmp_path: Path, dat
         f"SELECT ?method WHERE {{ ?i dcterms:identifier '{report.accepted[0].id}' ; il:inference ?q . "
         "?q il:concept ?c ; il:inferenceMethod ?method . FILTER(STRENDS(STR(?c), 'configuration-change')) }")
     assert [str(row["method"]) for row in rows.rows] == ["loose-alias"]
+
+
+def test_the_fast_path_finds_what_every_pattern_finds(library: Library, loose: LooseNames) -> None:
+    """``find`` tries a name only where its first word starts; ``reference_find`` searches every name's pattern."""
+    texts = [incident_text(incident, lang) for incident in library.incidents() for lang in ("en", "ko")]
+    rng = random.Random(7)
+    names = [name for concept in library.vocab for name in concept.names() if name and name.isascii() and " " in name]
+    fillers = ["firewall", "MySQL", "and", "old", ",", ".", "BGP", "the", "İ", "ſ"]
+    for _ in range(400):  # names with a word (or a function word, or punctuation) put inside, in random company
+        parts = rng.choice(names).split()
+        cut = rng.randrange(1, len(parts))
+        inner = " ".join([*parts[:cut], rng.choice(fillers), *parts[cut:]])
+        texts.append(f"{rng.choice(fillers)} {inner}{rng.choice(['', 's', 'es', '.'])} {rng.choice(names)}")
+    loose_found = 0
+    for text in filter(None, texts):
+        fast = loose.find(text)
+        assert fast == loose.reference_find(text), text
+        loose_found += len(fast)
+    assert loose_found > 100  # the random names with a word inside are found, not only the library's few

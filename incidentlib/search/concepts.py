@@ -66,7 +66,7 @@ class Mention:
 #: Characters that case-insensitive matching equates with an ASCII letter although ``str.lower`` does not
 #: map them to it (Kelvin sign, long s, dotted/dotless i; the dotted I also lowercases to two characters):
 #: a text holding one is matched by running every name's pattern.
-_FOLD_CHARS = re.compile("[\u212a\u017f\u0130\u0131]")
+FOLD_CHARS = re.compile("[\u212a\u017f\u0130\u0131]")
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ class ConceptRecognizer:
 
     def _matches(self, text: str) -> list[tuple[_Name, re.Match[str]]]:
         """Per recognised concept, its first name in priority order that matches and that name's first match."""
-        if _FOLD_CHARS.search(text):
+        if FOLD_CHARS.search(text):
             return self._reference_matches(text)
         lowered = text.lower()
         found: dict[str, tuple[_Name, re.Match[str]]] = {}
@@ -210,7 +210,7 @@ class ConceptRecognizer:
     def _reference_matches(self, text: str) -> list[tuple[_Name, re.Match[str]]]:
         # every name in turn; one whose needle is not a substring of the text cannot match, so its scan is skipped
         # (no shortcut for a text holding a case-folding exception)
-        lowered = None if _FOLD_CHARS.search(text) else text.lower()
+        lowered = None if FOLD_CHARS.search(text) else text.lower()
         found: dict[str, tuple[_Name, re.Match[str]]] = {}
         for item in self._names:
             if lowered is not None and item.needle and item.needle not in (lowered if item.folded else text):

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..models import ConceptKind
-from ..search.concepts import CASE_SENSITIVE_BELOW, plural_ending
+from ..search.concepts import CASE_SENSITIVE_BELOW, FOLD_CHARS, plural_ending
 from ..vocab import Vocabulary
 
 #: Words that join or frame phrases rather than qualify a noun; one of them between two words of a name means the
@@ -39,6 +40,16 @@ _GAP = r"(?:\s+(?!(?:{function})(?![\w\-/']))[A-Za-z0-9][\w\-/']*)?\s+"
 _WORD = re.compile(r"[a-z0-9_]+")
 
 
+def _anchored(pattern: re.Pattern[str], text: str, lowered: str, first: str) -> Iterator[re.Match[str]]:
+    """The pattern's matches that start where ``first`` occurs in ``lowered`` (offsets shared with ``text``)."""
+    start = lowered.find(first)
+    while start >= 0:
+        match = pattern.match(text, start)  # the lookbehind still sees text[start - 1]
+        if match:
+            yield match
+        start = lowered.find(first, start + 1)
+
+
 @dataclass(frozen=True)
 class LooseMatch:
     concept_id: str
@@ -55,6 +66,7 @@ class _Entry:
     kind: str
     words: frozenset[str]  # the name's words (as ``_WORD`` reads the lowercased name), all needed in the text
     last: str  # the name's last word, which may carry a plural ending
+    first: str  # the name's first whitespace-separated part, lowercased: where a match starts
 
 
 class LooseNames:
@@ -78,7 +90,7 @@ class LooseNames:
                     # a name in capitals (GPU, SAN) takes its plural only as written, so loosely none
                     tail = "" if written_case else ending
                     self._patterns.append(re.compile(rf"(?i)(?<![A-Za-z0-9_]){body}{tail}(?![A-Za-z0-9_])"))
-                    entries.append(_Entry(name, concept.id, kind.value, frozenset(words), words[-1]))
+                    entries.append(_Entry(name, concept.id, kind.value, frozenset(words), words[-1], parts[0].lower()))
         # longer names first, as the exact recogniser credits them
         order = sorted(range(len(entries)), key=lambda i: -len(entries[i].name))
         self._entries = [entries[i] for i in order]
@@ -87,9 +99,27 @@ class LooseNames:
         for position, entry in enumerate(self._entries):
             self._by_first[_WORD.findall(entry.name.lower())[0]].append(position)
 
+    def _first_match(self, position: int, text: str, lowered: str) -> re.Match[str] | None:
+        """The name's first loose match: tried only where its first word starts (a search of the whole text with
+        the pattern's lookbehind costs a step at every character), unless lowercasing changed the text's length
+        and so its offsets."""
+        entry, pattern = self._entries[position], self._patterns[position]
+        words_in_name = len(entry.name.split())
+        if len(lowered) != len(text):
+            candidates: Iterator[re.Match[str]] = pattern.finditer(text)
+        else:
+            candidates = _anchored(pattern, text, lowered, entry.first)
+        for match in candidates:
+            # a match without a word inside is the name as written, which the exact recogniser reads
+            if len(match.group(0).split()) > words_in_name:
+                return match
+        return None
+
     def find(self, text: str, skip: set[str] | frozenset[str] = frozenset()) -> list[LooseMatch]:
         """Each concept not in ``skip`` whose name matches loosely, with a word inside, once (its first name in
         priority order that does, at that name's first such match)."""
+        if FOLD_CHARS.search(text):
+            return self.reference_find(text, skip)  # a character that case-insensitive matching folds unlike lower()
         lowered = text.lower()
         present = set(_WORD.findall(lowered))
         plural_stems = {w[:-2] for w in present if w.endswith("es")} | {w[:-1] for w in present if w.endswith("s")}
@@ -101,8 +131,18 @@ class LooseNames:
                 continue
             if not entry.words - {entry.last} <= present or not (entry.last in present or entry.last in plural_stems):
                 continue
-            match = self._patterns[position].search(text)
-            # a match without a word inside is the name as written, which the exact recogniser reads
-            if match and len(match.group(0).split()) > len(entry.name.split()):
+            match = self._first_match(position, text, lowered)
+            if match:
+                found[entry.concept_id] = LooseMatch(entry.concept_id, entry.kind, entry.name, match.start(), match.end())
+        return sorted(found.values(), key=lambda m: (m.start, m.concept_id))
+
+    def reference_find(self, text: str, skip: set[str] | frozenset[str] = frozenset()) -> list[LooseMatch]:
+        """``find`` the straightforward way: every name's pattern searched over the whole text, in priority order."""
+        found: dict[str, LooseMatch] = {}
+        for entry, pattern in zip(self._entries, self._patterns, strict=True):
+            if entry.concept_id in skip or entry.concept_id in found:
+                continue
+            match = next((m for m in pattern.finditer(text) if len(m.group(0).split()) > len(entry.name.split())), None)
+            if match:
                 found[entry.concept_id] = LooseMatch(entry.concept_id, entry.kind, entry.name, match.start(), match.end())
         return sorted(found.values(), key=lambda m: (m.start, m.concept_id))
