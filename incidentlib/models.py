@@ -214,7 +214,7 @@ class InferenceMethod(str, Enum):
     """How an inferred concept link was found."""
 
     alias = "alias"  # a label or alias of the concept is written in the text
-    loose_alias = "loose-alias"  # a label or alias is written with one word inside it ("bad firewall config")
+    loose_alias = "loose-alias"  # a label or alias written with a word inside it ("bad firewall config")
     classifier = "classifier"  # a model trained on curated links predicts it from the text
 
 

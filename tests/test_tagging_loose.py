@@ -92,3 +92,25 @@ def test_the_fast_path_finds_what_every_pattern_finds(library: Library, loose: L
         assert fast == loose.reference_find(text), text
         loose_found += len(fast)
     assert loose_found > 100  # the random names with a word inside are found, not only the library's few
+
+
+def test_no_loose_match_across_a_line_break(loose: LooseNames) -> None:
+    assert "configuration-change" not in found(loose, "Bad deploy\n\nConfig drift took down the fleet.")  # a title ends there
+    assert found(loose, "Bad deploy config drift took down the fleet.")["configuration-change"] == "Bad deploy config"
+
+
+def test_no_word_is_let_in_after_a_negating_word(library: Library, loose: LooseNames) -> None:
+    assert "no connectivity" in library.vocab.get("network-unreachable").names()
+    assert "network-unreachable" not in found(loose, "The staff had no backup connectivity.")  # not "no connectivity"
+
+
+def test_a_name_in_capitals_takes_its_plural_only_as_written(loose: LooseNames) -> None:
+    assert found(loose, "Two GPU kernel drivers crashed.")["gpu-driver"] == "GPU kernel drivers"
+    assert "gpu-driver" not in found(loose, "Two gpu kernel driverS crashed.")
+
+
+def test_a_name_whose_first_word_recurs_inside_it_is_found_on_both_paths(loose: LooseNames) -> None:
+    """A match may start inside an earlier one (here the first "model" starts the name written whole)."""
+    text = "model hub and model files hub and model files"
+    assert loose.find(text) == loose.reference_find(text) != []
+    assert loose.find(text + " İ") == loose.find(text)  # the reference path, taken for a case-folding character

@@ -2,9 +2,14 @@
 
 Writers qualify a name from the middle as often as they write it whole: the name "bad config" is read in "a bad
 firewall config" by anyone who knows it. :class:`LooseNames` finds a Latin name of two or more words whose words are
-written in order with at most one word between two of them, when that word is a content word. A function word
-between them (and, or, of, to, the, …) joins two phrases rather than qualifying one ("kernel and driver" is not a
-"kernel driver", "network and storage" not "network storage"), so it never stands in a gap.
+written in order with at most one word in each gap between two of them, when that word is a content word:
+
+- a function word (and, or, of, to, the, …) joins two phrases rather than qualifying one ("kernel and driver" is not a
+  "kernel driver", "network and storage" not "network storage"), so it never stands in a gap;
+- the words are on one line: a title or a heading ends at its line break even without a full stop ("Bad deploy" over
+  "Config drift…" is not a bad config);
+- no word goes after a negating word of the name: a word there narrows what is denied ("no *backup* connectivity" is
+  not "no connectivity").
 
 Only what the exact recogniser (:class:`~incidentlib.search.concepts.ConceptRecognizer`) did not find is looked for.
 The tagger proposes these links with their own method, ``loose-alias`` (``LOOSE_ALIAS_CONFIDENCE`` in :mod:`.tagger`),
@@ -17,6 +22,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ..models import ConceptKind
 from ..search.concepts import CASE_SENSITIVE_BELOW, FOLD_CHARS, plural_ending
@@ -34,9 +40,15 @@ FUNCTION_WORDS = frozenset({
     "same", "only", "very", "too", "also", "just", "can", "could", "may", "might", "must", "shall", "should",
     "will", "would",
 })
+#: Words that deny what follows them in a name ("no connectivity"); no word is let in after them.
+NEGATING_WORDS = frozenset({"no", "not", "non", "without", "never", "nor", "neither"})
 KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom)
-#: One word between two words of a name: it starts with a letter or digit and holds no sentence punctuation.
-_GAP = r"(?:\s+(?!(?:{function})(?![\w\-/']))[A-Za-z0-9][\w\-/']*)?\s+"
+#: Space within one line (a line break ends a title or a heading that has no full stop).
+_SPACE = r"[^\S\n]+"
+#: At most one word between two words of a name: it starts with a letter or digit, holds no sentence punctuation and
+#: is not a function word.
+_GAP = r"(?:{space}(?!(?:{function})(?![\w\-/']))[A-Za-z0-9][\w\-/']*)?{space}"
+_FULL_GAP = _GAP.format(space=_SPACE, function="|".join(sorted(FUNCTION_WORDS, key=len, reverse=True)))
 _WORD = re.compile(r"[a-z0-9_]+")
 
 
@@ -48,6 +60,34 @@ def _anchored(pattern: re.Pattern[str], text: str, lowered: str, first: str) -> 
         if match:
             yield match
         start = lowered.find(first, start + 1)
+
+
+def _every_start(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """The pattern's matches at every start, overlapping ones included (``finditer`` would skip a match that starts
+    inside an earlier one: a name whose first word recurs inside it)."""
+    match = pattern.search(text)
+    while match:
+        yield match
+        match = pattern.search(text, match.start() + 1)
+
+
+def _with_a_word_inside(matches: Iterator[re.Match[str]], entry: _Entry) -> re.Match[str] | None:
+    """The first match with a word inside: one without is the name as written, which the exact recogniser reads."""
+    words_in_name = len(entry.name.split())
+    return next((match for match in matches if len(match.group(0).split()) > words_in_name), None)
+
+
+def _compile(entry: _Entry) -> re.Pattern[str]:
+    """The name's words in order, ``_GAP`` between two of them except after a negating word; its plural ending as the
+    exact recogniser allows it (a name with two or more capitals only as written: "GPU kernel drivers")."""
+    parts = entry.name.split()
+    body = re.escape(parts[0])
+    for before, part in pairwise(parts):
+        body += (_SPACE if before.lower() in NEGATING_WORDS else _FULL_GAP) + re.escape(part)
+    ending, written_case = plural_ending(entry.name, entry.kind)
+    # with capitals, the plural only after the name in its written case
+    plural = rf"(?:(?i:{body})|{body}{ending})" if written_case else rf"(?i:{body}{ending})"
+    return re.compile(rf"(?<![A-Za-z0-9_]){plural}(?![A-Za-z0-9_])")
 
 
 @dataclass(frozen=True)
@@ -73,9 +113,7 @@ class LooseNames:
     """``find(text, skip)``: names written with one modifier inside, per concept not in ``skip``, first match each."""
 
     def __init__(self, vocab: Vocabulary) -> None:
-        gap = _GAP.format(function="|".join(sorted(FUNCTION_WORDS, key=len, reverse=True)))
         entries: list[_Entry] = []
-        self._patterns: list[re.Pattern[str]] = []
         for kind in KINDS:
             for concept in vocab.of_kind(kind):
                 for name in dict.fromkeys(n for n in concept.names() if n):
@@ -83,37 +121,28 @@ class LooseNames:
                     if len(parts) < 2 or not name.isascii() or len(name) < CASE_SENSITIVE_BELOW:
                         continue
                     words = _WORD.findall(name.lower())
-                    if not words:
-                        continue
-                    ending, written_case = plural_ending(name, kind.value)
-                    body = gap.join(re.escape(part) for part in parts)
-                    # a name in capitals (GPU, SAN) takes its plural only as written, so loosely none
-                    tail = "" if written_case else ending
-                    self._patterns.append(re.compile(rf"(?i)(?<![A-Za-z0-9_]){body}{tail}(?![A-Za-z0-9_])"))
+                    if not words or all(part.lower() in NEGATING_WORDS for part in parts[:-1]):
+                        continue  # no gap may hold a word
                     entries.append(_Entry(name, concept.id, kind.value, frozenset(words), words[-1], parts[0].lower()))
         # longer names first, as the exact recogniser credits them
-        order = sorted(range(len(entries)), key=lambda i: -len(entries[i].name))
-        self._entries = [entries[i] for i in order]
-        self._patterns = [self._patterns[i] for i in order]
+        self._entries = sorted(entries, key=lambda entry: -len(entry.name))
+        self._compiled: dict[int, re.Pattern[str]] = {}  # compiled on first use: most names are never candidates
         self._by_first: dict[str, list[int]] = defaultdict(list)
         for position, entry in enumerate(self._entries):
             self._by_first[_WORD.findall(entry.name.lower())[0]].append(position)
 
+    def _pattern(self, position: int) -> re.Pattern[str]:
+        pattern = self._compiled.get(position)
+        if pattern is None:
+            pattern = self._compiled[position] = _compile(self._entries[position])
+        return pattern
+
     def _first_match(self, position: int, text: str, lowered: str) -> re.Match[str] | None:
-        """The name's first loose match: tried only where its first word starts (a search of the whole text with
-        the pattern's lookbehind costs a step at every character), unless lowercasing changed the text's length
-        and so its offsets."""
-        entry, pattern = self._entries[position], self._patterns[position]
-        words_in_name = len(entry.name.split())
-        if len(lowered) != len(text):
-            candidates: Iterator[re.Match[str]] = pattern.finditer(text)
-        else:
-            candidates = _anchored(pattern, text, lowered, entry.first)
-        for match in candidates:
-            # a match without a word inside is the name as written, which the exact recogniser reads
-            if len(match.group(0).split()) > words_in_name:
-                return match
-        return None
+        """The name's first loose match, tried only where its first word starts (a search of the whole text with
+        the pattern's lookbehind costs a step at every character).  ``lowered`` has ``text``'s offsets: ``find``
+        leaves a text that lowercasing changes in length (U+0130, in ``FOLD_CHARS``) to ``reference_find``."""
+        entry = self._entries[position]
+        return _with_a_word_inside(_anchored(self._pattern(position), text, lowered, entry.first), entry)
 
     def find(self, text: str, skip: set[str] | frozenset[str] = frozenset()) -> list[LooseMatch]:
         """Each concept not in ``skip`` whose name matches loosely, with a word inside, once (its first name in
@@ -139,10 +168,10 @@ class LooseNames:
     def reference_find(self, text: str, skip: set[str] | frozenset[str] = frozenset()) -> list[LooseMatch]:
         """``find`` the straightforward way: every name's pattern searched over the whole text, in priority order."""
         found: dict[str, LooseMatch] = {}
-        for entry, pattern in zip(self._entries, self._patterns, strict=True):
+        for position, entry in enumerate(self._entries):
             if entry.concept_id in skip or entry.concept_id in found:
                 continue
-            match = next((m for m in pattern.finditer(text) if len(m.group(0).split()) > len(entry.name.split())), None)
+            match = _with_a_word_inside(_every_start(self._pattern(position), text), entry)
             if match:
                 found[entry.concept_id] = LooseMatch(entry.concept_id, entry.kind, entry.name, match.start(), match.end())
         return sorted(found.values(), key=lambda m: (m.start, m.concept_id))

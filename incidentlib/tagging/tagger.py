@@ -1,12 +1,13 @@
 """Recognise components, causes and symptoms in text and turn them into inferred links.
 
-Two methods, combined per concept by noisy-OR, ``c = 1 − (1 − c_alias)(1 − c_classifier)``:
+Three methods; a name found and the classifier are combined per concept by noisy-OR,
+``c = 1 − (1 − c_alias)(1 − c_classifier)``:
 
 - ``alias``: a label or alias of the concept is written in the text (both languages, the
   rules of :class:`~incidentlib.search.concepts.ConceptRecognizer`); confidence
   ``ALIAS_CONFIDENCE``; the evidence is the sentence around the match;
-- ``loose-alias``: a Latin label or alias of two or more words is written with one content word inside it
-  ("bad firewall config" for "bad config", :class:`~.loose.LooseNames`); confidence ``LOOSE_ALIAS_CONFIDENCE``;
+- ``loose-alias``: a Latin label or alias of two or more words is written with a content word between two of its
+  words ("bad firewall config" for "bad config", :class:`~.loose.LooseNames`); confidence ``LOOSE_ALIAS_CONFIDENCE``;
 - ``classifier``: :class:`ConceptClassifier` learnt from curated links; confidence is its
   probability; the evidence is the sentence that weighs most for the concept.
 
