@@ -104,6 +104,19 @@ def test_no_word_is_let_in_after_a_negating_word(library: Library, loose: LooseN
     assert "network-unreachable" not in found(loose, "The staff had no backup connectivity.")  # not "no connectivity"
 
 
+@pytest.mark.parametrize("text", [
+    "Two GPU AND drivers crashed.",  # a function word in capitals, beside a name in capitals
+    "The bad NOT config.",
+    "The bad never config.",  # a negating word is no modifier
+    "The bad wasn't config.",  # nor a contraction
+    "Bad deploy\rConfig drift.",  # any line break
+    "Bad deploy\u2028Config drift.",
+])
+def test_no_function_or_negating_word_nor_any_line_break_in_a_gap(loose: LooseNames, text: str) -> None:
+    assert not {"gpu-driver", "configuration-change"} & set(found(loose, text))
+    assert loose.find(text) == loose.reference_find(text)
+
+
 def test_a_name_in_capitals_takes_its_plural_only_as_written(loose: LooseNames) -> None:
     assert found(loose, "Two GPU kernel drivers crashed.")["gpu-driver"] == "GPU kernel drivers"
     assert "gpu-driver" not in found(loose, "Two gpu kernel driverS crashed.")

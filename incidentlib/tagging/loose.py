@@ -43,12 +43,13 @@ FUNCTION_WORDS = frozenset({
 #: Words that deny what follows them in a name ("no connectivity"); no word is let in after them.
 NEGATING_WORDS = frozenset({"no", "not", "non", "without", "never", "nor", "neither"})
 KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom)
-#: Space within one line (a line break ends a title or a heading that has no full stop).
-_SPACE = r"[^\S\n]+"
-#: At most one word between two words of a name: it starts with a letter or digit, holds no sentence punctuation and
-#: is not a function word.
-_GAP = r"(?:{space}(?!(?:{function})(?![\w\-/']))[A-Za-z0-9][\w\-/']*)?{space}"
-_FULL_GAP = _GAP.format(space=_SPACE, function="|".join(sorted(FUNCTION_WORDS, key=len, reverse=True)))
+#: Space within one line (any line or paragraph break ends a title or a heading that has no full stop).
+_SPACE = r"[^\S\n\r\v\f\x85\u2028\u2029]+"
+#: At most one word between two words of a name: it starts with a letter or digit, holds no sentence punctuation, and
+#: is neither a function word, a negating word nor a negated verb ("wasn't"), in any case (the name's own words may
+#: be case-sensitive). A possessive is a modifier ("mobile operator's core network").
+_GAP = r"(?:{space}(?i:(?!(?:{function})(?![\w\-/']))(?![\w\-/]*n't(?![\w\-/']))[A-Za-z0-9][\w\-/']*))?{space}"
+_FULL_GAP = _GAP.format(space=_SPACE, function="|".join(sorted(FUNCTION_WORDS | NEGATING_WORDS, key=len, reverse=True)))
 _WORD = re.compile(r"[a-z0-9_]+")
 
 
@@ -85,9 +86,14 @@ def _compile(entry: _Entry) -> re.Pattern[str]:
     for before, part in pairwise(parts):
         body += (_SPACE if before.lower() in NEGATING_WORDS else _FULL_GAP) + re.escape(part)
     ending, written_case = plural_ending(entry.name, entry.kind)
-    # with capitals, the plural only after the name in its written case
-    plural = rf"(?:(?i:{body})|{body}{ending})" if written_case else rf"(?i:{body}{ending})"
-    return re.compile(rf"(?<![A-Za-z0-9_]){plural}(?![A-Za-z0-9_])")
+    if written_case:  # with capitals, the plural only after the name in its written case
+        return re.compile(rf"(?i:{_bounded(body)})|{_bounded(body + ending)}")
+    return re.compile(rf"(?i:{_bounded(body + ending)})")
+
+
+def _bounded(pattern: str) -> str:
+    """``pattern`` as whole words (inside ``(?i:…)`` the boundary letters fold as in the recogniser's patterns)."""
+    return rf"(?<![A-Za-z0-9_]){pattern}(?![A-Za-z0-9_])"
 
 
 @dataclass(frozen=True)
