@@ -225,6 +225,10 @@ class InferredStatus(str, Enum):
     rejected = "rejected"
 
 
+#: The kinds of concept a text is tagged with (an organisation or a tag is never inferred).
+INFERRED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom)
+
+
 class InferredLink(Record):
     """A component, cause or symptom recognised in an incident's text, never asserted by a curator.
 
@@ -243,7 +247,7 @@ class InferredLink(Record):
     @field_validator("kind")
     @classmethod
     def _kind(cls, value: ConceptKind) -> ConceptKind:
-        if value not in (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom):
+        if value not in INFERRED_KINDS:
             raise ValueError(f"inferred links are components, causes or symptoms, not {value.value}")
         return value
 

@@ -39,7 +39,6 @@ from .mapping import FieldMap, extract
 from .readers import ImportFormat, RawRecord, read_records
 
 ProgressFn = Callable[[int, int], None]
-SUGGESTED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom)
 #: A title made from a summary: its first sentence, cut to a headline's length.
 TITLE_CHARS = 140
 #: A summary made from a body: its first sentence, cut to a paragraph.

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
-from ..models import ConceptKind
+from ..models import INFERRED_KINDS
 from ..search.concepts import CASE_SENSITIVE_BELOW, FOLD_CHARS, plural_ending
 from ..vocab import Vocabulary
 
@@ -42,7 +42,6 @@ FUNCTION_WORDS = frozenset({
 })
 #: Words that deny what follows them in a name ("no connectivity"); no word is let in after them.
 NEGATING_WORDS = frozenset({"no", "not", "non", "without", "never", "nor", "neither"})
-KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom)
 #: Space within one line (any line or paragraph break ends a title or a heading that has no full stop).
 _SPACE = r"[^\S\n\r\v\f\x85\u2028\u2029]+"
 #: At most one word between two words of a name: it starts with a letter or digit, holds no sentence punctuation, and
@@ -120,7 +119,7 @@ class LooseNames:
 
     def __init__(self, vocab: Vocabulary) -> None:
         entries: list[_Entry] = []
-        for kind in KINDS:
+        for kind in INFERRED_KINDS:
             for concept in vocab.of_kind(kind):
                 for name in dict.fromkeys(n for n in concept.names() if n):
                     parts = name.split()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..models import LANGS, ConceptKind, Incident, InferenceMethod, InferredLink
+from ..models import INFERRED_KINDS, LANGS, ConceptKind, Incident, InferenceMethod, InferredLink
 from ..search.concepts import ConceptRecognizer
 from ..vocab import Vocabulary
 from .classifier import PROPOSE_PROBABILITY, ConceptClassifier, split_sentences
@@ -33,7 +33,6 @@ ALIAS_CONFIDENCE = 0.8
 LOOSE_ALIAS_CONFIDENCE = ALIAS_CONFIDENCE
 # Evidence is shown to a reviewer: one sentence, cut to a readable length.
 EVIDENCE_CHARS = 200
-INFERRED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom)
 _INFERRED_KIND_VALUES = frozenset(k.value for k in INFERRED_KINDS)
 
 
