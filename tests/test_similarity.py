@@ -113,6 +113,62 @@ def test_boilerplate_is_found_and_stripped_but_kept_for_display(hashed_collectio
     assert not Boilerplate(["Same words here.", "Same words here.", "Other."]).keys
 
 
+def test_the_artefact_built_in_blocks_from_streams_is_the_textbook_bm25_matrix(
+        hashed_collection: tuple[Library, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows joined a few records at a time, from texts given as one-pass streams, give exactly the matrix of the
+    textbook build: every record's tokens counted in a dict, BM25 weights, a COO matrix made canonical."""
+    from scipy import sparse
+
+    from incidentlib.search import similarity as similarity_module
+    from incidentlib.tagging.tagger import incident_text
+
+    library, _ = hashed_collection
+    index = library._search_service.similarity
+    texts = [incident_text(incident) for incident in library.incidents()] + ["", "Only. Words. Here."]
+    streams = []
+
+    def stream() -> object:
+        streams.append(1)
+        return (text for text in texts)  # a generator: read once, no len()
+
+    monkeypatch.setattr(similarity_module, "BUILD_BLOCK", 5)  # 14 records: three blocks, the last one short
+    built = index._build_artefact(stream)
+    assert len(streams) == 2  # one pass counts the boilerplate, one tokenizes
+
+    boilerplate = Boilerplate(texts)
+    vocabulary: dict[str, int] = {}
+    rows, cols, tfs, lengths = [], [], [], []
+    for row, text in enumerate(texts):
+        tokens = tokenize(boilerplate.strip(text))
+        lengths.append(len(tokens))
+        counts: dict[int, int] = {}
+        for token in tokens:
+            col = vocabulary.setdefault(token, len(vocabulary))
+            counts[col] = counts.get(col, 0) + 1
+        for col, count in counts.items():
+            rows.append(row)
+            cols.append(col)
+            tfs.append(count)
+    df = np.bincount(cols, minlength=len(vocabulary)).astype(np.float64)
+    idf = np.log(1 + (len(texts) - df + 0.5) / (df + 0.5))
+    length = np.asarray(lengths, dtype=np.float64)
+    tf = np.asarray(tfs, dtype=np.float64)
+    weight = idf[cols] * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length[rows] / length.mean()))
+    expected = sparse.coo_matrix((weight, (rows, cols)), shape=(len(texts), len(vocabulary))).tocsr()
+    expected.sort_indices()
+    counts_expected = sparse.coo_matrix((np.asarray(tfs), (rows, cols)), shape=expected.shape).tocsr()
+    counts_expected.sort_indices()
+
+    assert built.vocabulary == list(vocabulary) and built.boilerplate_keys == boilerplate.keys
+    assert built.matrix.shape == expected.shape and built.matrix.nnz == expected.nnz > 0
+    assert np.array_equal(built.matrix.indptr, expected.indptr) and np.array_equal(built.matrix.indices, expected.indices)
+    assert np.allclose(built.matrix.data, expected.data, rtol=1e-12, atol=0)
+    assert np.array_equal(built.counts, counts_expected.data) and built.counts.dtype == np.int32
+    assert np.allclose(built.idf, idf, rtol=1e-12, atol=0)
+    assert np.allclose(built.columns.toarray(), expected.toarray(), rtol=1e-12, atol=0)
+    assert built.matrix.getrow(len(texts) - 2).nnz == 0  # the empty record has an empty row
+
+
 def test_log_lines_from_other_machines_tokenize_alike() -> None:
     mine = "NVRM: Xid (PCI:0000:1b:00): 79, pid=2172, GPU has fallen off the bus. host gpu-node-017 10.0.0.12 [ 1234.567890]"
     theirs = "NVRM: Xid (PCI:0000:c3:00): 79, pid=991, GPU has fallen off the bus. host gpu-node-233 10.4.1.9 [ 98.000001]"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,14 @@ def rankings(index: SimilarityIndex) -> list[list[tuple[object, ...]]]:
              for e in index.rank(query, 5)] for query in queries]
 
 
+def mapped(array: np.ndarray) -> bool:
+    """Whether ``array``'s memory is a mapped file (following its chain of views)."""
+    base: object = array
+    while isinstance(base, np.ndarray | memoryview):
+        base = base.obj if isinstance(base, memoryview) else base.base
+    return isinstance(base, mmap.mmap)
+
+
 def only_folder(cache: Path) -> Path:
     [folder] = [p for p in cache.iterdir() if not p.name.startswith(".")]
     return folder
@@ -59,6 +68,8 @@ def test_a_saved_artefact_gives_the_rankings_of_a_fresh_build(engine: SearchEngi
     built = SimilarityIndex(engine, candidate_threshold=threshold)
     first = rankings(built)
     assert built.artefact_source == "built"
+    # what the build made is served from the saved files, mapped, not kept on the heap
+    assert all(mapped(array) for array in (built._artefact.matrix.data, built._artefact.columns.indices, built._artefact.counts))
     folder = only_folder(cache)
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["incidents"] == SIZE and meta["chunks"] == len(engine.chunks) and meta["key"] == folder.name

@@ -117,7 +117,7 @@ its saved term counts instead of tokenizing its text again (the same terms and c
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any, Protocol, runtime_checkable
@@ -147,6 +147,7 @@ EXPLAIN_TERMS = 8  # shared terms shown in ``why``, by weight
 STD_FLOOR = 1e-9  # a constant evidence column carries no ranking information
 WEIGHTINGS = ("equal", "reliability")
 WEIGHTING = "equal"  # how evidence kinds are weighed in the fusion (see the module docstring)
+BUILD_BLOCK = 65_536  # records whose rows are joined at once when the artefact is built: few arrays, small temporaries
 RELIABILITY_QUERIES = 200  # records used as queries to estimate the weights: enough pairs for stable correlations, bounded cost
 LOADING_FLOOR = 0.0  # a kind that disagrees with the others (negative loading) gets no weight, never a negative one
 LOADING_CEILING = 0.95  # keeps 1 − a² away from 0, so one kind cannot take all the weight from sampling noise
@@ -316,44 +317,61 @@ class SimilarityIndex:
                              ARTEFACT_CONSTANTS, sizes)
         artefact, self.artefact_source = cached_artefact(
             self.engine.cache_dir, key, *sizes,
-            lambda: self._build_artefact([incident_text(incident) for incident in each_record(self.data.incidents)]))
+            lambda: self._build_artefact(lambda: (incident_text(incident) for incident in each_record(self.data.incidents))))
         return artefact
 
-    def _build_artefact(self, texts: list[str]) -> SimilarityArtefact:
-        """Boilerplate model, (incidents × terms) BM25 matrix (module docstring) with its term counts, and the layout."""
-        boilerplate = Boilerplate(texts)
-        docs = [tokenize(boilerplate.strip(text)) for text in texts]
+    def _build_artefact(self, texts: Callable[[], Iterable[str]]) -> SimilarityArtefact:
+        """Boilerplate model, (incidents × terms) BM25 matrix (module docstring) with its term counts, and the layout.
+
+        ``texts`` gives a new stream of the records' texts per call: one pass counts the boilerplate, one tokenizes.
+        No text or token list is kept; each record's row is its term ids (ascending) and counts, gathered in blocks of
+        :data:`BUILD_BLOCK` records, so the memory is the matrix's arrays (what a million incidents need)."""
+        boilerplate = Boilerplate(texts())
         vocabulary: dict[str, int] = {}
-        rows, cols, tfs = [], [], []
-        for row, tokens in enumerate(docs):
-            counts: dict[int, int] = {}
-            for token in tokens:
-                col = vocabulary.setdefault(token, len(vocabulary))
-                counts[col] = counts.get(col, 0) + 1
-            for col, count in counts.items():
-                rows.append(row)
-                cols.append(col)
-                tfs.append(count)
-        n = max(len(docs), 1)
-        col_index = np.asarray(cols, dtype=np.int64)
-        df = np.bincount(col_index, minlength=len(vocabulary)).astype(np.float64)
+        blocks: list[tuple[np.ndarray, np.ndarray]] = []  # (term ids, counts) of BUILD_BLOCK records each
+        pending: list[tuple[np.ndarray, np.ndarray]] = []
+        row_entries: list[int] = []
+        lengths_list: list[int] = []
+        for text in texts():
+            tokens = tokenize(boilerplate.strip(text))
+            ids = np.fromiter((vocabulary.setdefault(token, len(vocabulary)) for token in tokens), dtype=np.int64, count=len(tokens))
+            terms, counts = np.unique(ids, return_counts=True)  # canonical CSR: terms ascending within a row
+            pending.append((terms, counts))
+            row_entries.append(len(terms))
+            lengths_list.append(len(tokens))
+            if len(pending) == BUILD_BLOCK:
+                blocks.append(_joined(pending))
+                pending = []
+        if pending:
+            blocks.append(_joined(pending))
+        del pending
+        records = len(row_entries)
+        indptr = np.zeros(records + 1, dtype=np.int64)
+        np.cumsum(np.asarray(row_entries, dtype=np.int64), out=indptr[1:])
+        del row_entries
+        indices = np.concatenate([terms for terms, _ in blocks]) if blocks else np.zeros(0, dtype=np.int32)
+        tfs = np.concatenate([counts for _, counts in blocks]) if blocks else np.zeros(0, dtype=np.int32)
+        del blocks
+        n = max(records, 1)
+        df = np.bincount(indices, minlength=len(vocabulary)).astype(np.float64)
         idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
-        lengths = np.array([len(d) for d in docs], dtype=np.float64)
+        lengths = np.asarray(lengths_list, dtype=np.float64)
+        del lengths_list
         average = float(lengths.mean()) if len(lengths) and lengths.mean() > 0 else 1.0
-        tf = np.asarray(tfs, dtype=np.float64)
-        row_index = np.asarray(rows, dtype=np.int64)
-        saturation = BM25_K1 * (1 - BM25_B + BM25_B * lengths[row_index] / average)
-        weights = idf[col_index] * tf * (BM25_K1 + 1) / (tf + saturation)
-        # canonical CSR (terms ascending within a row, what a COO-built matrix holds) with the counts in the same order
-        order = np.lexsort((col_index, row_index))
-        indptr = np.zeros(len(docs) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(row_index, minlength=len(docs)), out=indptr[1:])
-        matrix = sparse.csr_matrix((weights[order], col_index[order].astype(np.int32), indptr), shape=(len(docs), len(vocabulary)))
+        weights = np.empty(len(indices), dtype=np.float64)
+        for first in range(0, records, BUILD_BLOCK):  # by blocks of records: the temporaries stay small
+            last = min(first + BUILD_BLOCK, records)
+            start, end = int(indptr[first]), int(indptr[last])
+            row_index = np.repeat(np.arange(first, last), np.diff(indptr[first:last + 1]))
+            tf = tfs[start:end].astype(np.float64)
+            saturation = BM25_K1 * (1 - BM25_B + BM25_B * lengths[row_index] / average)
+            weights[start:end] = idf[indices[start:end]] * tf * (BM25_K1 + 1) / (tf + saturation)
+        matrix = sparse.csr_matrix((weights, indices, indptr), shape=(records, len(vocabulary)))
+        del weights
         kept, starts = self._build_layout(boilerplate)
         return SimilarityArtefact(
             boilerplate_keys=boilerplate.keys, vocabulary=list(vocabulary), idf=idf, matrix=matrix,
-            counts=np.asarray(tfs, dtype=np.int32)[order], columns=sparse.csc_matrix(matrix), kept=kept, starts=starts,
-            chunks=len(self.engine.chunks))
+            counts=tfs, columns=sparse.csc_matrix(matrix), kept=kept, starts=starts, chunks=len(self.engine.chunks))
 
     def _build_layout(self, boilerplate: Boilerplate) -> tuple[np.ndarray, np.ndarray]:
         """The chunk positions of the kept passages, incident by incident, and the first of each incident."""
@@ -909,6 +927,12 @@ def _segment_scores(similarity: np.ndarray, local: np.ndarray) -> np.ndarray:
     """``mean_i max_{j ∈ segment c} similarity[i, j]`` per segment ``c`` (starting at ``local[c]``)."""
     scores: np.ndarray = np.maximum.reduceat(similarity, local, axis=1).mean(axis=0)
     return scores
+
+
+def _joined(rows: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The term ids and counts of consecutive records' rows as two int32 arrays."""
+    return (np.concatenate([terms for terms, _ in rows]).astype(np.int32),
+            np.concatenate([counts for _, counts in rows]).astype(np.int32))
 
 
 def _mean_std(values: np.ndarray) -> tuple[float, float]:

@@ -1,0 +1,180 @@
+"""Similar by incident at the size of 1M incidents, from indexes on disk: the first request, then warm latency and memory.
+
+    python bench/bench_ann.py --copies 3110 --kinds ivf --mapped --work W          # the vectors and the inverted file
+    python bench/bench_search_1m.py --postings-only 3110 P                         # the BM25 postings (or let the next build them)
+    python bench/bench_similar_1m.py --ann-work W --postings P --cache C --queries 30 --passes 3
+
+The engine is the one ``bench_search_1m.py`` serves (``--copies`` copies of the bundled library, the inverted file and
+the BM25 postings mapped from disk, the chunks as a table whose columns make each row when read).  Its records are
+the bundled records copied under the synthetic ids (``model_copy``, fields shared), as ``bench_similar.py`` gives
+them at 100k.  Then, with :class:`~incidentlib.search.similarity.SimilarityIndex` at its defaults (the candidate
+path, what ``Library.similar`` uses at this size):
+
+1. the first request, which builds the similarity artefact (boilerplate model, the incidents × terms BM25 matrix, the
+   kept passages) over every record, saves it in ``--cache`` and serves it mapped; the artefact step and the rest
+   are timed apart, and resident memory is sampled every :data:`SAMPLE_SECONDS` meanwhile (its peak);
+2. the first request of a new index over the same engine (a restart: the artefact is loaded, not built);
+3. ``--queries`` query incidents spread over the library: one untimed pass, then ``--passes`` timed passes, p50/p99;
+4. resident memory after the queries (the process's own, and pages of mapped files).
+
+Sanity check printed beside the latency: every copy of a record has the same text and a near copy of its vectors, so
+most of a query's top 10 should be copies of the record it was copied from; the mean share is reported.
+
+A second run with the same ``--cache`` loads the artefact (step 1 then says "loaded").
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import gc
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from bench_ann import rss_mb  # noqa: E402
+from bench_search import percentile_ms, stage  # noqa: E402
+from bench_search_1m import ready_engine, real_library  # noqa: E402
+
+from incidentlib.search.similarity import SimilarityIndex  # noqa: E402
+
+SAMPLE_SECONDS = 0.5  # how often resident memory is read during the first request (its peak is reported)
+
+
+class PeakMemory:
+    """Samples ``VmRSS`` and ``RssAnon`` in a thread while the block runs; the largest values seen, in MB."""
+
+    def __enter__(self) -> PeakMemory:
+        self.peak = {"VmRSS": rss_mb(), "RssAnon": rss_mb("RssAnon")}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(SAMPLE_SECONDS):
+            for field in self.peak:
+                self.peak[field] = max(self.peak[field], rss_mb(field))
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        for field in self.peak:
+            self.peak[field] = max(self.peak[field], rss_mb(field))
+
+
+def settle() -> dict[str, float]:
+    """Resident memory (MB) once garbage is collected and freed heap pages are handed back."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return {field: rss_mb(field) for field in ("VmRSS", "RssAnon", "RssFile")}
+
+
+def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: int) -> dict:
+    shape = json.loads((ann / "prepared.json").read_text())
+    copies = int(shape["copies"])
+    real, incident_ids, counts = real_library()
+    if not (postings / "vocabulary.json").exists():
+        raise SystemExit(f"{postings}: no postings; build them with bench_search_1m.py --postings-only {copies} {postings}")
+    memory: dict[str, dict[str, float]] = {"before the engine": settle()}
+    stage("opening the 1M engine")
+    engine, _ = ready_engine(real, incident_ids, counts, copies, ann, postings)
+    memory["engine ready"] = settle()
+    real_records = real.data.incidents
+    source = {}  # synthetic id -> the real record it copies
+    records = {}
+    for incident_id in engine._incident_ids:
+        real_id = incident_id if incident_id in real_records else incident_id.rsplit("-", 1)[0]
+        source[incident_id] = real_id
+        original = real_records[real_id]
+        records[incident_id] = original if real_id == incident_id else original.model_copy(update={"id": incident_id})
+    engine.data = SimpleNamespace(incidents=records, vocab=real.data.vocab, root=REPO, content_hash="synthetic")
+    engine.config = engine.config.model_copy(update={"cache_dir": cache})
+    memory["records copied in"] = settle()
+    stage(f"{len(records):,} records attached")
+
+    ids = engine._incident_ids
+    picked = [records[ids[round(i * (len(ids) - 1) / max(query_count - 1, 1))]] for i in range(query_count)]
+    index = SimilarityIndex(engine)
+    first: dict[str, float | str] = {}
+    with PeakMemory() as peak:
+        started = time.perf_counter()
+        index._artefact  # noqa: B018  # the artefact alone: built (or loaded), saved, mapped
+        first["artefact (s)"] = time.perf_counter() - started
+        first["artefact"] = index.artefact_source
+        stage(f"artefact {index.artefact_source} in {first['artefact (s)']:.0f} s")
+        started = time.perf_counter()
+        index.rank(index.incident_query(picked[0]), 10)
+        first["the rest of the first request (s)"] = time.perf_counter() - started
+    memory["peak during the first request"] = peak.peak
+    memory["after the first request"] = settle()
+    restarted = SimilarityIndex(engine)
+    started = time.perf_counter()
+    restarted.rank(restarted.incident_query(picked[0]), 10)
+    first["first request of a new index over the same engine (s)"] = time.perf_counter() - started
+    first["its artefact"] = restarted.artefact_source
+    del restarted
+    stage("first requests done")
+
+    for incident in picked:  # warm: the pages the queries read
+        index.rank(index.incident_query(incident), 10)
+    latency = []
+    own_copies = []
+    for _ in range(passes):
+        samples = []
+        for incident in picked:
+            started = time.perf_counter()
+            ranked = index.rank(index.incident_query(incident), 10)
+            samples.append(time.perf_counter() - started)
+            own_copies.append(sum(source[e.incident_id] == source[incident.id] for e in ranked) / max(len(ranked), 1))
+        latency.append({"p50": percentile_ms(samples, 50), "p99": percentile_ms(samples, 99)})
+    memory["after the queries"] = settle()
+    return {"incidents": len(ids), "chunks": len(engine.chunks), "kept_passages": len(index._layout[0]),
+            "entries": int(index._artefact.matrix.nnz), "terms": len(index._artefact.vocabulary),
+            "candidate_path": index.uses_candidates, "dense_index": engine.dense.index.describe(),
+            "first": first, "latency_ms": latency, "own_copies_in_top10": sum(own_copies) / max(len(own_copies), 1),
+            "memory_mb": memory, "queries": query_count}
+
+
+def render(report: dict) -> str:
+    lines = [f"{report['incidents']:,} incidents, {report['chunks']:,} chunks ({report['kept_passages']:,} kept passages); "
+             f"BM25 matrix {report['entries']:,} entries over {report['terms']:,} terms; {report['dense_index']}; "
+             f"candidate path: {report['candidate_path']}", "",
+             "| first requests | |", "|---|---|"]
+    lines += [f"| {name} | {value:.1f} |" if isinstance(value, float) else f"| {name} | {value} |"
+              for name, value in report["first"].items()]
+    lines += ["", f"| similar by incident, {report['queries']} query incidents | p50 (ms) | p99 (ms) |", "|---|---|---|"]
+    lines += [f"| pass {n} | {v['p50']:.1f} | {v['p99']:.1f} |" for n, v in enumerate(report["latency_ms"], 1)]
+    lines += ["", f"Copies of the query's own record in its top 10: {report['own_copies_in_top10']:.2f} on average.", "",
+              "| resident memory (MB) | VmRSS | of it anonymous | of it mapped files |", "|---|---|---|---|"]
+    for name, values in report["memory_mb"].items():
+        lines.append(f"| {name} | {values['VmRSS']:,.0f} | {values['RssAnon']:,.0f} | "
+                     f"{values['RssFile']:,.0f} |" if "RssFile" in values else
+                     f"| {name} | {values['VmRSS']:,.0f} | {values['RssAnon']:,.0f} | – |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ann-work", type=Path, required=True, help="bench_ann.py's --work folder (vectors, an ivf folder)")
+    parser.add_argument("--postings", type=Path, required=True, help="folder of the BM25 postings (bench_search_1m.py)")
+    parser.add_argument("--cache", type=Path, required=True, help="folder the similarity artefact is saved in and read from")
+    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--passes", type=int, default=3)
+    args = parser.parse_args()
+    report = measure(args.ann_work, args.postings, args.cache, args.queries, args.passes)
+    sys.stderr.write(json.dumps(report) + "\n")
+    sys.stdout.write(render(report) + "\n")
+
+
+if __name__ == "__main__":
+    main()
