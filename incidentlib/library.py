@@ -450,6 +450,11 @@ class Library:
         with self._background:
             yield
 
+    def prepare_similar(self, progress: Callable[[str, int, int], None] | None = None) -> str:
+        """Load or build now what the first ``similar`` builds over every record (the similarity artefact, saved
+        beside the index), telling ``progress(step, done, total)`` while building; ``"loaded"`` or ``"built"``."""
+        return self._search_service.similarity.prepare(progress)
+
     def prepare_tagger(self) -> None:
         """Fit (or load from the cache beside the index) the concept tagger that pasted text needs, so
         the first ``similar``/``diagnose`` by text does not pay for it. Errors are logged, not raised:

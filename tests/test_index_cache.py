@@ -314,6 +314,9 @@ def test_cli_index_stats(search_library, cache_dir: Path, data_dir: Path) -> Non
     assert rebuilt.exit_code == 0, rebuilt.output
     report = json.loads(rebuilt.output)
     assert report["action"] == "refreshed" and report["embedded"] == 0 and report["chunks"] == stats["chunks"]
+    similar = CliRunner().invoke(app, ["index", "--similar", "--json", "--data", str(data_dir), "--cache", str(cache_dir)])
+    assert similar.exit_code == 0, similar.output
+    assert any((folder / "meta.json").is_file() for folder in (cache_dir / "similarity").iterdir())
 
 
 def _scores(postings: Postings, query: str) -> np.ndarray:

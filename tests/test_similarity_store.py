@@ -18,7 +18,7 @@ from incidentlib import Library, checksum
 from incidentlib.library import SearchConfig
 from incidentlib.loader import load_library
 from incidentlib.search.engine import SearchEngine
-from incidentlib.search.similarity import SimilarityIndex
+from incidentlib.search.similarity import BUILD_STEPS, SimilarityIndex
 from incidentlib.search.similarity_store import SIMILARITY_DIR, SimilarityArtefactDamaged, load_artefact, similarity_key
 
 SIZE = 24  # incidents: enough for boilerplate, several terms per incident and a candidate pool smaller than the library
@@ -155,3 +155,19 @@ def test_the_key_reads_streams_once_and_checks_their_lengths() -> None:
     assert similarity_key(incidents, [*chunks[:2], ("IL-2", "title", "cc34")], "k1=1.2") != listed  # a text's digest
     with pytest.raises(ValueError, match="read 2 incidents and 3 chunks, told 2 and 4"):
         similarity_key(iter(incidents), iter(chunks), "k1=1.2", (2, 4))
+
+
+def test_prepare_builds_with_progress_then_loads(engine: SearchEngine, cache: Path) -> None:
+    """``prepare`` (``incidentlib index --similar``) builds and saves what the first request would, telling each pass's
+    progress; a later index loads it, and its first request builds nothing more."""
+    heard: dict[str, list[tuple[int, int]]] = {}
+    index = SimilarityIndex(engine)
+    assert index.prepare(lambda step, done, total: heard.setdefault(step, []).append((done, total))) == "built"
+    assert list(heard) == list(BUILD_STEPS)
+    records, chunks = len(index.ids), len(engine.chunks)
+    assert heard[BUILD_STEPS[0]][-1] == (records, records) and heard[BUILD_STEPS[1]][-1] == (records, records)
+    assert heard[BUILD_STEPS[2]][-1] == (chunks, chunks)
+    assert index.prepare() == "built" and only_folder(cache).is_dir()  # prepared once; a second call is a no-op
+    again = SimilarityIndex(engine)
+    assert again.prepare(lambda *_: pytest.fail("a saved artefact is loaded, not built")) == "loaded"
+    assert rankings(again) == rankings(index)

@@ -117,10 +117,10 @@ its saved term counts instead of tokenizing its text again (the same terms and c
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
@@ -147,6 +147,12 @@ EXPLAIN_TERMS = 8  # shared terms shown in ``why``, by weight
 STD_FLOOR = 1e-9  # a constant evidence column carries no ranking information
 WEIGHTINGS = ("equal", "reliability")
 WEIGHTING = "equal"  # how evidence kinds are weighed in the fusion (see the module docstring)
+#: The passes of the artefact's build, as ``prepare``'s progress names them.
+BUILD_STEPS = ("counting boilerplate", "weighing terms", "keeping passages")
+PROGRESS_EVERY = 4_096  # records or chunks between progress reports: a few a second, none for a small library's passes
+#: ``progress(step, done, total)`` during the build (:meth:`SimilarityIndex.prepare`).
+BuildProgress = Callable[[str, int, int], None]
+T = TypeVar("T")
 BUILD_BLOCK = 65_536  # records whose rows are joined at once when the artefact is built: few arrays, small temporaries
 RELIABILITY_QUERIES = 200  # records used as queries to estimate the weights: enough pairs for stable correlations, bounded cost
 LOADING_FLOOR = 0.0  # a kind that disagrees with the others (negative loading) gets no weight, never a negative one
@@ -308,6 +314,17 @@ class SimilarityIndex:
     def _artefact(self) -> SimilarityArtefact:
         """The boilerplate model, the BM25 matrix and the kept-passage layout: loaded from the engine's cache
         folder when saved for the same records, chunks and code (:mod:`.similarity_store`), else built and saved."""
+        return self._load_or_build(None)
+
+    def prepare(self, progress: BuildProgress | None = None) -> str:
+        """Load or build (and save) what the first request would, now, reporting ``progress(step, done, total)``
+        while building; ``"loaded"`` or ``"built"``.  (At a million incidents the build takes most of an hour:
+        ``incidentlib index --similar`` runs it before a server's first ``similar`` has to.)"""
+        if "_artefact" not in self.__dict__:
+            self.__dict__["_artefact"] = self._load_or_build(progress)
+        return self.artefact_source
+
+    def _load_or_build(self, progress: BuildProgress | None) -> SimilarityArtefact:
         # streams read once, no record kept: a server makes this key on its first `similar`, which reads a few records
         chunks = self.engine.chunks
         sizes = (len(self.ids), len(chunks))
@@ -317,22 +334,25 @@ class SimilarityIndex:
                              ARTEFACT_CONSTANTS, sizes)
         artefact, self.artefact_source = cached_artefact(
             self.engine.cache_dir, key, *sizes,
-            lambda: self._build_artefact(lambda: (incident_text(incident) for incident in each_record(self.data.incidents))))
+            lambda: self._build_artefact(lambda: (incident_text(incident) for incident in each_record(self.data.incidents)),
+                                         progress))
         return artefact
 
-    def _build_artefact(self, texts: Callable[[], Iterable[str]]) -> SimilarityArtefact:
+    def _build_artefact(self, texts: Callable[[], Iterable[str]], progress: BuildProgress | None = None) -> SimilarityArtefact:
         """Boilerplate model, (incidents × terms) BM25 matrix (module docstring) with its term counts, and the layout.
 
         ``texts`` gives a new stream of the records' texts per call: one pass counts the boilerplate, one tokenizes.
         No text or token list is kept; each record's row is its term ids (ascending) and counts, gathered in blocks of
-        :data:`BUILD_BLOCK` records, so the memory is the matrix's arrays (what a million incidents need)."""
-        boilerplate = Boilerplate(texts())
+        :data:`BUILD_BLOCK` records, so the memory is the matrix's arrays (what a million incidents need).
+        ``progress(step, done, total)`` hears of each pass every :data:`PROGRESS_EVERY` records or chunks."""
+        records_total, chunks_total = len(self.ids), len(self.engine.chunks)
+        boilerplate = Boilerplate(_reported(texts(), progress, BUILD_STEPS[0], records_total))
         vocabulary: dict[str, int] = {}
         blocks: list[tuple[np.ndarray, np.ndarray]] = []  # (term ids, counts) of BUILD_BLOCK records each
         pending: list[tuple[np.ndarray, np.ndarray]] = []
         row_entries: list[int] = []
         lengths_list: list[int] = []
-        for text in texts():
+        for text in _reported(texts(), progress, BUILD_STEPS[1], records_total):
             tokens = tokenize(boilerplate.strip(text))
             ids = np.fromiter((vocabulary.setdefault(token, len(vocabulary)) for token in tokens), dtype=np.int64, count=len(tokens))
             terms, counts = np.unique(ids, return_counts=True)  # canonical CSR: terms ascending within a row
@@ -368,17 +388,18 @@ class SimilarityIndex:
             weights[start:end] = idf[indices[start:end]] * tf * (BM25_K1 + 1) / (tf + saturation)
         matrix = sparse.csr_matrix((weights, indices, indptr), shape=(records, len(vocabulary)))
         del weights
-        kept, starts = self._build_layout(boilerplate)
+        kept, starts = self._build_layout(boilerplate, progress, chunks_total)
         return SimilarityArtefact(
             boilerplate_keys=boilerplate.keys, vocabulary=list(vocabulary), idf=idf, matrix=matrix,
             counts=tfs, columns=sparse.csc_matrix(matrix), kept=kept, starts=starts, chunks=len(self.engine.chunks))
 
-    def _build_layout(self, boilerplate: Boilerplate) -> tuple[np.ndarray, np.ndarray]:
+    def _build_layout(self, boilerplate: Boilerplate, progress: BuildProgress | None = None,
+                      total: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The chunk positions of the kept passages, incident by incident, and the first of each incident."""
         chunks = self.engine.chunks
         keep: list[int] = []
         by_incident: dict[str, list[int]] = {}
-        for position, chunk in enumerate(chunks):
+        for position, chunk in enumerate(_reported(chunks, progress, BUILD_STEPS[2], total)):
             if chunk.kind in DENSE_KINDS:
                 by_incident.setdefault(chunk.incident_id, []).append(position)
         starts = []
@@ -927,6 +948,18 @@ def _segment_scores(similarity: np.ndarray, local: np.ndarray) -> np.ndarray:
     """``mean_i max_{j ∈ segment c} similarity[i, j]`` per segment ``c`` (starting at ``local[c]``)."""
     scores: np.ndarray = np.maximum.reduceat(similarity, local, axis=1).mean(axis=0)
     return scores
+
+
+def _reported(items: Iterable[T], progress: BuildProgress | None, step: str, total: int) -> Iterator[T]:
+    """``items`` unchanged, telling ``progress(step, done, total)`` every :data:`PROGRESS_EVERY` items and at the end."""
+    done = 0
+    for item in items:
+        yield item
+        done += 1
+        if progress is not None and done % PROGRESS_EVERY == 0:
+            progress(step, done, total)
+    if progress is not None:
+        progress(step, done, total)
 
 
 def _joined(rows: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
