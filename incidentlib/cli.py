@@ -191,6 +191,9 @@ def prepare_similar_with_progress(library: Library, quiet: bool = False) -> None
             bar.update(tasks[step], completed=done)
 
         source = library.prepare_similar(progress)
+    if source == "unsaved":  # the warning logged says why; a server would build it again
+        raise fail("similar: the artefact was built but could not be saved in the index cache (the warning above says "
+                   "why); the first `similar` of a server would build it again")
     if not quiet:
         err.print(f"similar: artefact {source} in {time.perf_counter() - started:.1f}s")
 

@@ -316,7 +316,10 @@ def test_cli_index_stats(search_library, cache_dir: Path, data_dir: Path) -> Non
     assert report["action"] == "refreshed" and report["embedded"] == 0 and report["chunks"] == stats["chunks"]
     similar = CliRunner().invoke(app, ["index", "--similar", "--json", "--data", str(data_dir), "--cache", str(cache_dir)])
     assert similar.exit_code == 0, similar.output
-    assert any((folder / "meta.json").is_file() for folder in (cache_dir / "similarity").iterdir())
+    from incidentlib import Library
+
+    saved = Library.open(data_dir, SearchConfig(cache_dir=cache_dir))
+    assert saved.prepare_similar(lambda *_: pytest.fail("the artefact of this library was saved: loaded, not built")) == "loaded"
 
 
 def _scores(postings: Postings, query: str) -> np.ndarray:

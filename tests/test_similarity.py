@@ -113,8 +113,9 @@ def test_boilerplate_is_found_and_stripped_but_kept_for_display(hashed_collectio
     assert not Boilerplate(["Same words here.", "Same words here.", "Other."]).keys
 
 
+@pytest.mark.parametrize("block", [5, 7], ids=["three blocks, the last short", "two full blocks"])
 def test_the_artefact_built_in_blocks_from_streams_is_the_textbook_bm25_matrix(
-        hashed_collection: tuple[Library, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+        hashed_collection: tuple[Library, Path], monkeypatch: pytest.MonkeyPatch, block: int) -> None:
     """Rows joined a few records at a time, from texts given as one-pass streams, give exactly the matrix of the
     textbook build: every record's tokens counted in a dict, BM25 weights, a COO matrix made canonical."""
     from scipy import sparse
@@ -131,7 +132,7 @@ def test_the_artefact_built_in_blocks_from_streams_is_the_textbook_bm25_matrix(
         streams.append(1)
         return (text for text in texts)  # a generator: read once, no len()
 
-    monkeypatch.setattr(similarity_module, "BUILD_BLOCK", 5)  # 14 records: three blocks, the last one short
+    monkeypatch.setattr(similarity_module, "BUILD_BLOCK", block)  # 14 records
     built = index._build_artefact(stream)
     assert len(streams) == 2  # one pass counts the boilerplate, one tokenizes
 
@@ -153,7 +154,8 @@ def test_the_artefact_built_in_blocks_from_streams_is_the_textbook_bm25_matrix(
     idf = np.log(1 + (len(texts) - df + 0.5) / (df + 0.5))
     length = np.asarray(lengths, dtype=np.float64)
     tf = np.asarray(tfs, dtype=np.float64)
-    weight = idf[cols] * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length[rows] / length.mean()))
+    k1, b = similarity_module.BM25_K1, similarity_module.BM25_B  # the same operations in the same order: equal bits
+    weight = idf[cols] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length[rows] / float(length.mean())))
     expected = sparse.coo_matrix((weight, (rows, cols)), shape=(len(texts), len(vocabulary))).tocsr()
     expected.sort_indices()
     counts_expected = sparse.coo_matrix((np.asarray(tfs), (rows, cols)), shape=expected.shape).tocsr()
@@ -162,10 +164,12 @@ def test_the_artefact_built_in_blocks_from_streams_is_the_textbook_bm25_matrix(
     assert built.vocabulary == list(vocabulary) and built.boilerplate_keys == boilerplate.keys
     assert built.matrix.shape == expected.shape and built.matrix.nnz == expected.nnz > 0
     assert np.array_equal(built.matrix.indptr, expected.indptr) and np.array_equal(built.matrix.indices, expected.indices)
-    assert np.allclose(built.matrix.data, expected.data, rtol=1e-12, atol=0)
+    assert np.array_equal(built.matrix.data, expected.data)
     assert np.array_equal(built.counts, counts_expected.data) and built.counts.dtype == np.int32
-    assert np.allclose(built.idf, idf, rtol=1e-12, atol=0)
-    assert np.allclose(built.columns.toarray(), expected.toarray(), rtol=1e-12, atol=0)
+    assert np.array_equal(built.idf, idf)
+    by_term = expected.tocsc()
+    by_term.sort_indices()
+    assert all(np.array_equal(getattr(built.columns, name), getattr(by_term, name)) for name in ("indptr", "indices", "data"))
     assert built.matrix.getrow(len(texts) - 2).nnz == 0  # the empty record has an empty row
 
 

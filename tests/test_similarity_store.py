@@ -17,6 +17,7 @@ from fakes import HashEmbedder
 from incidentlib import Library, checksum
 from incidentlib.library import SearchConfig
 from incidentlib.loader import load_library
+from incidentlib.search import similarity as similarity_module
 from incidentlib.search.engine import SearchEngine
 from incidentlib.search.similarity import BUILD_STEPS, SimilarityIndex
 from incidentlib.search.similarity_store import SIMILARITY_DIR, SimilarityArtefactDamaged, load_artefact, similarity_key
@@ -157,17 +158,54 @@ def test_the_key_reads_streams_once_and_checks_their_lengths() -> None:
         similarity_key(iter(incidents), iter(chunks), "k1=1.2", (2, 4))
 
 
-def test_prepare_builds_with_progress_then_loads(engine: SearchEngine, cache: Path) -> None:
+def test_prepare_builds_with_progress_then_loads(engine: SearchEngine, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``prepare`` (``incidentlib index --similar``) builds and saves what the first request would, telling each pass's
     progress; a later index loads it, and its first request builds nothing more."""
+    monkeypatch.setattr(similarity_module, "PROGRESS_EVERY", 10)
     heard: dict[str, list[tuple[int, int]]] = {}
     index = SimilarityIndex(engine)
     assert index.prepare(lambda step, done, total: heard.setdefault(step, []).append((done, total))) == "built"
-    assert list(heard) == list(BUILD_STEPS)
-    records, chunks = len(index.ids), len(engine.chunks)
-    assert heard[BUILD_STEPS[0]][-1] == (records, records) and heard[BUILD_STEPS[1]][-1] == (records, records)
-    assert heard[BUILD_STEPS[2]][-1] == (chunks, chunks)
+    records = len(index.ids)
+    assert heard == {step: [(10, records), (20, records), (records, records)] for step in BUILD_STEPS}
     assert index.prepare() == "built" and only_folder(cache).is_dir()  # prepared once; a second call is a no-op
     again = SimilarityIndex(engine)
     assert again.prepare(lambda *_: pytest.fail("a saved artefact is loaded, not built")) == "loaded"
     assert rankings(again) == rankings(index)
+
+
+def test_a_request_during_prepare_waits_for_its_build(engine: SearchEngine, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request that needs the artefact while ``prepare`` builds it (a server preparing in the background) waits for
+    that build instead of starting a second one."""
+    import threading
+
+    builds: list[str] = []
+    building = threading.Event()
+    original = SimilarityIndex._load_or_build
+
+    def slow_build(self: SimilarityIndex, progress: object) -> object:
+        builds.append(threading.current_thread().name)
+        building.set()
+        threading.Event().wait(0.3)  # the request below arrives meanwhile
+        return original(self, progress)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SimilarityIndex, "_load_or_build", slow_build)
+    index = SimilarityIndex(engine)
+    preparing = threading.Thread(target=index.prepare, name="prepare")
+    preparing.start()
+    assert building.wait(5)
+    first = rankings(index)  # needs the artefact: waits for the build under way
+    preparing.join()
+    assert builds == ["prepare"] and index.artefact_source == "built"
+    assert first == rankings(SimilarityIndex(engine))
+
+
+def test_an_artefact_that_cannot_be_saved_is_served_and_said_unsaved(engine: SearchEngine, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(engine, "config", engine.config.model_copy(update={"cache_dir": tmp_path}))
+    (tmp_path / SIMILARITY_DIR).write_text("a file where the folder should be", encoding="utf-8")
+    index = SimilarityIndex(engine)
+    with caplog.at_level(logging.WARNING):
+        assert index.prepare() == "unsaved"
+    assert "could not save the similarity artefact" in caplog.text
+    assert rankings(index)[0]  # the built copy serves

@@ -117,6 +117,7 @@ its saved term counts instead of tokenizing its text again (the same terms and c
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -148,7 +149,7 @@ STD_FLOOR = 1e-9  # a constant evidence column carries no ranking information
 WEIGHTINGS = ("equal", "reliability")
 WEIGHTING = "equal"  # how evidence kinds are weighed in the fusion (see the module docstring)
 #: The passes of the artefact's build, as ``prepare``'s progress names them.
-BUILD_STEPS = ("counting boilerplate", "weighing terms", "keeping passages")
+BUILD_STEPS = ("counting boilerplate", "weighing terms", "keeping passages")  # each counts records
 PROGRESS_EVERY = 4_096  # records or chunks between progress reports: a few a second, none for a small library's passes
 #: ``progress(step, done, total)`` during the build (:meth:`SimilarityIndex.prepare`).
 BuildProgress = Callable[[str, int, int], None]
@@ -301,7 +302,9 @@ class SimilarityIndex:
         self.data = engine.data
         self.ids: list[str] = list(self.data.incidents)
         self.position = {incident_id: i for i, incident_id in enumerate(self.ids)}
-        self.artefact_source = ""  # "loaded" or "built" once the artefact was needed (similarity_store.cached_artefact)
+        self.artefact_source = ""  # "loaded", "built" or "unsaved" once the artefact was needed (similarity_store.cached_artefact)
+        self._artefact_lock = threading.Lock()  # one build, whether a request or `prepare` asks first
+        self._artefact_held: SimilarityArtefact | None = None
 
     @cached_property
     def _id_array(self) -> np.ndarray:
@@ -310,19 +313,26 @@ class SimilarityIndex:
 
     # ---- collection-aware text --------------------------------------------------
     # ---- what is built over the whole library (persisted: similarity_store) -------
-    @cached_property
+    @property
     def _artefact(self) -> SimilarityArtefact:
         """The boilerplate model, the BM25 matrix and the kept-passage layout: loaded from the engine's cache
         folder when saved for the same records, chunks and code (:mod:`.similarity_store`), else built and saved."""
-        return self._load_or_build(None)
+        held = self._artefact_held
+        return held if held is not None else self._held_artefact(None)
 
     def prepare(self, progress: BuildProgress | None = None) -> str:
         """Load or build (and save) what the first request would, now, reporting ``progress(step, done, total)``
-        while building; ``"loaded"`` or ``"built"``.  (At a million incidents the build takes most of an hour:
-        ``incidentlib index --similar`` runs it before a server's first ``similar`` has to.)"""
-        if "_artefact" not in self.__dict__:
-            self.__dict__["_artefact"] = self._load_or_build(progress)
+        while building; ``"loaded"``, ``"built"`` or ``"unsaved"`` (built, but not saved: the next start builds it
+        again).  At a million incidents the build takes half an hour: ``incidentlib index --similar`` runs it before
+        a server's first ``similar`` has to."""
+        self._held_artefact(progress)
         return self.artefact_source
+
+    def _held_artefact(self, progress: BuildProgress | None) -> SimilarityArtefact:
+        with self._artefact_lock:  # a request arriving during `prepare` waits for its build instead of starting one
+            if self._artefact_held is None:
+                self._artefact_held = self._load_or_build(progress)
+            return self._artefact_held
 
     def _load_or_build(self, progress: BuildProgress | None) -> SimilarityArtefact:
         # streams read once, no record kept: a server makes this key on its first `similar`, which reads a few records
@@ -345,7 +355,7 @@ class SimilarityIndex:
         No text or token list is kept; each record's row is its term ids (ascending) and counts, gathered in blocks of
         :data:`BUILD_BLOCK` records, so the memory is the matrix's arrays (what a million incidents need).
         ``progress(step, done, total)`` hears of each pass every :data:`PROGRESS_EVERY` records or chunks."""
-        records_total, chunks_total = len(self.ids), len(self.engine.chunks)
+        records_total = len(self.ids)
         boilerplate = Boilerplate(_reported(texts(), progress, BUILD_STEPS[0], records_total))
         vocabulary: dict[str, int] = {}
         blocks: list[tuple[np.ndarray, np.ndarray]] = []  # (term ids, counts) of BUILD_BLOCK records each
@@ -388,7 +398,7 @@ class SimilarityIndex:
             weights[start:end] = idf[indices[start:end]] * tf * (BM25_K1 + 1) / (tf + saturation)
         matrix = sparse.csr_matrix((weights, indices, indptr), shape=(records, len(vocabulary)))
         del weights
-        kept, starts = self._build_layout(boilerplate, progress, chunks_total)
+        kept, starts = self._build_layout(boilerplate, progress, records_total)
         return SimilarityArtefact(
             boilerplate_keys=boilerplate.keys, vocabulary=list(vocabulary), idf=idf, matrix=matrix,
             counts=tfs, columns=sparse.csc_matrix(matrix), kept=kept, starts=starts, chunks=len(self.engine.chunks))
@@ -399,11 +409,11 @@ class SimilarityIndex:
         chunks = self.engine.chunks
         keep: list[int] = []
         by_incident: dict[str, list[int]] = {}
-        for position, chunk in enumerate(_reported(chunks, progress, BUILD_STEPS[2], total)):
+        for position, chunk in enumerate(chunks):
             if chunk.kind in DENSE_KINDS:
                 by_incident.setdefault(chunk.incident_id, []).append(position)
         starts = []
-        for incident_id in self.ids:
+        for incident_id in _reported(self.ids, progress, BUILD_STEPS[2], total):  # the sentence checks are the cost
             positions = by_incident.get(incident_id, [])
             kept = [p for p in positions if not boilerplate.is_all_boilerplate(chunks[p].text)]
             if not kept:  # an incident made only of template text still has its title

@@ -245,8 +245,8 @@ def _entry_checks(terms: int, incidents: int) -> dict[str, tuple[Callable[[np.nd
 def cached_artefact(cache_dir: Path, key: str, incidents: int, chunks: int,
                     build: Callable[[], SimilarityArtefact]) -> tuple[SimilarityArtefact, str]:
     """The artefact under ``key``, loaded from ``cache_dir`` when present and sound, else built by ``build``, saved
-    and read back mapped (the built copy when it cannot be saved or read); also says which: ``"loaded"`` or
-    ``"built"``."""
+    and read back mapped; also says which: ``"loaded"``, ``"built"``, or ``"unsaved"`` (the built copy, when it
+    could not be saved or read back: the next start builds it again)."""
     folder = cache_dir / SIMILARITY_DIR / key
     if (folder / "meta.json").exists():
         try:
@@ -264,14 +264,14 @@ def cached_artefact(cache_dir: Path, key: str, incidents: int, chunks: int,
         _evict(folder.parent)
     except OSError as exc:
         log.warning("could not save the similarity artefact to %s (%s); it is rebuilt next time", folder, exc)
-        return artefact, "built"
+        return artefact, "unsaved"
     # Served from the saved files, mapped, as after a restart: the build's copy (anonymous memory, about 13 GB at a
     # million incidents) is let go instead of staying in the serving process for its lifetime.
     try:
         return load_artefact(folder, key, incidents, chunks), "built"
     except (SimilarityArtefactDamaged, OSError) as exc:
         log.warning("the similarity artefact saved to %s does not read back (%s); the built copy is served", folder, exc)
-        return artefact, "built"
+        return artefact, "unsaved"
 
 
 def _evict(parent: Path, keep: int = KEEP_SIMILARITY) -> None:
