@@ -455,6 +455,17 @@ class Library:
         beside the index), telling ``progress(step, done, total)`` while building; ``"loaded"`` or ``"built"``."""
         return self._search_service.similarity.prepare(progress)
 
+    def warm_similar(self) -> None:
+        """Load the saved similarity artefact, if there is one, and what a ``similar`` request then builds on first use,
+        so that the first ``similar`` after a start does not wait for them; nothing is built when no artefact is saved
+        (``incidentlib index --similar`` saves one).  ``serve`` runs this in the background.  Errors are logged, not
+        raised: the request that needs the artefact will then meet the error itself."""
+        try:
+            with self._background:  # numpy/BLAS threads: a fork waits (see forking())
+                self._search_service.similarity.warm()
+        except Exception:  # a background warm-up must not take the process down
+            logger.exception("warm_similar: the similarity index could not be loaded")
+
     def prepare_tagger(self) -> None:
         """Fit (or load from the cache beside the index) the concept tagger that pasted text needs, so
         the first ``similar``/``diagnose`` by text does not pay for it. Errors are logged, not raised:

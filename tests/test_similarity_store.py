@@ -182,11 +182,11 @@ def test_a_request_during_prepare_waits_for_its_build(engine: SearchEngine, cach
     building = threading.Event()
     original = SimilarityIndex._load_or_build
 
-    def slow_build(self: SimilarityIndex, progress: object) -> object:
+    def slow_build(self: SimilarityIndex, progress: object, build: bool) -> object:
         builds.append(threading.current_thread().name)
         building.set()
         threading.Event().wait(0.3)  # the request below arrives meanwhile
-        return original(self, progress)  # type: ignore[arg-type]
+        return original(self, progress, build)  # type: ignore[arg-type]
 
     monkeypatch.setattr(SimilarityIndex, "_load_or_build", slow_build)
     index = SimilarityIndex(engine)
@@ -209,3 +209,18 @@ def test_an_artefact_that_cannot_be_saved_is_served_and_said_unsaved(engine: Sea
         assert index.prepare() == "unsaved"
     assert "could not save the similarity artefact" in caplog.text
     assert rankings(index)[0]  # the built copy serves
+
+
+def test_warm_loads_a_saved_artefact_and_the_parts_a_request_uses_but_never_builds(
+        engine: SearchEngine, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``serve`` runs in the background after a start: nothing when no artefact is saved (a build is left to
+    ``incidentlib index --similar`` or the first request), else the artefact and what the first request builds."""
+    cold = SimilarityIndex(engine)
+    assert cold.warm() == "absent" and cold._artefact_held is None and not cache.exists()
+    assert "_concepts" not in cold.__dict__
+    assert SimilarityIndex(engine).prepare() == "built"
+    warm = SimilarityIndex(engine)
+    monkeypatch.setattr(SimilarityIndex, "_build_artefact", lambda *_: pytest.fail("warm never builds"))
+    assert warm.warm() == "loaded"
+    assert {"_concepts", "_graph_space", "_cause_space"} <= warm.__dict__.keys()
+    assert rankings(warm) == rankings(SimilarityIndex(engine))

@@ -100,7 +100,8 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
         # These threads share the GIL with the requests, so they begin once the first request is answered (or
         # after BACKGROUND_DELAY_SECONDS without one): the first answers do not wait behind them.
         for name, work in (("graph", library.prepare_graph), ("tagger", library.prepare_tagger),
-                           ("facets", library.prepare_facets), ("start-snapshot", library.save_start_snapshot)):
+                           ("facets", library.prepare_facets), ("start-snapshot", library.save_start_snapshot),
+                           ("similar", library.warm_similar)):
             threading.Thread(target=_after_first_answer, args=(first_answer, work), name=f"incidentlib-{name}",
                              daemon=True).start()
         stop_following = threading.Event()

@@ -320,21 +320,39 @@ class SimilarityIndex:
         held = self._artefact_held
         return held if held is not None else self._held_artefact(None)
 
-    def prepare(self, progress: BuildProgress | None = None) -> str:
+    def prepare(self, progress: BuildProgress | None = None, build: bool = True) -> str:
         """Load or build (and save) what the first request would, now, reporting ``progress(step, done, total)``
         while building; ``"loaded"``, ``"built"`` or ``"unsaved"`` (built, but not saved: the next start builds it
         again).  At a million incidents the build takes half an hour: ``incidentlib index --similar`` runs it before
-        a server's first ``similar`` has to."""
-        self._held_artefact(progress)
+        a server's first ``similar`` has to.  With ``build=False`` only a saved artefact is loaded: ``"absent"``
+        when there is none."""
+        with self._artefact_lock:  # a request arriving meanwhile waits for this instead of starting a build
+            if self._artefact_held is None:
+                held = self._load_or_build(progress, build)
+                if held is None:
+                    return "absent"
+                self._artefact_held = held
         return self.artefact_source
+
+    def warm(self) -> str:
+        """Load the saved artefact (never build one), then everything else a request builds on first use (each
+        record's concepts, the concept spaces, the term bounds, the passage rows) by answering one query, so that a
+        server's first ``similar`` after a start does not wait for them (76 s at a million incidents).  Returns
+        what :meth:`prepare` with ``build=False`` does."""
+        source = self.prepare(build=False)
+        if source != "absent" and self.ids:
+            self.rank(self.incident_query(self.data.incidents[self.ids[0]]), 1)
+        return source
 
     def _held_artefact(self, progress: BuildProgress | None) -> SimilarityArtefact:
         with self._artefact_lock:  # a request arriving during `prepare` waits for its build instead of starting one
             if self._artefact_held is None:
-                self._artefact_held = self._load_or_build(progress)
+                held = self._load_or_build(progress, True)
+                assert held is not None  # built when not loaded
+                self._artefact_held = held
             return self._artefact_held
 
-    def _load_or_build(self, progress: BuildProgress | None) -> SimilarityArtefact:
+    def _load_or_build(self, progress: BuildProgress | None, build: bool) -> SimilarityArtefact | None:
         # streams read once, no record kept: a server makes this key on its first `similar`, which reads a few records
         chunks = self.engine.chunks
         sizes = (len(self.ids), len(chunks))
@@ -342,10 +360,12 @@ class SimilarityIndex:
         key = similarity_key(((incident.id, incident_text(incident)) for incident in each_record(self.data.incidents)),
                              zip(chunk_incident_ids(chunks), chunk_kinds(chunks), chunk_digests(chunks), strict=True),
                              ARTEFACT_CONSTANTS, sizes)
-        artefact, self.artefact_source = cached_artefact(
+        artefact, source = cached_artefact(
             self.engine.cache_dir, key, *sizes,
-            lambda: self._build_artefact(lambda: (incident_text(incident) for incident in each_record(self.data.incidents)),
-                                         progress))
+            (lambda: self._build_artefact(lambda: (incident_text(incident) for incident in each_record(self.data.incidents)),
+                                          progress)) if build else None)
+        if artefact is not None:
+            self.artefact_source = source
         return artefact
 
     def _build_artefact(self, texts: Callable[[], Iterable[str]], progress: BuildProgress | None = None) -> SimilarityArtefact:

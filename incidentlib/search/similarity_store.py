@@ -243,10 +243,11 @@ def _entry_checks(terms: int, incidents: int) -> dict[str, tuple[Callable[[np.nd
 
 
 def cached_artefact(cache_dir: Path, key: str, incidents: int, chunks: int,
-                    build: Callable[[], SimilarityArtefact]) -> tuple[SimilarityArtefact, str]:
+                    build: Callable[[], SimilarityArtefact] | None) -> tuple[SimilarityArtefact | None, str]:
     """The artefact under ``key``, loaded from ``cache_dir`` when present and sound, else built by ``build``, saved
     and read back mapped; also says which: ``"loaded"``, ``"built"``, or ``"unsaved"`` (the built copy, when it
-    could not be saved or read back: the next start builds it again)."""
+    could not be saved or read back: the next start builds it again).  With ``build`` None nothing is built:
+    ``(None, "absent")`` when no sound artefact is saved."""
     folder = cache_dir / SIMILARITY_DIR / key
     if (folder / "meta.json").exists():
         try:
@@ -258,6 +259,8 @@ def cached_artefact(cache_dir: Path, key: str, incidents: int, chunks: int,
             with contextlib.suppress(OSError):  # a read-only cache still serves
                 os.utime(folder / "meta.json")
             return artefact, "loaded"
+    if build is None:
+        return None, "absent"
     artefact = build()
     try:
         save_artefact(folder, key, artefact)
