@@ -461,8 +461,12 @@ class Library:
         (``incidentlib index --similar`` saves one).  ``serve`` runs this in the background.  Errors are logged, not
         raised: the request that needs the artefact will then meet the error itself."""
         try:
-            with self._background:  # numpy/BLAS threads: a fork waits (see forking())
-                self._search_service.similarity.warm()
+            similarity = self._search_service.similarity
+            # the passes over the records (the artefact's key and checks) first, without the lock a stopping server
+            # waits for; then one query, whose numpy/BLAS threads a fork must wait for (see forking())
+            if similarity.prepare(build=False) != "absent":
+                with self._background:
+                    similarity.warm()
         except Exception:  # a background warm-up must not take the process down
             logger.exception("warm_similar: the similarity index could not be loaded")
 

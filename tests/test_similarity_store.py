@@ -224,3 +224,21 @@ def test_warm_loads_a_saved_artefact_and_the_parts_a_request_uses_but_never_buil
     assert warm.warm() == "loaded"
     assert {"_concepts", "_graph_space", "_cause_space"} <= warm.__dict__.keys()
     assert rankings(warm) == rankings(SimilarityIndex(engine))
+
+
+def test_library_warm_similar_loads_only_what_is_saved(data_dir: Path, tmp_path: Path) -> None:
+    root = small_library(tmp_path / "lib", data_dir, sorted(p.stem for p in (data_dir / "incidents").glob("*.yaml"))[:SIZE])
+
+    def opened() -> Library:
+        library = Library(load_library(root), SearchConfig(cache_dir=tmp_path / "cache"), embedder=HashEmbedder())
+        library.build_index()
+        return library
+
+    fresh = opened()
+    fresh.warm_similar()
+    assert not (tmp_path / "cache" / SIMILARITY_DIR).exists()  # nothing saved: nothing built in the background
+    assert fresh.prepare_similar() == "built"
+    restarted = opened()
+    restarted.warm_similar()
+    similarity = restarted._search_service.similarity
+    assert similarity.artefact_source == "loaded" and "_concepts" in similarity.__dict__
