@@ -140,11 +140,11 @@ def test_changed_records_get_a_new_artefact(engine: SearchEngine, cache: Path, m
     vocabulary, _, _ = after._lexical
     assert after.artefact_source == "built"
     assert "zyxwvut" in vocabulary and "zyxwvut" not in before._lexical[0]
-    assert {p.name for p in cache.iterdir()} == {first.name, only_folder_other(cache, first)}
+    assert {p.name for p in cache.iterdir() if not p.name.startswith(".")} == {first.name, only_folder_other(cache, first)}
 
 
 def only_folder_other(cache: Path, first: Path) -> str:
-    [other] = [p.name for p in cache.iterdir() if p.name != first.name]
+    [other] = [p.name for p in cache.iterdir() if p.name != first.name and not p.name.startswith(".")]  # not the build locks
     return other
 
 
@@ -242,3 +242,29 @@ def test_library_warm_similar_loads_only_what_is_saved(data_dir: Path, tmp_path:
     restarted.warm_similar()
     similarity = restarted._search_service.similarity
     assert similarity.artefact_source == "loaded" and "_concepts" in similarity.__dict__
+
+
+def test_two_builders_of_one_artefact_build_it_once(engine: SearchEngine, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two indexes (as a server and ``incidentlib index --similar`` in two processes) needing the same unsaved artefact:
+    one builds it under the cache folder's lock, the other waits for the lock and loads what was saved."""
+    import threading
+
+    builds: list[str] = []
+    original = SimilarityIndex._build_artefact
+
+    def slow_build(self: SimilarityIndex, *args: object) -> object:
+        builds.append(threading.current_thread().name)
+        threading.Event().wait(0.3)  # the other builder reaches the lock meanwhile
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SimilarityIndex, "_build_artefact", slow_build)
+    first, second = SimilarityIndex(engine), SimilarityIndex(engine)
+    sources: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda i=i, n=n: sources.__setitem__(n, i.prepare()), name=n)
+               for i, n in ((first, "one"), (second, "two"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 1 and sorted(sources.values()) == ["built", "loaded"]
+    assert rankings(first) == rankings(second)

@@ -39,7 +39,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +54,11 @@ from ..mapped_arrays import MappedArraysError, map_verified_npy
 from ..storage import atomic_write_text
 from . import boilerplate as boilerplate_module
 from . import tokenize as tokenize_module
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: builds are not coordinated between processes
+    fcntl = None  # type: ignore[assignment]
 
 #: Version of the artefact's layout *and* of how :class:`~.similarity.SimilarityIndex` computes it (it is part of the
 #: key): raise it when either changes, so that artefacts written by the old code are not read.
@@ -249,25 +254,22 @@ def cached_artefact(cache_dir: Path, key: str, incidents: int, chunks: int,
     could not be saved or read back: the next start builds it again).  With ``build`` None nothing is built:
     ``(None, "absent")`` when no sound artefact is saved."""
     folder = cache_dir / SIMILARITY_DIR / key
-    if (folder / "meta.json").exists():
-        try:
-            artefact = load_artefact(folder, key, incidents, chunks)
-        except SimilarityArtefactDamaged as exc:
-            log.warning("similarity artefact %s was damaged (%s); rebuilt it", folder, exc)
-            shutil.rmtree(folder, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):  # a read-only cache still serves
-                os.utime(folder / "meta.json")
-            return artefact, "loaded"
+    saved = _saved(folder, key, incidents, chunks)
+    if saved is not None:
+        return saved, "loaded"
     if build is None:
         return None, "absent"
-    artefact = build()
-    try:
-        save_artefact(folder, key, artefact)
-        _evict(folder.parent)
-    except OSError as exc:
-        log.warning("could not save the similarity artefact to %s (%s); it is rebuilt next time", folder, exc)
-        return artefact, "unsaved"
+    with _building(folder.parent, key):
+        saved = _saved(folder, key, incidents, chunks)  # another process built it while this one waited
+        if saved is not None:
+            return saved, "loaded"
+        artefact = build()
+        try:
+            save_artefact(folder, key, artefact)
+            _evict(folder.parent)
+        except OSError as exc:
+            log.warning("could not save the similarity artefact to %s (%s); it is rebuilt next time", folder, exc)
+            return artefact, "unsaved"
     # Served from the saved files, mapped, as after a restart: the build's copy (anonymous memory, about 13 GB at a
     # million incidents) is let go instead of staying in the serving process for its lifetime.
     try:
@@ -275,6 +277,43 @@ def cached_artefact(cache_dir: Path, key: str, incidents: int, chunks: int,
     except (SimilarityArtefactDamaged, OSError) as exc:
         log.warning("the similarity artefact saved to %s does not read back (%s); the built copy is served", folder, exc)
         return artefact, "unsaved"
+
+
+def _saved(folder: Path, key: str, incidents: int, chunks: int) -> SimilarityArtefact | None:
+    """The sound artefact saved in ``folder``, else None (a damaged one is removed, with a warning)."""
+    if not (folder / "meta.json").exists():
+        return None
+    try:
+        artefact = load_artefact(folder, key, incidents, chunks)
+    except SimilarityArtefactDamaged as exc:
+        log.warning("similarity artefact %s was damaged (%s); rebuilt it", folder, exc)
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    with contextlib.suppress(OSError):  # a read-only cache still serves
+        os.utime(folder / "meta.json")
+    return artefact
+
+
+@contextlib.contextmanager
+def _building(parent: Path, key: str) -> Iterator[None]:
+    """Held while this process builds the artefact of ``key`` (an exclusive ``flock`` on ``parent/.<key>.lock``):
+    another process or thread that needs the same artefact waits, then loads what was saved, instead of building it
+    again (half an hour and 15 GB at a million incidents; a server and ``incidentlib index --similar`` may both ask).
+    Without a writable cache folder, or without ``fcntl``, there is no lock: nothing could be shared anyway."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        handle = (parent / f".{key}.lock").open("ab")
+    except OSError:
+        handle = None
+    if handle is None or fcntl is None:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _evict(parent: Path, keep: int = KEEP_SIMILARITY) -> None:
@@ -286,3 +325,5 @@ def _evict(parent: Path, keep: int = KEEP_SIMILARITY) -> None:
             continue
     for _, stale in sorted(folders, reverse=True)[keep:]:
         shutil.rmtree(stale, ignore_errors=True)
+        with contextlib.suppress(OSError):  # its build lock (:func:`_building`), an empty file
+            (parent / f".{stale.name}.lock").unlink()
