@@ -461,12 +461,15 @@ class Library:
         (``incidentlib index --similar`` saves one).  ``serve`` runs this in the background.  Errors are logged, not
         raised: the request that needs the artefact will then meet the error itself."""
         try:
-            similarity = self._search_service.similarity
-            # the passes over the records (the artefact's key and checks) first, without the lock a stopping server
-            # waits for; then one query, whose numpy/BLAS threads a fork must wait for (see forking())
-            if similarity.prepare(build=False) != "absent":
-                with self._background:
-                    similarity.warm()
+            service = self._search_service
+            # the passes over the records (the artefact's key and checks, each record's concepts) first, without the
+            # lock a stopping server waits for; then one query, whose numpy/BLAS threads a fork must wait for (forking())
+            if service.similarity.warm() == "absent":
+                return
+            if self.__dict__.get("_search_service") is not service:  # a write replaced it meanwhile: not worth a query
+                return
+            with self._background:
+                service.similarity.warm_query()
         except Exception:  # a background warm-up must not take the process down
             logger.exception("warm_similar: the similarity index could not be loaded")
 

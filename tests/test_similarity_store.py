@@ -226,7 +226,7 @@ def test_warm_loads_a_saved_artefact_and_the_parts_a_request_uses_but_never_buil
     assert rankings(warm) == rankings(SimilarityIndex(engine))
 
 
-def test_library_warm_similar_loads_only_what_is_saved(data_dir: Path, tmp_path: Path) -> None:
+def test_library_warm_similar_loads_only_what_is_saved(data_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     root = small_library(tmp_path / "lib", data_dir, sorted(p.stem for p in (data_dir / "incidents").glob("*.yaml"))[:SIZE])
 
     def opened() -> Library:
@@ -239,9 +239,26 @@ def test_library_warm_similar_loads_only_what_is_saved(data_dir: Path, tmp_path:
     assert not (tmp_path / "cache" / SIMILARITY_DIR).exists()  # nothing saved: nothing built in the background
     assert fresh.prepare_similar() == "built"
     restarted = opened()
-    restarted.warm_similar()
+    with caplog.at_level(logging.WARNING):
+        restarted.warm_similar()
     similarity = restarted._search_service.similarity
-    assert similarity.artefact_source == "loaded" and "_concepts" in similarity.__dict__
+    assert similarity.artefact_source == "loaded" and {"_concepts", "_graph_space", "_id_array"} <= similarity.__dict__.keys()
+    assert "warm_similar" not in caplog.text  # its errors are logged, not raised: none here
+
+
+def test_a_file_system_without_locks_still_builds(engine: SearchEngine, cache: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    import errno
+
+    from incidentlib.search import similarity_store
+
+    def refuse(*_: object) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(similarity_store.fcntl, "flock", refuse)
+    with caplog.at_level(logging.WARNING):
+        assert SimilarityIndex(engine).prepare() == "built"
+    assert "cannot lock" in caplog.text and only_folder(cache).is_dir()
 
 
 def test_two_builders_of_one_artefact_build_it_once(engine: SearchEngine, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -305,6 +305,7 @@ class SimilarityIndex:
         self.artefact_source = ""  # "loaded", "built" or "unsaved" once the artefact was needed (similarity_store.cached_artefact)
         self._artefact_lock = threading.Lock()  # one build, whether a request or `prepare` asks first
         self._artefact_held: SimilarityArtefact | None = None
+        self._key: str | None = None  # the artefact's key, once computed (a pass over every record)
 
     @cached_property
     def _id_array(self) -> np.ndarray:
@@ -335,14 +336,19 @@ class SimilarityIndex:
         return self.artefact_source
 
     def warm(self) -> str:
-        """Load the saved artefact (never build one), then everything else a request builds on first use (each
-        record's concepts, the concept spaces, the term bounds, the passage rows) by answering one query, so that a
-        server's first ``similar`` after a start does not wait for them (76 s at a million incidents).  Returns
-        what :meth:`prepare` with ``build=False`` does."""
+        """Load the saved artefact (never build one) and the parts a request builds from the records on first use
+        (each record's concepts, the concept spaces), so that a server's first ``similar`` after a start does not
+        wait for them (76 s at a million incidents).  Returns what :meth:`prepare` with ``build=False`` does; then
+        :meth:`warm_query` builds the rest by answering one query."""
         source = self.prepare(build=False)
-        if source != "absent" and self.ids:
-            self.rank(self.incident_query(self.data.incidents[self.ids[0]]), 1)
+        if source != "absent":
+            _ = self.uses_candidates, self._concepts, self._graph_space, self._cause_space, self._lexical
         return source
+
+    def warm_query(self) -> None:
+        """Answer one query, which builds what is left (the term bounds, the passage rows, the dense sample)."""
+        if self.ids:
+            self.rank(self.incident_query(self.data.incidents[self.ids[0]]), 1)
 
     def _held_artefact(self, progress: BuildProgress | None) -> SimilarityArtefact:
         with self._artefact_lock:  # a request arriving during `prepare` waits for its build instead of starting one
@@ -356,10 +362,13 @@ class SimilarityIndex:
         # streams read once, no record kept: a server makes this key on its first `similar`, which reads a few records
         chunks = self.engine.chunks
         sizes = (len(self.ids), len(chunks))
-        # a chunk by its text's digest, not its text: the texts stay in the start snapshot's file, unread
-        key = similarity_key(((incident.id, incident_text(incident)) for incident in each_record(self.data.incidents)),
-                             zip(chunk_incident_ids(chunks), chunk_kinds(chunks), chunk_digests(chunks), strict=True),
-                             ARTEFACT_CONSTANTS, sizes)
+        # a chunk by its text's digest, not its text: the texts stay in the start snapshot's file, unread; kept, since a
+        # load-only call that found nothing (warm) is followed by a request that builds, over the same records
+        if self._key is None:
+            self._key = similarity_key(((incident.id, incident_text(incident)) for incident in each_record(self.data.incidents)),
+                                       zip(chunk_incident_ids(chunks), chunk_kinds(chunks), chunk_digests(chunks), strict=True),
+                                       ARTEFACT_CONSTANTS, sizes)
+        key = self._key
         artefact, source = cached_artefact(
             self.engine.cache_dir, key, *sizes,
             (lambda: self._build_artefact(lambda: (incident_text(incident) for incident in each_record(self.data.incidents)),
@@ -724,6 +733,7 @@ class SimilarityIndex:
     def incident_query(self, incident: Incident) -> Query:
         """The query of a record; on the candidate path, a record of the library takes its lexical vector from
         the saved term counts (the same terms and counts as tokenizing its text)."""
+        _ = self._artefact  # first, outside the class-wide locks of the cached parts below that read it (a build is long)
         position = self.position.get(incident.id)
         stored = self.uses_candidates and position is not None and self.data.incidents.get(incident.id) is incident
         return Query(
@@ -735,6 +745,7 @@ class SimilarityIndex:
         )
 
     def text_query(self, text: str, concepts: dict[str, float], inferred: set[str]) -> Query:
+        _ = self._artefact  # first: as in incident_query
         return Query(terms=self.lexical_query(text), passages=self.text_passages(text), concepts=concepts, inferred=frozenset(inferred))
 
     def _columns(self, query: Query) -> tuple[dict[str, np.ndarray], np.ndarray]:

@@ -300,20 +300,34 @@ def _building(parent: Path, key: str) -> Iterator[None]:
     another process or thread that needs the same artefact waits, then loads what was saved, instead of building it
     again (half an hour and 15 GB at a million incidents; a server and ``incidentlib index --similar`` may both ask).
     Without a writable cache folder, or without ``fcntl``, there is no lock: nothing could be shared anyway."""
+    descriptor = _locked(parent / f".{key}.lock") if fcntl is not None else None
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        handle = (parent / f".{key}.lock").open("ab")
-    except OSError:
-        handle = None
-    if handle is None or fcntl is None:
         yield
-        return
-    with handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)  # releases the lock
+
+
+def _locked(path: Path) -> int | None:
+    """A descriptor of ``path`` holding an exclusive ``flock``, or None (with a warning) when the file cannot be
+    made or the file system refuses locks.  The file taken is the one at ``path`` when the lock was granted: one
+    replaced meanwhile (its key evicted and made again) is let go and the new one locked."""
+    while True:
         try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)  # flock needs no write access: a shared cache
+        except OSError:
+            return None  # nothing could be saved here either
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            if os.fstat(descriptor).st_ino == os.stat(path).st_ino:
+                return descriptor
+        except OSError as exc:
+            if not isinstance(exc, FileNotFoundError):  # a file unlinked while this process waited: take the new one
+                log.warning("cannot lock %s (%s); the similarity artefact is built without it", path, exc)
+                os.close(descriptor)
+                return None
+        os.close(descriptor)
 
 
 def _evict(parent: Path, keep: int = KEEP_SIMILARITY) -> None:
