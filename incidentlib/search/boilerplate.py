@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 # Two records can share a sentence by quoting the same source; a third copy is a template.
 MIN_RECORDS = 3
@@ -33,14 +33,11 @@ def split(text: str) -> list[str]:
 
 
 class Boilerplate:
-    def __init__(self, texts: Iterable[str]) -> None:
-        """Count the sentence keys of ``texts`` in one pass (a stream: a large library's texts are never held at once)."""
+    def __init__(self, texts: Sequence[str]) -> None:
         counts: Counter[str] = Counter()
-        records = 0
         for text in texts:
-            records += 1
             counts.update({k for s in split(text) if (k := sentence_key(s))})
-        threshold = max(MIN_RECORDS, math.ceil(MIN_SHARE * records))
+        threshold = max(MIN_RECORDS, math.ceil(MIN_SHARE * len(texts)))
         self.keys = frozenset(k for k, n in counts.items() if n >= threshold)
 
     @classmethod

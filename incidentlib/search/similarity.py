@@ -121,7 +121,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
@@ -385,7 +385,7 @@ class SimilarityIndex:
         :data:`BUILD_BLOCK` records, so the memory is the matrix's arrays (what a million incidents need).
         ``progress(step, done, total)`` hears of each pass every :data:`PROGRESS_EVERY` records or chunks."""
         records_total = len(self.ids)
-        boilerplate = Boilerplate(_reported(texts(), progress, BUILD_STEPS[0], records_total))
+        boilerplate = Boilerplate(cast(Sequence[str], _CountedStream(_reported(texts(), progress, BUILD_STEPS[0], records_total), records_total)))
         vocabulary: dict[str, int] = {}
         blocks: list[tuple[np.ndarray, np.ndarray]] = []  # (term ids, counts) of BUILD_BLOCK records each
         pending: list[tuple[np.ndarray, np.ndarray]] = []
@@ -989,6 +989,20 @@ def _segment_scores(similarity: np.ndarray, local: np.ndarray) -> np.ndarray:
     """``mean_i max_{j ∈ segment c} similarity[i, j]`` per segment ``c`` (starting at ``local[c]``)."""
     scores: np.ndarray = np.maximum.reduceat(similarity, local, axis=1).mean(axis=0)
     return scores
+
+
+class _CountedStream:
+    """One pass over ``size`` texts with the ``len`` :class:`.boilerplate.Boilerplate` reads: the boilerplate module
+    stays as it is, and with it (its source is part of the key) every artefact saved before stays valid."""
+
+    def __init__(self, texts: Iterable[str], size: int) -> None:
+        self.texts, self.size = texts, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.texts)
 
 
 def _reported(items: Iterable[T], progress: BuildProgress | None, step: str, total: int) -> Iterator[T]:
