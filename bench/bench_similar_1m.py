@@ -13,7 +13,8 @@ path, what ``Library.similar`` uses at this size):
 1. the first request, which builds the similarity artefact (boilerplate model, the incidents × terms BM25 matrix, the
    kept passages) over every record, saves it in ``--cache`` and serves it mapped; the artefact step and the rest
    are timed apart, and resident memory is sampled every :data:`SAMPLE_SECONDS` meanwhile (its peak);
-2. the first request of a new index over the same engine (a restart: the artefact is loaded, not built);
+2. the first request of a new index over the same engine (a restart: the artefact is loaded, not built); then a
+   new index warmed as ``serve`` warms it after a start (``warm``, ``warm_query``) and its first request;
 3. ``--queries`` query incidents spread over the library: one untimed pass, then ``--passes`` timed passes, p50/p99;
 4. resident memory after the queries (the process's own, and pages of mapped files).
 
@@ -119,10 +120,21 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
     memory["after the first request"] = settle()
     restarted = SimilarityIndex(engine)
     started = time.perf_counter()
-    restarted.rank(restarted.incident_query(picked[0]), 10)
+    restarted.rank(restarted.incident_query(picked[1 % len(picked)]), 10)
     first["first request of a new index over the same engine (s)"] = time.perf_counter() - started
     first["its artefact"] = restarted.artefact_source
     del restarted
+    warmed = SimilarityIndex(engine)  # what `serve` does after a start (Library.warm_similar), then a first request
+    started = time.perf_counter()
+    first["a new index warmed as serve does: warm()"] = warmed.warm()
+    first["warm() (s)"] = time.perf_counter() - started
+    started = time.perf_counter()
+    warmed.warm_query()
+    first["then warm_query() (s)"] = time.perf_counter() - started
+    started = time.perf_counter()
+    warmed.rank(warmed.incident_query(picked[1 % len(picked)]), 10)
+    first["then its first request (s)"] = time.perf_counter() - started
+    del warmed
     stage("first requests done")
 
     for incident in picked:  # warm: the pages the queries read
