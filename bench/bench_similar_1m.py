@@ -12,7 +12,7 @@ path, what ``Library.similar`` uses at this size):
 
 1. the first request, which builds the similarity artefact (boilerplate model, the incidents × terms BM25 matrix, the
    kept passages) over every record, saves it in ``--cache`` and serves it mapped; the artefact step and the rest
-   are timed apart, and resident memory is sampled every :data:`SAMPLE_SECONDS` meanwhile (its peak);
+   are timed apart, and the process's own memory and its mapped file pages are sampled meanwhile (their peaks);
 2. the first request of a new index over the same engine (a restart: the artefact is loaded, not built); then a
    new index warmed as ``serve`` warms it after a start (``warm``, ``warm_query``) and its first request;
 3. ``--queries`` query incidents spread over the library: one untimed pass, then ``--passes`` timed passes, p50/p99;
@@ -32,7 +32,6 @@ import ctypes
 import gc
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,34 +41,11 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_ann import rss_mb  # noqa: E402
+from bench_index_update import PeakSampler  # noqa: E402
 from bench_search import percentile_ms, stage  # noqa: E402
 from bench_search_1m import ready_engine, real_library  # noqa: E402
 
 from incidentlib.search.similarity import SimilarityIndex  # noqa: E402
-
-SAMPLE_SECONDS = 0.5  # how often resident memory is read during the first request (its peak is reported)
-
-
-class PeakMemory:
-    """Samples ``VmRSS`` and ``RssAnon`` in a thread while the block runs; the largest values seen, in MB."""
-
-    def __enter__(self) -> PeakMemory:
-        self.peak = {"VmRSS": rss_mb(), "RssAnon": rss_mb("RssAnon")}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.wait(SAMPLE_SECONDS):
-            for field in self.peak:
-                self.peak[field] = max(self.peak[field], rss_mb(field))
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        for field in self.peak:
-            self.peak[field] = max(self.peak[field], rss_mb(field))
 
 
 def settle() -> dict[str, float]:
@@ -107,7 +83,7 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
     picked = [records[ids[round(i * (len(ids) - 1) / max(query_count - 1, 1))]] for i in range(query_count)]
     index = SimilarityIndex(engine)
     first: dict[str, float | str] = {}
-    with PeakMemory() as peak:
+    with PeakSampler() as peak:
         started = time.perf_counter()
         index._artefact  # noqa: B018  # the artefact alone: built (or loaded), saved, mapped
         first["artefact (s)"] = time.perf_counter() - started
@@ -168,10 +144,9 @@ def render(report: dict) -> str:
     lines += [f"| pass {n} | {v['p50']:.1f} | {v['p99']:.1f} |" for n, v in enumerate(report["latency_ms"], 1)]
     lines += ["", f"Copies of the query's own record in its top 10: {report['own_copies_in_top10']:.2f} on average.", "",
               "| resident memory (MB) | VmRSS | of it anonymous | of it mapped files |", "|---|---|---|---|"]
-    for name, values in report["memory_mb"].items():
-        lines.append(f"| {name} | {values['VmRSS']:,.0f} | {values['RssAnon']:,.0f} | "
-                     f"{values['RssFile']:,.0f} |" if "RssFile" in values else
-                     f"| {name} | {values['VmRSS']:,.0f} | {values['RssAnon']:,.0f} | – |")
+    for name, values in report["memory_mb"].items():  # a peak is sampled per field: no VmRSS of one moment
+        in_all = f"{values['VmRSS']:,.0f}" if "VmRSS" in values else "–"
+        lines.append(f"| {name} | {in_all} | {values['RssAnon']:,.0f} | {values['RssFile']:,.0f} |")
     return "\n".join(lines)
 
 

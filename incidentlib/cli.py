@@ -22,7 +22,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
-    from rich.progress import TaskID
+    from rich.progress import Progress, TaskID
 
 from .api.limits import (
     DEFAULT_HEAVY_QUEUE,
@@ -154,13 +154,18 @@ def open_library(data: Path | None, embedder: str = DEFAULT_EMBEDDER, cache: Pat
                         search_backend=search_backend)
 
 
+def progress_bar(quiet: bool) -> Progress:
+    """The progress bar of long CLI work, on stderr, gone when done (none when ``quiet``)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), console=err, transient=True, disable=quiet)
+
+
 def build_with_progress(library: Library, quiet: bool = False, save_snapshot: bool = True, rebuild: bool = False) -> None:
     """Make the dense index fresh, with a progress bar on stderr when embedding is needed (``save_snapshot``:
     :meth:`Library.build_index`)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=err, transient=True, disable=quiet) as bar:
+    with progress_bar(quiet) as bar:
         # embedding the new chunks, then (at ``ivf_threshold`` vectors or more) adding every row to the inverted file
         task = bar.add_task(f"indexing chunks ({library.embedder})", total=None)
 
@@ -178,11 +183,8 @@ def build_with_progress(library: Library, quiet: bool = False, save_snapshot: bo
 
 def prepare_similar_with_progress(library: Library, quiet: bool = False) -> None:
     """:meth:`Library.prepare_similar` with a progress bar on stderr for each pass of a build."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     started = time.perf_counter()
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=err, transient=True, disable=quiet) as bar:
+    with progress_bar(quiet) as bar:
         tasks: dict[str, TaskID] = {}
 
         def progress(step: str, done: int, total: int) -> None:

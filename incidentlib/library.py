@@ -452,7 +452,8 @@ class Library:
 
     def prepare_similar(self, progress: Callable[[str, int, int], None] | None = None) -> str:
         """Load or build now what the first ``similar`` builds over every record (the similarity artefact, saved
-        beside the index), telling ``progress(step, done, total)`` while building; ``"loaded"`` or ``"built"``."""
+        beside the index), telling ``progress(step, done, total)`` while building; ``"loaded"``, ``"built"``, or
+        ``"unsaved"`` when it could not be saved (:meth:`.SimilarityIndex.prepare`)."""
         return self._search_service.similarity.prepare(progress)
 
     def warm_similar(self) -> None:

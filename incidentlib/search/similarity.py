@@ -150,7 +150,7 @@ WEIGHTINGS = ("equal", "reliability")
 WEIGHTING = "equal"  # how evidence kinds are weighed in the fusion (see the module docstring)
 #: The passes of the artefact's build, as ``prepare``'s progress names them.
 BUILD_STEPS = ("counting boilerplate", "weighing terms", "keeping passages")  # each counts records
-PROGRESS_EVERY = 4_096  # records or chunks between progress reports: a few a second, none for a small library's passes
+PROGRESS_EVERY = 4_096  # records between progress reports: a few a second, none for a small library's passes
 #: ``progress(step, done, total)`` during the build (:meth:`SimilarityIndex.prepare`).
 BuildProgress = Callable[[str, int, int], None]
 T = TypeVar("T")
@@ -318,8 +318,10 @@ class SimilarityIndex:
     def _artefact(self) -> SimilarityArtefact:
         """The boilerplate model, the BM25 matrix and the kept-passage layout: loaded from the engine's cache
         folder when saved for the same records, chunks and code (:mod:`.similarity_store`), else built and saved."""
-        held = self._artefact_held
-        return held if held is not None else self._held_artefact(None)
+        if self._artefact_held is None:
+            self.prepare()
+        assert self._artefact_held is not None  # built when not loaded
+        return self._artefact_held
 
     def prepare(self, progress: BuildProgress | None = None, build: bool = True) -> str:
         """Load or build (and save) what the first request would, now, reporting ``progress(step, done, total)``
@@ -350,14 +352,6 @@ class SimilarityIndex:
         if self.ids:
             self.rank(self.incident_query(self.data.incidents[self.ids[0]]), 1)
 
-    def _held_artefact(self, progress: BuildProgress | None) -> SimilarityArtefact:
-        with self._artefact_lock:  # a request arriving during `prepare` waits for its build instead of starting one
-            if self._artefact_held is None:
-                held = self._load_or_build(progress, True)
-                assert held is not None  # built when not loaded
-                self._artefact_held = held
-            return self._artefact_held
-
     def _load_or_build(self, progress: BuildProgress | None, build: bool) -> SimilarityArtefact | None:
         # streams read once, no record kept: a server makes this key on its first `similar`, which reads a few records
         chunks = self.engine.chunks
@@ -383,7 +377,7 @@ class SimilarityIndex:
         ``texts`` gives a new stream of the records' texts per call: one pass counts the boilerplate, one tokenizes.
         No text or token list is kept; each record's row is its term ids (ascending) and counts, gathered in blocks of
         :data:`BUILD_BLOCK` records, so the memory is the matrix's arrays (what a million incidents need).
-        ``progress(step, done, total)`` hears of each pass every :data:`PROGRESS_EVERY` records or chunks."""
+        ``progress(step, done, total)`` hears of each pass every :data:`PROGRESS_EVERY` records."""
         records_total = len(self.ids)
         boilerplate = Boilerplate(cast(Sequence[str], _CountedStream(_reported(texts(), progress, BUILD_STEPS[0], records_total), records_total)))
         vocabulary: dict[str, int] = {}
