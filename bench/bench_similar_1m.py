@@ -18,6 +18,17 @@ path, what ``Library.similar`` uses at this size):
 3. ``--queries`` query incidents spread over the library: one untimed pass, then ``--passes`` timed passes, p50/p99;
 4. resident memory after the queries (the process's own, and pages of mapped files).
 
+``--search N`` serves ``N`` search queries (``eval/queries.jsonl``, hybrid, the query embedding included) in the same
+process, one after each ``similar`` of a pass, as a server answering both does; their p50/p99 are reported per pass.
+
+``--memory-limit GB`` runs all of it inside a memory cgroup of that size (v1 ``memory.limit_in_bytes`` or v2
+``memory.max``), created under this process's own and removed at the end: the index files are first dropped from
+the page cache (``POSIX_FADV_DONTNEED``) so that every page read from them is charged to the cgroup, and the kernel
+must then keep the process's own memory *and* its mapped index pages under the limit, reclaiming pages to do so.
+The latency under the limit is what a service confined to that memory gets.  The artefact must already be saved
+(a first run without the limit builds it; its build needs more).  Reported beside the latency: the cgroup's peak
+usage and the major page faults (pages read from disk again) per request.
+
 Sanity check printed beside the latency: every copy of a record has the same text and a near copy of its vectors, so
 most of a query's top 10 should be copies of the record it was copied from; the mean share is reported.
 
@@ -31,6 +42,8 @@ import contextlib
 import ctypes
 import gc
 import json
+import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -42,10 +55,62 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_ann import rss_mb  # noqa: E402
 from bench_index_update import PeakSampler  # noqa: E402
-from bench_search import percentile_ms, stage  # noqa: E402
+from bench_search import percentile_ms, queries, stage  # noqa: E402
 from bench_search_1m import ready_engine, real_library  # noqa: E402
+from bench_start import evict  # noqa: E402
 
+from incidentlib.search.engine import SearchMode  # noqa: E402
 from incidentlib.search.similarity import SimilarityIndex  # noqa: E402
+
+#: The cgroup this benchmark makes under its own (removed at the end).
+CGROUP_NAME = "incidentlib-bench-similar-1m"
+
+
+class MemoryCgroup:
+    """A memory cgroup of ``limit`` bytes under this process's own, this process moved into it (v1 or v2).
+
+    Only pages charged *after* the move count against the limit; callers drop the files they will read from the page
+    cache first.  On exit the process moves back and the cgroup is removed."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        v1 = [line.split(":", 2)[2] for line in lines if line.split(":", 2)[1].split(",").count("memory")]
+        if v1:
+            self.parent = Path("/sys/fs/cgroup/memory") / v1[0].lstrip("/")
+            self.limit_file, self.peak_file = "memory.limit_in_bytes", "memory.max_usage_in_bytes"
+            self.usage_file = "memory.usage_in_bytes"
+        else:
+            unified = [line.split(":", 2)[2] for line in lines if line.startswith("0::")]
+            if not unified:
+                raise SystemExit("--memory-limit: no memory cgroup found in /proc/self/cgroup")
+            self.parent = Path("/sys/fs/cgroup") / unified[0].lstrip("/")
+            self.limit_file, self.peak_file, self.usage_file = "memory.max", "memory.peak", "memory.current"
+        self.path = self.parent / CGROUP_NAME
+
+    def __enter__(self) -> MemoryCgroup:
+        try:
+            self.path.mkdir(exist_ok=True)
+            (self.path / self.limit_file).write_text(str(self.limit))
+            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError as error:
+            raise SystemExit(f"--memory-limit: cannot make or enter the cgroup {self.path}: {error}") from error
+        return self
+
+    def read_mb(self, name: str) -> float:
+        try:
+            return int((self.path / name).read_text().split()[0]) / 2**20
+        except (OSError, ValueError):
+            return float("nan")
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):
+            (self.parent / "cgroup.procs").write_text(str(os.getpid()))
+            self.path.rmdir()
+
+
+def major_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
 
 
 def settle() -> dict[str, float]:
@@ -56,7 +121,8 @@ def settle() -> dict[str, float]:
     return {field: rss_mb(field) for field in ("VmRSS", "RssAnon", "RssFile")}
 
 
-def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: int) -> dict:
+def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: int, search_count: int = 0,
+            confined: MemoryCgroup | None = None) -> dict:
     shape = json.loads((ann / "prepared.json").read_text())
     copies = int(shape["copies"])
     real, incident_ids, counts = real_library()
@@ -82,6 +148,8 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
     ids = engine._incident_ids
     picked = [records[ids[round(i * (len(ids) - 1) / max(query_count - 1, 1))]] for i in range(query_count)]
     index = SimilarityIndex(engine)
+    if confined is not None and index.prepare(build=False) == "absent":
+        raise SystemExit(f"--memory-limit: no saved similarity artefact in {cache}; run once without the limit to build it")
     first: dict[str, float | str] = {}
     with PeakSampler() as peak:
         started = time.perf_counter()
@@ -113,24 +181,43 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
     del warmed
     stage("first requests done")
 
-    for incident in picked:  # warm: the pages the queries read
+    texts = queries(search_count) if search_count else []
+    searches = [texts[i % len(texts)] for i in range(len(picked))] if texts else []
+    for n, incident in enumerate(picked):  # warm: the pages the queries read
         index.rank(index.incident_query(incident), 10)
+        if searches:
+            engine.search(searches[n], k=10, mode=SearchMode.hybrid)
     latency = []
+    search_latency = []
+    faults = []
     own_copies = []
     for _ in range(passes):
-        samples = []
-        for incident in picked:
+        samples, search_samples = [], []
+        faults_before = major_faults()
+        for n, incident in enumerate(picked):
             started = time.perf_counter()
             ranked = index.rank(index.incident_query(incident), 10)
             samples.append(time.perf_counter() - started)
             own_copies.append(sum(source[e.incident_id] == source[incident.id] for e in ranked) / max(len(ranked), 1))
+            if searches:  # a search between two similar requests, as a server answering both sees them
+                started = time.perf_counter()
+                engine.search(searches[n], k=10, mode=SearchMode.hybrid)
+                search_samples.append(time.perf_counter() - started)
+        faults.append((major_faults() - faults_before) / (len(picked) + len(search_samples)))
         latency.append({"p50": percentile_ms(samples, 50), "p99": percentile_ms(samples, 99)})
+        if search_samples:
+            search_latency.append({"p50": percentile_ms(search_samples, 50), "p99": percentile_ms(search_samples, 99)})
     memory["after the queries"] = settle()
+    limit = {}
+    if confined is not None:
+        limit = {"limit_mb": confined.limit / 2**20, "peak_mb": confined.read_mb(confined.peak_file),
+                 "usage_after_mb": confined.read_mb(confined.usage_file)}
     return {"incidents": len(ids), "chunks": len(engine.chunks), "kept_passages": len(index._layout[0]),
             "entries": int(index._artefact.matrix.nnz), "terms": len(index._artefact.vocabulary),
             "candidate_path": index.uses_candidates, "dense_index": engine.dense.index.describe(),
-            "first": first, "latency_ms": latency, "own_copies_in_top10": sum(own_copies) / max(len(own_copies), 1),
-            "memory_mb": memory, "queries": query_count}
+            "first": first, "latency_ms": latency, "search_latency_ms": search_latency,
+            "major_faults_per_request": faults, "own_copies_in_top10": sum(own_copies) / max(len(own_copies), 1),
+            "memory_mb": memory, "queries": query_count, "searches": len(set(searches)), "cgroup": limit}
 
 
 def render(report: dict) -> str:
@@ -140,13 +227,30 @@ def render(report: dict) -> str:
              "| first requests | |", "|---|---|"]
     lines += [f"| {name} | {value:.1f} |" if isinstance(value, float) else f"| {name} | {value} |"
               for name, value in report["first"].items()]
-    lines += ["", f"| similar by incident, {report['queries']} query incidents | p50 (ms) | p99 (ms) |", "|---|---|---|"]
-    lines += [f"| pass {n} | {v['p50']:.1f} | {v['p99']:.1f} |" for n, v in enumerate(report["latency_ms"], 1)]
+    searched = report.get("search_latency_ms") or []
+    header = f"| {report['queries']} query incidents | similar p50 (ms) | p99 (ms) |"
+    rule = "|---|---|---|"
+    if searched:
+        header += f" hybrid search ({report['searches']} queries, one after each similar) p50 (ms) | p99 (ms) |"
+        rule += "---|---|"
+    header += " major faults a request |"
+    rule += "---|"
+    lines += ["", header, rule]
+    for n, v in enumerate(report["latency_ms"]):
+        row = f"| pass {n + 1} | {v['p50']:.1f} | {v['p99']:.1f} |"
+        if searched:
+            row += f" {searched[n]['p50']:.1f} | {searched[n]['p99']:.1f} |"
+        lines.append(row + f" {report['major_faults_per_request'][n]:.0f} |")
     lines += ["", f"Copies of the query's own record in its top 10: {report['own_copies_in_top10']:.2f} on average.", "",
               "| resident memory (MB) | VmRSS | of it anonymous | of it mapped files |", "|---|---|---|---|"]
     for name, values in report["memory_mb"].items():  # a peak is sampled per field: no VmRSS of one moment
         in_all = f"{values['VmRSS']:,.0f}" if "VmRSS" in values else "–"
         lines.append(f"| {name} | {in_all} | {values['RssAnon']:,.0f} | {values['RssFile']:,.0f} |")
+    if report.get("cgroup"):
+        limit = report["cgroup"]
+        lines += ["", f"Memory cgroup: limit {limit['limit_mb']:,.0f} MB, peak charged {limit['peak_mb']:,.0f} MB, "
+                      f"charged after the queries {limit['usage_after_mb']:,.0f} MB (the process's own memory, its "
+                      "page-cache pages and kernel memory charged to it)."]
     return "\n".join(lines)
 
 
@@ -157,8 +261,19 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, required=True, help="folder the similarity artefact is saved in and read from")
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--search", type=int, default=0, metavar="N",
+                        help="also serve N search queries (hybrid), one after each similar request")
+    parser.add_argument("--memory-limit", type=float, metavar="GB",
+                        help="run inside a memory cgroup of GB gibibytes (page cache included); needs a saved artefact")
     args = parser.parse_args()
-    report = measure(args.ann_work, args.postings, args.cache, args.queries, args.passes)
+    if args.memory_limit is None:
+        report = measure(args.ann_work, args.postings, args.cache, args.queries, args.passes, args.search)
+    else:
+        if args.memory_limit <= 0:
+            parser.error("--memory-limit: must be a positive number of GB")
+        with MemoryCgroup(int(args.memory_limit * 2**30)) as confined:
+            stage(f"dropped {evict([args.ann_work, args.postings, args.cache]):,} index files from the page cache")
+            report = measure(args.ann_work, args.postings, args.cache, args.queries, args.passes, args.search, confined)
     sys.stderr.write(json.dumps(report) + "\n")
     sys.stdout.write(render(report) + "\n")
 

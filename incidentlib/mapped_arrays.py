@@ -117,7 +117,7 @@ CHECK_ELEMENTS = 1 << 20
 
 
 def map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], str | None] | None = None,
-                     block: int = CHECK_ELEMENTS, memo_checks: str | None = None) -> np.ndarray:
+                     block: int = CHECK_ELEMENTS, memo_checks: str | None = None, random_access: bool = False) -> np.ndarray:
     """The array of the ``.npy`` file ``path``, mapped read-only, after one pass over the file's bytes that both
     computes its checksum (compared with ``expected``, a :func:`incidentlib.checksum.checksum_file` value) and
     runs ``check`` on each block of ``block`` elements (it returns a reason to refuse the file, or None).
@@ -128,8 +128,32 @@ def map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], st
 
     With ``memo_checks`` (the caller's name for what ``check`` verifies, with its parameters), a pass that succeeds
     is remembered beside the file (:mod:`incidentlib.verified_memo`) and skipped while the file is unchanged.
+    With ``random_access`` the mapping is advised so (``MADV_RANDOM``) once verified: an array read a few entries
+    at a time at scattered places (the rows of some incidents out of a million) then brings in only the pages it
+    touches.  Without the advice every such read is a read-ahead of the pages around it (128 KB by default on
+    Linux, against the few KB a row holds), which fills memory with pages nobody asked for and, once the file is
+    larger than the memory left for it, pushes out the ones that will be read next.
+
     Raises ``OSError`` as opening does and :class:`MappedArraysError` naming ``path`` and the reason otherwise.
     """
+    array = _map_verified_npy(path, expected, check, block, memo_checks)
+    if random_access:
+        advise_random(array)
+    return array
+
+
+def advise_random(array: np.ndarray) -> None:
+    """Tell the kernel the memory map under ``array`` is read at random (``MADV_RANDOM``: no read-ahead); no-op for
+    an array that maps nothing or where the platform has no ``madvise``."""
+    base: object = array
+    while isinstance(base, np.ndarray | memoryview):
+        base = base.obj if isinstance(base, memoryview) else base.base
+    if isinstance(base, mmap.mmap) and hasattr(mmap, "MADV_RANDOM"):
+        base.madvise(mmap.MADV_RANDOM)
+
+
+def _map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], str | None] | None,
+                      block: int, memo_checks: str | None) -> np.ndarray:
     with path.open("rb") as handle:
         before = file_memo.signature(os.fstat(handle.fileno()))  # of the bytes mapped below
         try:

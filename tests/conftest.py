@@ -142,3 +142,19 @@ def on_store(request: pytest.FixtureRequest, store: str) -> Library:
 def graph_library(request: pytest.FixtureRequest) -> Library:
     """The bundled library on one graph store; tests using it run once per store."""
     return on_store(request, request.param)
+
+
+def mapping_flags(path: Path) -> set[str]:
+    """The kernel's flags (``VmFlags`` of ``/proc/self/smaps``) on this process's mappings of ``path``: ``rr`` means
+    advised random (``MADV_RANDOM``); empty when nothing maps it."""
+    flags: set[str] = set()
+    current = ""
+    with open("/proc/self/smaps", encoding="utf-8") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if fields and fields[0] == "VmFlags:":
+                if current == str(path):
+                    flags.update(fields[1:])
+            elif fields and "-" in fields[0] and not fields[0].endswith(":"):
+                current = " ".join(fields[5:])
+    return flags

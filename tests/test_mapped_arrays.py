@@ -145,3 +145,21 @@ def test_the_checksum_of_a_mapped_file_equals_that_of_its_bytes(tmp_path: Path, 
     assert checksum.checksum_mapped(mapped, start) == checksum.checksum_bytes(payload[start:])
     assert mapped[:] == payload  # the pages let go read back the same
     mapped.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads the kernel's mapping flags (Linux)")
+def test_an_array_read_at_random_is_mapped_without_read_ahead(tmp_path: Path) -> None:
+    from conftest import mapping_flags
+
+    from incidentlib.checksum import checksum_file
+    from incidentlib.mapped_arrays import map_verified_npy
+
+    scattered, scanned = tmp_path / "rows.npy", tmp_path / "columns.npy"
+    for path in (scattered, scanned):
+        np.save(path, np.arange(50_000, dtype=np.int64))
+    rows = map_verified_npy(scattered, checksum_file(scattered), random_access=True)
+    columns = map_verified_npy(scanned, checksum_file(scanned))
+    assert "rr" in mapping_flags(scattered.resolve())  # MADV_RANDOM: no read-ahead around a read
+    assert mapping_flags(scanned.resolve()) and "rr" not in mapping_flags(scanned.resolve())
+    np.testing.assert_array_equal(rows, np.arange(50_000))  # the advice changes what is read ahead, not the values
+    np.testing.assert_array_equal(columns, rows)

@@ -20,7 +20,13 @@ from incidentlib.loader import load_library
 from incidentlib.search import similarity as similarity_module
 from incidentlib.search.engine import SearchEngine
 from incidentlib.search.similarity import BUILD_STEPS, SimilarityIndex
-from incidentlib.search.similarity_store import SIMILARITY_DIR, SimilarityArtefactDamaged, load_artefact, similarity_key
+from incidentlib.search.similarity_store import (
+    MAPPED,
+    SIMILARITY_DIR,
+    SimilarityArtefactDamaged,
+    load_artefact,
+    similarity_key,
+)
 
 SIZE = 24  # incidents: enough for boilerplate, several terms per incident and a candidate pool smaller than the library
 TEXT = "The GPU fell off the bus and NCCL collectives timed out during training."
@@ -81,6 +87,20 @@ def test_a_saved_artefact_gives_the_rankings_of_a_fresh_build(engine: SearchEngi
     assert loaded.boilerplate.keys == built.boilerplate.keys
     assert np.array_equal(loaded._layout[0], built._layout[0]) and np.array_equal(loaded._layout[1], built._layout[1])
     assert (loaded._lexical[2] != built._lexical[2]).nnz == 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads the kernel's mapping flags (Linux)")
+def test_the_arrays_read_by_incident_are_mapped_for_random_access(engine: SearchEngine, cache: Path) -> None:
+    """A request reads the rows of scattered incidents (no read-ahead), and whole columns of some terms (read-ahead)."""
+    from conftest import mapping_flags
+
+    index = SimilarityIndex(engine)
+    index.rank(index.incident_query(index.data.incidents[index.ids[0]]), 5)
+    folder = only_folder(cache).resolve()
+    for name in MAPPED:
+        flags = mapping_flags(folder / f"{name}.npy")
+        assert flags, f"{name}.npy is not mapped"
+        assert ("rr" in flags) == (name in ("indices", "data", "counts")), name
 
 
 @pytest.mark.parametrize("damage", ["flipped byte", "truncated", "missing file", "meta edited", "other key",

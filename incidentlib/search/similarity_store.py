@@ -73,6 +73,10 @@ ARRAYS: dict[str, str] = {  # file stem -> dtype
 #: The (entries,) arrays, most of the artefact's bytes (1.35 GB at 100k incidents): memory-mapped, not read into the
 #: heap; a request reads the rows and columns of its terms and candidates (docs/benchmarks.md, "The whole service …").
 MAPPED = ("indices", "data", "counts", "col_indices", "col_data")
+#: The mapped arrays read by incident row: a request reads the rows of a few thousand scattered incidents, so they
+#: are mapped for random access (no read-ahead, :func:`~incidentlib.mapped_arrays.map_verified_npy`).  The by-term
+#: copy keeps the kernel's read-ahead: a term's column is read whole, front to back.
+BY_ROW = ("indices", "data", "counts")
 FILES = ("boilerplate.json", "vocabulary.json", *(f"{name}.npy" for name in ARRAYS))
 
 log = logging.getLogger(__name__)
@@ -198,7 +202,7 @@ def load_artefact(folder: Path, key: str, incidents: int, chunks: int) -> Simila
         arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in ARRAYS if name not in MAPPED}
         for name, (check, described) in checks.items():
             arrays[name] = map_verified_npy(folder / f"{name}.npy", meta.checksums.get(f"{name}.npy", ""), check,
-                                            memo_checks=f"similarity {name}: {described}")
+                                            memo_checks=f"similarity {name}: {described}", random_access=name in BY_ROW)
     except MappedArraysError as exc:
         raise SimilarityArtefactDamaged(str(exc)) from None
     except (OSError, ValueError) as exc:
