@@ -12,6 +12,10 @@ The page cache is dropped before each round (needs root; otherwise say so and me
 read once by every query so that only the rows are cold.  The two arms answer different halves of the queries
 (a row read by one arm would be cached for the other) and swap halves in the second round.  Last, both arms again
 on rows now cached: what the hints cost when they are not needed.
+
+``--read-ahead`` compares instead, the same way, the library's reader (its file opened ``POSIX_FADV_RANDOM``: only
+the rows asked for are read) with a second load of the same index whose file has the kernel's read-ahead put back
+(``POSIX_FADV_NORMAL``).
 """
 
 from __future__ import annotations
@@ -48,10 +52,46 @@ def timed(index: ivf.IvfIndex, queries: np.ndarray) -> np.ndarray:
     return np.array(samples) * 1000
 
 
+def read_ahead(work: Path) -> None:
+    """The library's reader (no read-ahead) against one with the kernel's read-ahead put back, cold then cached."""
+    arms: dict[str, ivf.IvfIndex] = {}
+    for name in ("no read-ahead (the library)", "read-ahead put back"):
+        index = dense.load(work / "ivf", "ivf")
+        assert isinstance(index, ivf.IvfIndex) and index._reader is not None
+        if name == "read-ahead put back":
+            os.posix_fadvise(index._reader.fd, 0, 0, os.POSIX_FADV_NORMAL)
+        arms[name] = index
+    queries = np.load(work / "queries.npy")
+    half = len(queries) // 2
+    cold: dict[str, list[np.ndarray]] = {name: [] for name in arms}
+    for halves in [(slice(0, half), slice(half, 2 * half)), (slice(half, 2 * half), slice(0, half))]:
+        if not drop_page_cache():
+            sys.stderr.write("cannot drop the page cache (not root): rows read earlier may be cached\n")
+        for index in arms.values():
+            index.search_codes_batch(queries, 20)  # the lists every query probes, read once: only the rows stay cold
+        for (name, index), part in zip(arms.items(), halves, strict=True):
+            cold[name].append(timed(index, queries[part]))
+    cached: dict[str, list[float]] = {name: [] for name in arms}
+    for query in queries[: 2 * half]:  # query by query, the arms in turn
+        for name, index in arms.items():
+            cached[name].extend(timed(index, query[None]).tolist())
+    print(f"{len(next(iter(arms.values()))):,} rows; {2 * half} real queries, two rounds\n")
+    print("| re-ranking reads | cold rows p50 / p99 (ms) | cached rows p50 / p99 (ms) |")
+    print("|---|---|---|")
+    for name in arms:
+        rows = np.concatenate(cold[name])
+        print(f"| {name} | {np.percentile(rows, 50):.2f} / {np.percentile(rows, 99):.2f} | "
+              f"{np.percentile(cached[name], 50):.2f} / {np.percentile(cached[name], 99):.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="bench_ann.py's --work folder (queries.npy, an ivf folder)")
+    parser.add_argument("--read-ahead", action="store_true", help="the library's reader against one with read-ahead")
     args = parser.parse_args()
+    if args.read_ahead:
+        read_ahead(args.work)
+        return
     index = dense.load(args.work / "ivf", "ivf")
     assert isinstance(index, ivf.IvfIndex)
     queries = np.load(args.work / "queries.npy")
