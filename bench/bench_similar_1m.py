@@ -18,8 +18,9 @@ path, what ``Library.similar`` uses at this size):
 3. ``--queries`` query incidents spread over the library: one untimed pass, then ``--passes`` timed passes, p50/p99;
 4. resident memory after the queries (the process's own, and pages of mapped files).
 
-``--search N`` serves ``N`` search queries (``eval/queries.jsonl``, hybrid, the query embedding included) in the same
-process, one after each ``similar`` of a pass, as a server answering both does; their p50/p99 are reported per pass.
+``--search N`` serves a hybrid search (the query embedding included) after each ``similar`` of a pass in the same
+process, as a server answering both does, its text cycling through the first ``N`` questions of
+``eval/queries.jsonl``; their p50/p99 are reported per pass.
 
 ``--memory-limit GB`` runs all of it inside a memory cgroup of that size (v1 ``memory.limit_in_bytes`` or v2
 ``memory.max``), created under this process's own and removed at the end: the index files are first dropped from
@@ -27,7 +28,9 @@ the page cache (``POSIX_FADV_DONTNEED``) so that every page read from them is ch
 must then keep the process's own memory *and* its mapped index pages under the limit, reclaiming pages to do so.
 The latency under the limit is what a service confined to that memory gets.  The artefact must already be saved
 (a first run without the limit builds it; its build needs more).  Reported beside the latency: the cgroup's peak
-usage and the major page faults (pages read from disk again) per request.
+usage, and per request the major page faults (mapped pages read from disk again) and the bytes read from storage
+(those faults with their read-ahead, and the vector rows read with ``pread``).  cgroup v2 needs the memory controller
+delegated to this process's cgroup (see :class:`MemoryCgroup`).
 
 Sanity check printed beside the latency: every copy of a record has the same text and a near copy of its vectors, so
 most of a query's top 10 should be copies of the record it was copied from; the mean share is reported.
@@ -42,6 +45,7 @@ import contextlib
 import ctypes
 import gc
 import json
+import math
 import os
 import resource
 import sys
@@ -75,25 +79,37 @@ class MemoryCgroup:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         lines = Path("/proc/self/cgroup").read_text().splitlines()
-        v1 = [line.split(":", 2)[2] for line in lines if line.split(":", 2)[1].split(",").count("memory")]
-        if v1:
-            self.parent = Path("/sys/fs/cgroup/memory") / v1[0].lstrip("/")
+        v1 = [line.split(":", 2)[2] for line in lines if "memory" in line.split(":", 2)[1].split(",")]
+        mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+        if v1:  # the memory hierarchy's mount point (it may be co-mounted with other controllers)
+            points = [m[1] for m in mounts if m[2] == "cgroup" and "memory" in m[3].split(",")]
+            if not points:
+                raise SystemExit("--memory-limit: the memory cgroup hierarchy is not mounted")
+            self.parent = Path(points[0]) / v1[0].lstrip("/")
             self.limit_file, self.peak_file = "memory.limit_in_bytes", "memory.max_usage_in_bytes"
             self.usage_file = "memory.usage_in_bytes"
         else:
             unified = [line.split(":", 2)[2] for line in lines if line.startswith("0::")]
-            if not unified:
+            points = [m[1] for m in mounts if m[2] == "cgroup2"]
+            if not unified or not points:
                 raise SystemExit("--memory-limit: no memory cgroup found in /proc/self/cgroup")
-            self.parent = Path("/sys/fs/cgroup") / unified[0].lstrip("/")
+            # the child gets memory.max only if the memory controller is delegated to it (cgroup.subtree_control of
+            # this process's cgroup), which the kernel allows only for a cgroup holding no process: run the
+            # benchmark from a cgroup prepared so, or as root from the root cgroup
+            self.parent = Path(points[0]) / unified[0].lstrip("/")
             self.limit_file, self.peak_file, self.usage_file = "memory.max", "memory.peak", "memory.current"
         self.path = self.parent / CGROUP_NAME
 
     def __enter__(self) -> MemoryCgroup:
         try:
             self.path.mkdir(exist_ok=True)
+            if not (self.path / self.limit_file).exists():
+                raise OSError(f"no {self.limit_file}: the memory controller is not enabled for it")
             (self.path / self.limit_file).write_text(str(self.limit))
             (self.path / "cgroup.procs").write_text(str(os.getpid()))
         except OSError as error:
+            with contextlib.suppress(OSError):
+                self.path.rmdir()
             raise SystemExit(f"--memory-limit: cannot make or enter the cgroup {self.path}: {error}") from error
         return self
 
@@ -109,8 +125,15 @@ class MemoryCgroup:
             self.path.rmdir()
 
 
-def major_faults() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+def disk_reads() -> tuple[int, int]:
+    """Major page faults (mapped pages read from disk) and bytes this process caused to be read from storage (faults,
+    their read-ahead and ``pread`` alike; ``/proc/self/io``, 0 where it is missing)."""
+    read = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("read_bytes:"):
+                read = int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt, read
 
 
 def settle() -> dict[str, float]:
@@ -148,9 +171,12 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
     ids = engine._incident_ids
     picked = [records[ids[round(i * (len(ids) - 1) / max(query_count - 1, 1))]] for i in range(query_count)]
     index = SimilarityIndex(engine)
-    if confined is not None and index.prepare(build=False) == "absent":
-        raise SystemExit(f"--memory-limit: no saved similarity artefact in {cache}; run once without the limit to build it")
     first: dict[str, float | str] = {}
+    if confined is not None:  # never build under the limit (the build needs more): load, and time the load
+        started = time.perf_counter()
+        if index.prepare(build=False) == "absent":
+            raise SystemExit(f"--memory-limit: no saved similarity artefact in {cache}; run once without the limit")
+        first["artefact loaded before the limit's first request (s)"] = time.perf_counter() - started
     with PeakSampler() as peak:
         started = time.perf_counter()
         index._artefact  # noqa: B018  # the artefact alone: built (or loaded), saved, mapped
@@ -190,10 +216,11 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
     latency = []
     search_latency = []
     faults = []
+    read_kb = []
     own_copies = []
     for _ in range(passes):
         samples, search_samples = [], []
-        faults_before = major_faults()
+        faults_before, read_before = disk_reads()
         for n, incident in enumerate(picked):
             started = time.perf_counter()
             ranked = index.rank(index.incident_query(incident), 10)
@@ -203,7 +230,10 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
                 started = time.perf_counter()
                 engine.search(searches[n], k=10, mode=SearchMode.hybrid)
                 search_samples.append(time.perf_counter() - started)
-        faults.append((major_faults() - faults_before) / (len(picked) + len(search_samples)))
+        faults_after, read_after = disk_reads()
+        requests = len(picked) + len(search_samples)
+        faults.append((faults_after - faults_before) / requests)
+        read_kb.append((read_after - read_before) / 1024 / requests)
         latency.append({"p50": percentile_ms(samples, 50), "p99": percentile_ms(samples, 99)})
         if search_samples:
             search_latency.append({"p50": percentile_ms(search_samples, 50), "p99": percentile_ms(search_samples, 99)})
@@ -216,7 +246,7 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
             "entries": int(index._artefact.matrix.nnz), "terms": len(index._artefact.vocabulary),
             "candidate_path": index.uses_candidates, "dense_index": engine.dense.index.describe(),
             "first": first, "latency_ms": latency, "search_latency_ms": search_latency,
-            "major_faults_per_request": faults, "own_copies_in_top10": sum(own_copies) / max(len(own_copies), 1),
+            "major_faults_per_request": faults, "read_kb_per_request": read_kb, "own_copies_in_top10": sum(own_copies) / max(len(own_copies), 1),
             "memory_mb": memory, "queries": query_count, "searches": len(set(searches)), "cgroup": limit}
 
 
@@ -233,14 +263,14 @@ def render(report: dict) -> str:
     if searched:
         header += f" hybrid search ({report['searches']} queries, one after each similar) p50 (ms) | p99 (ms) |"
         rule += "---|---|"
-    header += " major faults a request |"
-    rule += "---|"
+    header += " major faults a request | KB read from storage a request |"
+    rule += "---|---|"
     lines += ["", header, rule]
     for n, v in enumerate(report["latency_ms"]):
         row = f"| pass {n + 1} | {v['p50']:.1f} | {v['p99']:.1f} |"
         if searched:
             row += f" {searched[n]['p50']:.1f} | {searched[n]['p99']:.1f} |"
-        lines.append(row + f" {report['major_faults_per_request'][n]:.0f} |")
+        lines.append(row + f" {report['major_faults_per_request'][n]:.0f} | {report['read_kb_per_request'][n]:,.0f} |")
     lines += ["", f"Copies of the query's own record in its top 10: {report['own_copies_in_top10']:.2f} on average.", "",
               "| resident memory (MB) | VmRSS | of it anonymous | of it mapped files |", "|---|---|---|---|"]
     for name, values in report["memory_mb"].items():  # a peak is sampled per field: no VmRSS of one moment
@@ -248,9 +278,11 @@ def render(report: dict) -> str:
         lines.append(f"| {name} | {in_all} | {values['RssAnon']:,.0f} | {values['RssFile']:,.0f} |")
     if report.get("cgroup"):
         limit = report["cgroup"]
-        lines += ["", f"Memory cgroup: limit {limit['limit_mb']:,.0f} MB, peak charged {limit['peak_mb']:,.0f} MB, "
+        peak = "not kept by this kernel (cgroup v2 before Linux 5.19)" if math.isnan(limit["peak_mb"]) else f"{limit['peak_mb']:,.0f} MB"
+        lines += ["", f"Memory cgroup: limit {limit['limit_mb']:,.0f} MB, peak charged {peak}, "
                       f"charged after the queries {limit['usage_after_mb']:,.0f} MB (the process's own memory, its "
-                      "page-cache pages and kernel memory charged to it)."]
+                      "page-cache pages and kernel memory charged to it; `VmRSS` also counts mapped pages charged "
+                      "elsewhere before the move, such as the libraries and the model files)."]
     return "\n".join(lines)
 
 
@@ -262,7 +294,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--search", type=int, default=0, metavar="N",
-                        help="also serve N search queries (hybrid), one after each similar request")
+                        help="after each similar request also serve a hybrid search, the texts cycling through the "
+                             "first N questions of eval/queries.jsonl (at most --queries of them are used)")
     parser.add_argument("--memory-limit", type=float, metavar="GB",
                         help="run inside a memory cgroup of GB gibibytes (page cache included); needs a saved artefact")
     args = parser.parse_args()

@@ -20,6 +20,7 @@ mapped read-only after one pass that computes its checksum and checks its values
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import mmap
@@ -149,7 +150,8 @@ def advise_random(array: np.ndarray) -> None:
     while isinstance(base, np.ndarray | memoryview):
         base = base.obj if isinstance(base, memoryview) else base.base
     if isinstance(base, mmap.mmap) and hasattr(mmap, "MADV_RANDOM"):
-        base.madvise(mmap.MADV_RANDOM)
+        with contextlib.suppress(OSError):  # a hint: a kernel that refuses it reads the same bytes, only more of them
+            base.madvise(mmap.MADV_RANDOM)
 
 
 def _map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], str | None] | None,

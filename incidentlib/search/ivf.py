@@ -25,7 +25,7 @@ import math
 import os
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -132,7 +132,8 @@ class _RowReader:
         self._dim = dim
         weakref.finalize(self, os.close, self.fd)
         if hasattr(os, "posix_fadvise"):  # rows are read at random (announced below): no read-ahead around each
-            os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_RANDOM)
+            with suppress(OSError):  # a hint only
+                os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_RANDOM)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Rows ``ids`` (any order, repeats allowed) as a new float32 matrix.

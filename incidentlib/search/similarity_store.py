@@ -73,9 +73,11 @@ ARRAYS: dict[str, str] = {  # file stem -> dtype
 #: The (entries,) arrays, most of the artefact's bytes (1.35 GB at 100k incidents): memory-mapped, not read into the
 #: heap; a request reads the rows and columns of its terms and candidates (docs/benchmarks.md, "The whole service …").
 MAPPED = ("indices", "data", "counts", "col_indices", "col_data")
-#: The mapped arrays read by incident row: a request reads the rows of a few thousand scattered incidents, so they
-#: are mapped for random access (no read-ahead, :func:`~incidentlib.mapped_arrays.map_verified_npy`).  The by-term
-#: copy keeps the kernel's read-ahead: a term's column is read whole, front to back.
+#: The mapped arrays read by incident row: a request on the candidate path (every large library) reads the rows of a
+#: few thousand scattered incidents, so they are mapped for random access (no read-ahead,
+#: :func:`~incidentlib.mapped_arrays.map_verified_npy`).  The exact path of a small library, and the neighbourhood and
+#: reliability options, scan them whole; a cold scan then reads page by page, on files small enough to stay cached.
+#: The by-term copy keeps the kernel's read-ahead: a term's column is read whole, front to back.
 BY_ROW = ("indices", "data", "counts")
 FILES = ("boilerplate.json", "vocabulary.json", *(f"{name}.npy" for name in ARRAYS))
 
