@@ -160,47 +160,6 @@ def advise_random(array: np.ndarray) -> None:
             mapped.madvise(mmap.MADV_RANDOM)
 
 
-def page_ranges(offset: int, itemsize: int, starts: np.ndarray, ends: np.ndarray,
-                page: int = mmap.PAGESIZE) -> list[tuple[int, int]]:
-    """The byte ranges ``(start, length)`` of whole pages holding elements ``starts[i]:ends[i]`` of an array that
-    begins ``offset`` bytes into a mapping; empty element ranges are dropped, overlapping or touching ones merged,
-    in ascending order."""
-    starts = np.asarray(starts, dtype=np.int64)
-    ends = np.asarray(ends, dtype=np.int64)
-    filled = ends > starts
-    if not filled.any():
-        return []
-    first = offset + starts[filled] * itemsize
-    stop = offset + ends[filled] * itemsize
-    first -= first % page
-    stop += -stop % page
-    order = np.argsort(first, kind="stable")
-    first, stop = first[order], stop[order]
-    reach = np.maximum.accumulate(stop)
-    opens = np.flatnonzero(np.r_[True, first[1:] > reach[:-1]])
-    closes = np.r_[opens[1:], len(first)] - 1
-    return [(int(a), int(b) - int(a)) for a, b in zip(first[opens], reach[closes], strict=True)]
-
-
-def will_need(array: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
-    """Announce to the kernel (``MADV_WILLNEED``) that elements ``starts[i]:ends[i]`` of the mapped 1-D ``array`` are
-    about to be read, so that the reads of those not in the page cache are in flight together instead of one page
-    fault after another; returns the ranges announced (0 for an array that maps nothing, or no ``madvise``).
-
-    Scattered rows read cold (``bench/bench_cold_rows.py``): 2,500 rows of the 1M similarity matrix took 790–902 ms
-    read by page faults and 88–113 ms announced first; with the rows cached the announcing costs 1–3 ms."""
-    mapped = _mapping_of(array)
-    if mapped is None or not hasattr(mmap, "MADV_WILLNEED") or array.ndim != 1:
-        return 0
-    offset = array.ctypes.data - np.frombuffer(mapped, dtype=np.uint8).ctypes.data
-    ranges = page_ranges(offset, array.itemsize, starts, ends)
-    size = len(mapped)
-    with contextlib.suppress(OSError):  # a hint only
-        for start, length in ranges:
-            mapped.madvise(mmap.MADV_WILLNEED, start, min(length, size - start))
-    return len(ranges)
-
-
 def _map_verified_npy(path: Path, expected: str, check: Callable[[np.ndarray], str | None] | None,
                       block: int, memo_checks: str | None) -> np.ndarray:
     with path.open("rb") as handle:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from scipy import sparse  # type: ignore[import-untyped]
@@ -107,44 +105,3 @@ def test_a_small_rescore_cap_keeps_the_pool_bounded_and_allowed(matrix) -> None:
     # capped by the partial sums of the essential terms: most of the exact head is still found
     assert len(set(found.pool.tolist()) & top_set(full, mask, 50)) >= 40
 
-
-def test_rows_of_a_mapped_matrix_are_announced_and_score_as_in_memory(matrix, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A saved matrix read through its memory map gives the same row scores; each call announces the rows' pages of
-    both mapped arrays, and a matrix in memory announces nothing."""
-    from incidentlib import checksum, mapped_arrays
-    from incidentlib.search import lexical_top as module
-
-    rows = matrix[0]
-    for name in ("indices", "data"):
-        np.save(tmp_path / f"{name}.npy", getattr(rows, name))
-    data, indices = (mapped_arrays.map_verified_npy(tmp_path / f"{name}.npy", checksum.checksum_file(tmp_path / f"{name}.npy"),
-                                                    random_access=True) for name in ("data", "indices"))
-    mapped = sparse.csr_matrix((data, indices, rows.indptr), shape=rows.shape)
-    assert mapped_arrays._mapping_of(mapped.data) is not None  # scipy kept the mapped arrays, no copy
-    announced: list[int] = []
-    real = mapped_arrays.will_need
-    monkeypatch.setattr(module, "will_need", lambda array, starts, ends: announced.append(real(array, starts, ends)))
-    query = WeightedQuery(incident_query(rows, 7), TERMS)
-    positions = np.array([3999, 5, 17, 2048, 5, 1000])  # any order, repeats allowed
-    np.testing.assert_array_equal(query.score_rows(mapped, positions), query.score_rows(rows, positions))
-    assert len(announced) == 4 and all(count > 0 for count in announced[:2]) and announced[2:] == [0, 0]
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_page_ranges_cover_exactly_the_pages_of_the_rows(seed: int) -> None:
-    from incidentlib.mapped_arrays import page_ranges
-
-    rng = np.random.default_rng(seed)
-    page, itemsize, offset = 4096, 8, int(rng.integers(0, 5000))
-    starts = rng.integers(0, 20_000, size=60)
-    ends = starts + rng.integers(0, 700, size=60)  # some empty, some spanning pages, some overlapping
-    ranges = page_ranges(offset, itemsize, starts, ends, page)
-    covered = set()
-    for start, length in ranges:
-        assert start % page == 0 and length % page == 0 and length > 0
-        covered.update(range(start // page, (start + length) // page))
-    wanted = {p for s, e in zip(starts, ends, strict=True) if e > s
-              for p in range((offset + s * itemsize) // page, (offset + e * itemsize - 1) // page + 1)}
-    assert covered == wanted
-    assert all(a[0] + a[1] < b[0] for a, b in itertools.pairwise(ranges))  # ascending, merged when touching
-    assert page_ranges(0, 8, np.array([5]), np.array([5])) == []

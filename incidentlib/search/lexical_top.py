@@ -32,8 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
 
-from ..mapped_arrays import will_need
-
 #: Relative slack on the MaxScore bound: ``E`` (column order) and the exact row scores sum the same products in a
 #: different order, so equal scores can differ by a few ulps; the slack keeps such an incident in.
 BOUND_SLACK = 1e-9
@@ -85,15 +83,9 @@ class WeightedQuery:
         self.vector[self.columns] = self.weights
 
     def score_rows(self, rows: sparse.csr_matrix, positions: np.ndarray) -> np.ndarray:
-        """``L(q, c)`` for the incidents at ``positions``, exactly, from their rows.  Rows of a mapped matrix are
-        announced first (:func:`~incidentlib.mapped_arrays.will_need`): a few thousand scattered rows are read from
-        disk together instead of one page fault at a time, when they are not cached."""
+        """``L(q, c)`` for the incidents at ``positions``, exactly, from their rows."""
         if not len(positions):
             return np.zeros(0)
-        positions = np.asarray(positions, dtype=np.int64)
-        starts, ends = rows.indptr[positions], rows.indptr[positions + 1]
-        will_need(rows.indices, starts, ends)
-        will_need(rows.data, starts, ends)
         return np.asarray(rows[positions] @ self.vector).ravel()
 
     def score_columns(self, columns: sparse.csc_matrix, which: np.ndarray | None = None) -> np.ndarray:
@@ -141,7 +133,11 @@ def lexical_top(query: WeightedQuery, rows: sparse.csr_matrix, columns: sparse.c
     if len(passing) > rescore:
         passing = passing[np.argpartition(-partial[passing], rescore - 1)[:rescore]]
     known = np.union1d(passing, seeds)
-    known_scores = query.score_rows(rows, known)
+    # the seeds were scored above: only the rows that passed the bound are read (and announced) now
+    known_scores = np.empty(len(known))
+    from_seeds = np.isin(known, seeds, assume_unique=True)
+    known_scores[from_seeds] = seed_scores[np.searchsorted(seeds, known[from_seeds])]
+    known_scores[~from_seeds] = query.score_rows(rows, known[~from_seeds])
     pool = known[_best_positive(known_scores, np.arange(len(known)), size)]
 
     total = float(query.weights @ bounds.sums[query.columns])
