@@ -24,6 +24,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -52,30 +53,33 @@ def timed(index: ivf.IvfIndex, queries: np.ndarray) -> np.ndarray:
     return np.array(samples) * 1000
 
 
-def read_ahead(work: Path) -> None:
-    """The library's reader (no read-ahead) against one with the kernel's read-ahead put back, cold then cached."""
-    arms: dict[str, ivf.IvfIndex] = {}
-    for name in ("no read-ahead (the library)", "read-ahead put back"):
-        index = dense.load(work / "ivf", "ivf")
-        assert isinstance(index, ivf.IvfIndex) and index._reader is not None
-        if name == "read-ahead put back":
-            os.posix_fadvise(index._reader.fd, 0, 0, os.POSIX_FADV_NORMAL)
-        arms[name] = index
-    queries = np.load(work / "queries.npy")
+#: An arm: the index it searches and the ``posix_fadvise`` its reads run with (the library's, or none).
+Arm = tuple[ivf.IvfIndex, Callable[[int, int, int, int], None]]
+
+
+def compare(arms: dict[str, Arm], queries: np.ndarray) -> None:
+    """Cold then cached re-ranking reads of each arm, printed as a table: the arms answer different halves of the
+    queries cold (the page cache dropped before each round, the halves swapped in the second), then every query in
+    turn with the rows cached."""
+    announce = os.posix_fadvise
     half = len(queries) // 2
     cold: dict[str, list[np.ndarray]] = {name: [] for name in arms}
     for halves in [(slice(0, half), slice(half, 2 * half)), (slice(half, 2 * half), slice(0, half))]:
         if not drop_page_cache():
             sys.stderr.write("cannot drop the page cache (not root): rows read earlier may be cached\n")
-        for index in arms.values():
+        for index in {id(index): index for index, _ in arms.values()}.values():
             index.search_codes_batch(queries, 20)  # the lists every query probes, read once: only the rows stay cold
-        for (name, index), part in zip(arms.items(), halves, strict=True):
+        for (name, (index, hint)), part in zip(arms.items(), halves, strict=True):
+            ivf.os.posix_fadvise = hint  # type: ignore[assignment]
             cold[name].append(timed(index, queries[part]))
     cached: dict[str, list[float]] = {name: [] for name in arms}
-    for query in queries[: 2 * half]:  # query by query, the arms in turn
-        for name, index in arms.items():
+    for query in queries[: 2 * half]:  # query by query, the arms in turn: a load change hits both alike
+        for name, (index, hint) in arms.items():
+            ivf.os.posix_fadvise = hint  # type: ignore[assignment]
             cached[name].extend(timed(index, query[None]).tolist())
-    print(f"{len(next(iter(arms.values()))):,} rows; {2 * half} real queries, two rounds\n")
+    ivf.os.posix_fadvise = announce
+    first = next(iter(arms.values()))[0]
+    print(f"{len(first):,} rows, {first.describe()}; {2 * half} real queries, two rounds\n")
     print("| re-ranking reads | cold rows p50 / p99 (ms) | cached rows p50 / p99 (ms) |")
     print("|---|---|---|")
     for name in arms:
@@ -84,46 +88,33 @@ def read_ahead(work: Path) -> None:
               f"{np.percentile(cached[name], 50):.2f} / {np.percentile(cached[name], 99):.2f} |")
 
 
+def load(work: Path) -> ivf.IvfIndex:
+    index = dense.load(work / "ivf", "ivf")
+    assert isinstance(index, ivf.IvfIndex) and index._reader is not None
+    return index
+
+
+def one_by_one(fd: int, offset: int, length: int, advice: int) -> None:
+    """The hints switched off: each run is read when its turn comes."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="bench_ann.py's --work folder (queries.npy, an ivf folder)")
     parser.add_argument("--read-ahead", action="store_true", help="the library's reader against one with read-ahead")
     args = parser.parse_args()
-    if args.read_ahead:
-        read_ahead(args.work)
-        return
-    index = dense.load(args.work / "ivf", "ivf")
-    assert isinstance(index, ivf.IvfIndex)
     queries = np.load(args.work / "queries.npy")
-    half = len(queries) // 2
     announce = os.posix_fadvise
-
-    def one_by_one(fd: int, offset: int, length: int, advice: int) -> None:
-        """The hints switched off: each run is read when its turn comes."""
-
-    arms = {"one run after another": one_by_one, "every run announced first (the library)": announce}
-    results: dict[str, list[np.ndarray]] = {name: [] for name in arms}
-    for round_number, halves in enumerate([(slice(0, half), slice(half, 2 * half)), (slice(half, 2 * half), slice(0, half))]):
-        if not drop_page_cache():
-            sys.stderr.write("cannot drop the page cache (not root): rows read earlier may be cached\n")
-        index.search_codes_batch(queries, 20)  # the lists every query probes, read once: only the rows stay cold
-        for (name, hint), part in zip(arms.items(), halves, strict=True):
-            ivf.os.posix_fadvise = hint  # type: ignore[assignment]
-            results[name].append(timed(index, queries[part]))
-    ivf.os.posix_fadvise = announce
-    print(f"{len(index):,} rows, {index.describe()}; {2 * half} real queries, two rounds\n")
-    print("| re-ranking reads | cold rows p50 / p99 (ms) | cached rows p50 / p99 (ms) |")
-    print("|---|---|---|")
-    cached: dict[str, list[float]] = {name: [] for name in arms}
-    for query in queries[: 2 * half]:  # query by query, the arms in turn: a load change hits both alike
-        for name, hint in arms.items():
-            ivf.os.posix_fadvise = hint  # type: ignore[assignment]
-            cached[name].extend(timed(index, query[None]).tolist())
-    ivf.os.posix_fadvise = announce
-    for name in arms:
-        cold = np.concatenate(results[name])
-        print(f"| {name} | {np.percentile(cold, 50):.2f} / {np.percentile(cold, 99):.2f} | "
-              f"{np.percentile(cached[name], 50):.2f} / {np.percentile(cached[name], 99):.2f} |")
+    if args.read_ahead:
+        ahead = load(args.work)
+        assert ahead._reader is not None
+        os.posix_fadvise(ahead._reader.fd, 0, 0, os.POSIX_FADV_NORMAL)
+        compare({"no read-ahead (the library)": (load(args.work), announce), "read-ahead put back": (ahead, announce)},
+                queries)
+        return
+    index = load(args.work)
+    compare({"one run after another": (index, one_by_one), "every run announced first (the library)": (index, announce)},
+            queries)
 
 
 if __name__ == "__main__":

@@ -104,4 +104,3 @@ def test_a_small_rescore_cap_keeps_the_pool_bounded_and_allowed(matrix) -> None:
     assert found.rescored <= 60 + len(np.unique(seeds[mask[seeds]])) + 50  # capped, besides the seeds (given and own)
     # capped by the partial sums of the essential terms: most of the exact head is still found
     assert len(set(found.pool.tolist()) & top_set(full, mask, 50)) >= 40
-

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import mmap
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from fakes import HashEmbedder
 from incidentlib import Library, checksum
 from incidentlib.library import SearchConfig
 from incidentlib.loader import load_library
+from incidentlib.mapped_arrays import _mapping_of
 from incidentlib.search import similarity as similarity_module
 from incidentlib.search.engine import SearchEngine
 from incidentlib.search.similarity import BUILD_STEPS, SimilarityIndex
@@ -59,10 +59,7 @@ def rankings(index: SimilarityIndex) -> list[list[tuple[object, ...]]]:
 
 def mapped(array: np.ndarray) -> bool:
     """Whether ``array``'s memory is a mapped file (following its chain of views)."""
-    base: object = array
-    while isinstance(base, np.ndarray | memoryview):
-        base = base.obj if isinstance(base, memoryview) else base.base
-    return isinstance(base, mmap.mmap)
+    return _mapping_of(array) is not None
 
 
 def only_folder(cache: Path) -> Path:

@@ -133,7 +133,7 @@ def lexical_top(query: WeightedQuery, rows: sparse.csr_matrix, columns: sparse.c
     if len(passing) > rescore:
         passing = passing[np.argpartition(-partial[passing], rescore - 1)[:rescore]]
     known = np.union1d(passing, seeds)
-    # the seeds were scored above: only the rows that passed the bound are read (and announced) now
+    # the seeds were scored above: only the rows that passed the bound are read now
     known_scores = np.empty(len(known))
     from_seeds = np.isin(known, seeds, assume_unique=True)
     known_scores[from_seeds] = seed_scores[np.searchsorted(seeds, known[from_seeds])]
