@@ -19,6 +19,7 @@ from incidentlib.loader import load_library
 from incidentlib.mapped_arrays import _mapping_of
 from incidentlib.search import similarity as similarity_module
 from incidentlib.search.engine import SearchEngine
+from incidentlib.search.lexical_top import TermBounds
 from incidentlib.search.similarity import BUILD_STEPS, SimilarityIndex
 from incidentlib.search.similarity_store import (
     MAPPED,
@@ -84,6 +85,22 @@ def test_a_saved_artefact_gives_the_rankings_of_a_fresh_build(engine: SearchEngi
     assert loaded.boilerplate.keys == built.boilerplate.keys
     assert np.array_equal(loaded._layout[0], built._layout[0]) and np.array_equal(loaded._layout[1], built._layout[1])
     assert (loaded._lexical[2] != built._lexical[2]).nnz == 0
+    # the bounds are read from their own files, and are the columns' reduction exactly
+    fresh = TermBounds.of(loaded._artefact.columns)
+    assert np.array_equal(loaded._term_bounds.maxima, fresh.maxima) and np.array_equal(loaded._term_bounds.sums, fresh.sums)
+    assert loaded._term_bounds.maxima.max() > 0
+
+
+def test_a_loaded_artefact_never_reduces_its_columns_for_the_bounds(engine: SearchEngine, cache: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """At a million incidents the reduction reads 3.6 GB; a loaded artefact serves the candidate path without it."""
+    first = rankings(SimilarityIndex(engine, candidate_threshold=0))
+
+    def refuse(columns: object) -> TermBounds:
+        raise AssertionError("the term bounds were reduced from the columns again")
+    monkeypatch.setattr(TermBounds, "of", classmethod(lambda cls, columns: refuse(columns)))
+    loaded = SimilarityIndex(engine, candidate_threshold=0)
+    assert rankings(loaded) == first and loaded.artefact_source == "loaded"
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads the kernel's mapping flags (Linux)")
@@ -101,7 +118,8 @@ def test_the_arrays_read_by_incident_are_mapped_for_random_access(engine: Search
 
 
 @pytest.mark.parametrize("damage", ["flipped byte", "truncated", "missing file", "meta edited", "other key",
-                                    "term out of range, checksum matching", "NaN weight, checksum matching"])
+                                    "term out of range, checksum matching", "NaN weight, checksum matching",
+                                    "negative bound, checksum matching"])
 def test_a_damaged_or_mismatched_artefact_is_rebuilt(engine: SearchEngine, cache: Path, damage: str,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     expected = rankings(SimilarityIndex(engine))
@@ -124,9 +142,10 @@ def test_a_damaged_or_mismatched_artefact_is_rebuilt(engine: SearchEngine, cache
         meta["key"] = "0" * 32
         (folder / "meta.json").write_text(json.dumps(meta))
     else:  # values this code never writes, under a checksum that matches them: the mapped arrays' checks refuse them
-        name = "indices" if damage.startswith("term") else "col_data"
+        name = {"term": "indices", "NaN ": "col_data", "nega": "term_max"}[damage[:4]]
         values = np.load(folder / f"{name}.npy")
-        values[len(values) // 2] = np.iinfo(values.dtype).max if values.dtype.kind == "i" else np.nan
+        values[len(values) // 2] = (np.iinfo(values.dtype).max if values.dtype.kind == "i" else
+                                    -1.0 if name == "term_max" else np.nan)
         np.save(folder / f"{name}.npy", values)
         meta = json.loads((folder / "meta.json").read_text())
         meta["checksums"][f"{name}.npy"] = checksum.checksum_file(folder / f"{name}.npy")

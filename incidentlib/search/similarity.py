@@ -348,7 +348,7 @@ class SimilarityIndex:
         return source
 
     def warm_query(self) -> None:
-        """Answer one query, which builds what is left (the term bounds, the passage rows, the dense sample)."""
+        """Answer one query, which builds what is left (the passage rows, the dense sample; the term bounds are saved with the artefact)."""
         if self.ids:
             self.rank(self.incident_query(self.data.incidents[self.ids[0]]), 1)
 
@@ -422,9 +422,10 @@ class SimilarityIndex:
         matrix = sparse.csr_matrix((weights, indices, indptr), shape=(records, len(vocabulary)))
         del weights
         kept, starts = self._build_layout(boilerplate, progress, records_total)
+        columns = sparse.csc_matrix(matrix)
         return SimilarityArtefact(
-            boilerplate_keys=boilerplate.keys, vocabulary=list(vocabulary), idf=idf, matrix=matrix,
-            counts=tfs, columns=sparse.csc_matrix(matrix), kept=kept, starts=starts, chunks=len(self.engine.chunks))
+            boilerplate_keys=boilerplate.keys, vocabulary=list(vocabulary), idf=idf, matrix=matrix, counts=tfs,
+            columns=columns, bounds=TermBounds.of(columns), kept=kept, starts=starts, chunks=len(self.engine.chunks))
 
     def _build_layout(self, boilerplate: Boilerplate, progress: BuildProgress | None = None,
                       total: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -490,10 +491,10 @@ class SimilarityIndex:
         weights = np.fromiter(terms.values(), dtype=np.float64, count=len(terms))
         return np.asarray(self._lexical_columns[:, columns] @ weights).ravel()
 
-    @cached_property
+    @property
     def _term_bounds(self) -> TermBounds:
         """Per term the largest and the summed BM25 weight over the incidents (candidate path, :mod:`.lexical_top`)."""
-        return TermBounds.of(self._lexical_columns)
+        return self._artefact.bounds
 
     def _weighted_query(self, terms: dict[int, float]) -> WeightedQuery:
         return WeightedQuery(terms, self._artefact.matrix.shape[1])

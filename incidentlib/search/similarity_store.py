@@ -20,6 +20,8 @@ Layout::
         col_indptr.npy     int64 (terms + 1)       the same matrix by term (CSC), for the candidate path
         col_indices.npy    int32 incident positions, ascending within a term
         col_data.npy       float64
+        term_max.npy       float64 (terms)         per term, the largest weight and the sum of its weights over the
+        term_sum.npy       float64 (terms)         incidents: MaxScore's bounds (:class:`.lexical_top.TermBounds`)
         kept.npy           int64 chunk positions of the kept dense passages, incident by incident
         starts.npy         int64 (incidents) the first kept passage of each incident
 
@@ -54,6 +56,7 @@ from ..mapped_arrays import MappedArraysError, map_verified_npy
 from ..storage import atomic_write_text
 from . import boilerplate as boilerplate_module
 from . import tokenize as tokenize_module
+from .lexical_top import TermBounds
 
 try:
     import fcntl
@@ -62,13 +65,14 @@ except ImportError:  # not POSIX: builds are not coordinated between processes
 
 #: Version of the artefact's layout *and* of how :class:`~.similarity.SimilarityIndex` computes it (it is part of the
 #: key): raise it when either changes, so that artefacts written by the old code are not read.
-SIMILARITY_FORMAT = 1
+SIMILARITY_FORMAT = 2
 SIMILARITY_DIR = "similarity"
 #: Artefacts kept (the most recently used): the same bound as the lexical cache (lexical_store.KEEP_LEXICAL).
 KEEP_SIMILARITY = 8
 ARRAYS: dict[str, str] = {  # file stem -> dtype
     "idf": "float64", "indptr": "int64", "indices": "int32", "data": "float64", "counts": "int32",
-    "col_indptr": "int64", "col_indices": "int32", "col_data": "float64", "kept": "int64", "starts": "int64",
+    "col_indptr": "int64", "col_indices": "int32", "col_data": "float64", "term_max": "float64", "term_sum": "float64",
+    "kept": "int64", "starts": "int64",
 }
 #: The (entries,) arrays, most of the artefact's bytes (1.35 GB at 100k incidents): memory-mapped, not read into the
 #: heap; a request reads the rows and columns of its terms and candidates (docs/benchmarks.md, "The whole service …").
@@ -101,8 +105,8 @@ class SimilarityArtefactDamaged(DataError):
 
 @dataclass(frozen=True)
 class SimilarityArtefact:
-    """The boilerplate model, the (incidents × terms) BM25 matrix by row and by column with its term counts,
-    and the kept-passage layout (see the module docstring)."""
+    """The boilerplate model, the (incidents × terms) BM25 matrix by row and by column with its term counts and
+    per-term bounds, and the kept-passage layout (see the module docstring)."""
 
     boilerplate_keys: frozenset[str]
     vocabulary: list[str]
@@ -110,6 +114,9 @@ class SimilarityArtefact:
     matrix: sparse.csr_matrix
     counts: np.ndarray  # aligned with ``matrix.data``
     columns: sparse.csc_matrix
+    # saved rather than reduced from ``columns`` on first use: at a million incidents that reduction reads the whole
+    # by-term copy (3.6 GB) and took 19-30 s of a server's first `similar` (docs/benchmarks.md)
+    bounds: TermBounds
     kept: np.ndarray
     starts: np.ndarray
     chunks: int  # chunks of the engine the layout was made for
@@ -174,7 +181,8 @@ def save_artefact(folder: Path, key: str, artefact: SimilarityArtefact) -> None:
 def _arrays_of(artefact: SimilarityArtefact) -> dict[str, np.ndarray]:
     return {"idf": artefact.idf, "indptr": artefact.matrix.indptr, "indices": artefact.matrix.indices,
             "data": artefact.matrix.data, "counts": artefact.counts, "col_indptr": artefact.columns.indptr,
-            "col_indices": artefact.columns.indices, "col_data": artefact.columns.data, "kept": artefact.kept,
+            "col_indices": artefact.columns.indices, "col_data": artefact.columns.data, "term_max": artefact.bounds.maxima,
+            "term_sum": artefact.bounds.sums, "kept": artefact.kept,
             "starts": artefact.starts}
 
 
@@ -214,7 +222,8 @@ def load_artefact(folder: Path, key: str, incidents: int, chunks: int) -> Simila
             raise SimilarityArtefactDamaged(f"{folder / name}: not a list of strings")
     terms, entries = meta.terms, meta.entries
     shapes = {"idf": (terms,), "indptr": (incidents + 1,), "indices": (entries,), "data": (entries,), "counts": (entries,),
-              "col_indptr": (terms + 1,), "col_indices": (entries,), "col_data": (entries,), "kept": (meta.kept,),
+              "col_indptr": (terms + 1,), "col_indices": (entries,), "col_data": (entries,), "term_max": (terms,),
+              "term_sum": (terms,), "kept": (meta.kept,),
               "starts": (incidents,)}
     for name, dtype in ARRAYS.items():
         if arrays[name].dtype != np.dtype(dtype) or arrays[name].shape != shapes[name]:
@@ -226,15 +235,20 @@ def load_artefact(folder: Path, key: str, incidents: int, chunks: int) -> Simila
         offsets = arrays[pointer]
         if int(offsets[0]) != 0 or int(offsets[-1]) != entries or (np.diff(offsets) < 0).any():
             raise SimilarityArtefactDamaged(f"{folder / pointer}.npy: not a non-decreasing offset array over {entries} entries")
-    if not np.isfinite(arrays["idf"]).all():
-        raise SimilarityArtefactDamaged(f"{folder / 'idf'}.npy: NaN or infinite values")
+    for name in ("idf", "term_max", "term_sum"):
+        if not np.isfinite(arrays[name]).all():
+            raise SimilarityArtefactDamaged(f"{folder / name}.npy: NaN or infinite values")
+    if (arrays["term_max"] < 0).any():  # BM25 weights are not negative, so neither is their bound
+        raise SimilarityArtefactDamaged(f"{folder / 'term_max'}.npy: negative bounds")
     kept, starts = arrays["kept"], arrays["starts"]
     if (len(kept) and (int(kept.min()) < 0 or int(kept.max()) >= chunks)) or (len(starts) and (
             int(starts[0]) != 0 or (np.diff(starts) < 0).any() or int(starts[-1]) > len(kept))):
         raise SimilarityArtefactDamaged(f"{folder}: kept.npy / starts.npy do not describe passages of {chunks} chunks")
     matrix = sparse.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=(incidents, terms))
     columns = sparse.csc_matrix((arrays["col_data"], arrays["col_indices"], arrays["col_indptr"]), shape=(incidents, terms))
-    return SimilarityArtefact(frozenset(keys), vocabulary, arrays["idf"], matrix, arrays["counts"], columns, kept, starts, chunks)
+    bounds = TermBounds(maxima=arrays["term_max"], sums=arrays["term_sum"])
+    return SimilarityArtefact(frozenset(keys), vocabulary, arrays["idf"], matrix, arrays["counts"], columns, bounds, kept, starts,
+                              chunks)
 
 
 def _entry_checks(terms: int, incidents: int) -> dict[str, tuple[Callable[[np.ndarray], str | None], str]]:
