@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
 
+from ..cold_pages import announce_cold_rows
+
 #: Relative slack on the MaxScore bound: ``E`` (column order) and the exact row scores sum the same products in a
 #: different order, so equal scores can differ by a few ulps; the slack keeps such an incident in.
 BOUND_SLACK = 1e-9
@@ -83,9 +85,11 @@ class WeightedQuery:
         self.vector[self.columns] = self.weights
 
     def score_rows(self, rows: sparse.csr_matrix, positions: np.ndarray) -> np.ndarray:
-        """``L(q, c)`` for the incidents at ``positions``, exactly, from their rows."""
+        """``L(q, c)`` for the incidents at ``positions``, exactly, from their rows.  Rows of a mapped matrix that are
+        out of the page cache are asked for together first (:func:`~incidentlib.cold_pages.announce_cold_rows`)."""
         if not len(positions):
             return np.zeros(0)
+        announce_cold_rows(rows, positions)
         return np.asarray(rows[positions] @ self.vector).ravel()
 
     def score_columns(self, columns: sparse.csc_matrix, which: np.ndarray | None = None) -> np.ndarray:
