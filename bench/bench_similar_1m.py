@@ -42,11 +42,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import ctypes
 import gc
+import io
 import json
 import math
 import os
+import pstats
 import resource
 import sys
 import time
@@ -145,7 +148,7 @@ def settle() -> dict[str, float]:
 
 
 def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: int, search_count: int = 0,
-            confined: MemoryCgroup | None = None) -> dict:
+            confined: MemoryCgroup | None = None, profile_top: int = 0) -> dict:
     shape = json.loads((ann / "prepared.json").read_text())
     copies = int(shape["copies"])
     real, incident_ids, counts = real_library()
@@ -195,12 +198,21 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
     first["its artefact"] = restarted.artefact_source
     del restarted
     warmed = SimilarityIndex(engine)  # what `serve` does after a start (Library.warm_similar), then a first request
+    profiler = cProfile.Profile() if profile_top else None
+    if profiler is not None:
+        profiler.enable()
     started = time.perf_counter()
     first["a new index warmed as serve does: warm()"] = warmed.warm()
     first["warm() (s)"] = time.perf_counter() - started
     started = time.perf_counter()
     warmed.warm_query()
     first["then warm_query() (s)"] = time.perf_counter() - started
+    warm_profile = ""
+    if profiler is not None:
+        profiler.disable()
+        buffer = io.StringIO()
+        pstats.Stats(profiler, stream=buffer).strip_dirs().sort_stats("cumulative").print_stats(profile_top)
+        warm_profile = buffer.getvalue()
     started = time.perf_counter()
     warmed.rank(warmed.incident_query(picked[1 % len(picked)]), 10)
     first["then its first request (s)"] = time.perf_counter() - started
@@ -245,7 +257,7 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
     return {"incidents": len(ids), "chunks": len(engine.chunks), "kept_passages": len(index._layout[0]),
             "entries": int(index._artefact.matrix.nnz), "terms": len(index._artefact.vocabulary),
             "candidate_path": index.uses_candidates, "dense_index": engine.dense.index.describe(),
-            "first": first, "latency_ms": latency, "search_latency_ms": search_latency,
+            "first": first, "warm_profile": warm_profile, "latency_ms": latency, "search_latency_ms": search_latency,
             "major_faults_per_request": faults, "read_kb_per_request": read_kb, "own_copies_in_top10": sum(own_copies) / max(len(own_copies), 1),
             "memory_mb": memory, "queries": query_count, "searches": len(set(searches)), "cgroup": limit}
 
@@ -257,6 +269,8 @@ def render(report: dict) -> str:
              "| first requests | |", "|---|---|"]
     lines += [f"| {name} | {value:.1f} |" if isinstance(value, float) else f"| {name} | {value} |"
               for name, value in report["first"].items()]
+    if report.get("warm_profile"):
+        lines += ["", "Profile of warm() and warm_query() (cumulative):", "", "```", report["warm_profile"].strip(), "```"]
     searched = report.get("search_latency_ms") or []
     header = f"| {report['queries']} query incidents | similar p50 (ms) | p99 (ms) |"
     rule = "|---|---|---|"
@@ -296,17 +310,22 @@ def main() -> None:
     parser.add_argument("--search", type=int, default=0, metavar="N",
                         help="after each similar request also serve a hybrid search, the texts cycling through the "
                              "first N questions of eval/queries.jsonl (at most --queries of them are used)")
+    parser.add_argument("--profile-warm", type=int, default=0, metavar="N",
+                        help="profile warm() and warm_query() (cProfile; their times then include its overhead) and "
+                             "print the N functions of most cumulative time")
     parser.add_argument("--memory-limit", type=float, metavar="GB",
                         help="run inside a memory cgroup of GB gibibytes (page cache included); needs a saved artefact")
     args = parser.parse_args()
     if args.memory_limit is None:
-        report = measure(args.ann_work, args.postings, args.cache, args.queries, args.passes, args.search)
+        report = measure(args.ann_work, args.postings, args.cache, args.queries, args.passes, args.search,
+                         profile_top=args.profile_warm)
     else:
         if args.memory_limit <= 0:
             parser.error("--memory-limit: must be a positive number of GB")
         with MemoryCgroup(int(args.memory_limit * 2**30)) as confined:
             stage(f"dropped {evict([args.ann_work, args.postings, args.cache]):,} index files from the page cache")
-            report = measure(args.ann_work, args.postings, args.cache, args.queries, args.passes, args.search, confined)
+            report = measure(args.ann_work, args.postings, args.cache, args.queries, args.passes, args.search, confined,
+                             args.profile_warm)
     sys.stderr.write(json.dumps(report) + "\n")
     sys.stdout.write(render(report) + "\n")
 

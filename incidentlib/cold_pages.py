@@ -9,18 +9,21 @@ reads in flight together (``bench/bench_cold_rows.py``).  Announcing rows that a
 request for nothing, and a library small enough to stay cached would pay it on every request.
 
 So the rows are announced only when they are cold: :func:`rows_cold` asks the kernel (``mincore``) whether the pages
-of a fixed sample of the rows are in the page cache (the first page of :data:`RESIDENCY_SAMPLE` rows, one system
-call each), and
-:func:`announce_cold_rows` announces all of them when any sampled page is not.  Where ``mincore`` or ``madvise`` is
-missing (not Linux or BSD) nothing is announced and rows are read as before.
+of a fixed sample of the rows are in the page cache (the first page of :data:`RESIDENCY_SAMPLE` rows in each of the
+two arrays, one system call a distinct page), and :func:`announce_cold_rows` announces all of them when any sampled
+page is not.  Where ``mincore`` or ``madvise`` is missing (not Linux or BSD) nothing is announced and rows are read
+as before.  Linux (since 5.0) also hides the page cache from a process that neither owns a mapped file nor may write
+it, answering "cached" for every page: a server reading an artefact another user built then never announces;
+:func:`residency_visible` tells, and the similarity store logs it when it maps such files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import mmap
+import os
+from pathlib import Path
 
 import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
@@ -35,9 +38,8 @@ RESIDENCY_SAMPLE = 32
 
 def _mincore() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        function = libc.mincore
-    except (OSError, AttributeError, TypeError):
+        function = ctypes.CDLL(None).mincore  # the C library the interpreter is linked with
+    except (OSError, AttributeError, TypeError):  # no such symbol (not Linux or BSD), or no dynamic loading
         return None
     function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte))
     function.restype = ctypes.c_int
@@ -90,6 +92,15 @@ def pages_missing(array: np.ndarray, elements: np.ndarray) -> int | None:
             return None  # refused: no answer rather than a guess
         missing += not flag[0] & 1
     return missing
+
+
+def residency_visible(path: Path) -> bool:
+    """Whether ``mincore`` tells this process the truth about ``path``'s pages: it owns the file, may write it, or is
+    privileged (Linux answers "all cached" otherwise, so as not to let a reader spy on another user's file)."""
+    try:
+        return os.geteuid() == 0 or path.stat().st_uid == os.geteuid() or os.access(path, os.W_OK)
+    except (OSError, AttributeError):  # no such file, or no POSIX users: nothing to be hidden from
+        return True
 
 
 def will_need(array: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:

@@ -60,7 +60,7 @@ def cold(tmp_path: Path) -> tuple[sparse.csr_matrix, sparse.csr_matrix]:
         finally:
             os.close(fd)
     everything = np.arange(ROWS)
-    if cold_pages.pages_missing(matrix.data, matrix.indptr[everything]) == 0:
+    if not cold_pages.pages_missing(matrix.data, matrix.indptr[everything]):  # 0, or None: refused
         pytest.skip("this file system keeps dropped pages (tmpfs?): no cold page to test with")
     return rows, matrix
 
@@ -134,3 +134,15 @@ def test_page_ranges_cover_exactly_the_pages_of_the_rows(seed: int) -> None:
     assert covered == wanted
     assert all(a[0] + a[1] < b[0] for a, b in itertools.pairwise(ranges))  # ascending, merged when touching
     assert cold_pages.page_ranges(0, 8, np.array([5]), np.array([5])) == []
+
+
+def test_residency_is_hidden_from_a_reader_that_neither_owns_nor_may_write_the_file(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "data.npy"
+    path.write_bytes(b"\0" * 16)
+    assert cold_pages.residency_visible(path)
+    stranger = path.stat().st_uid + 1
+    monkeypatch.setattr(os, "geteuid", lambda: stranger)
+    assert cold_pages.residency_visible(path) == os.access(path, os.W_OK)  # a reader that may write still sees
+    monkeypatch.setattr(os, "access", lambda *args, **kwargs: False)
+    assert not cold_pages.residency_visible(path)
+    assert cold_pages.residency_visible(tmp_path / "missing.npy")  # nothing to hide

@@ -18,8 +18,9 @@ from incidentlib.library import SearchConfig
 from incidentlib.loader import load_library
 from incidentlib.mapped_arrays import _mapping_of
 from incidentlib.search import similarity as similarity_module
+from incidentlib.search import similarity_store
 from incidentlib.search.engine import SearchEngine
-from incidentlib.search.lexical_top import TermBounds
+from incidentlib.search.lexical_top import LexicalTop, TermBounds
 from incidentlib.search.similarity import BUILD_STEPS, SimilarityIndex
 from incidentlib.search.similarity_store import (
     MAPPED,
@@ -93,14 +94,29 @@ def test_a_saved_artefact_gives_the_rankings_of_a_fresh_build(engine: SearchEngi
 
 def test_a_loaded_artefact_never_reduces_its_columns_for_the_bounds(engine: SearchEngine, cache: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """At a million incidents the reduction reads 3.6 GB; a loaded artefact serves the candidate path without it."""
-    first = rankings(SimilarityIndex(engine, candidate_threshold=0))
+    """At a million incidents the reduction reads 3.6 GB; a loaded artefact serves the pruned lexical pool without it."""
+    pools = similarity_module.Pools(exhaustive=0, lexical=3)  # small pools: the bounds decide which columns are read
+    first = rankings(SimilarityIndex(engine, candidate_threshold=0, pools=pools))
+    found: list[LexicalTop] = []
+    real = similarity_module.lexical_top
+    monkeypatch.setattr(similarity_module, "lexical_top", lambda *args, **kwargs: found.append(real(*args, **kwargs)) or found[-1])
 
     def refuse(columns: object) -> TermBounds:
         raise AssertionError("the term bounds were reduced from the columns again")
     monkeypatch.setattr(TermBounds, "of", classmethod(lambda cls, columns: refuse(columns)))
-    loaded = SimilarityIndex(engine, candidate_threshold=0)
+    loaded = SimilarityIndex(engine, candidate_threshold=0, pools=pools)
     assert rankings(loaded) == first and loaded.artefact_source == "loaded"
+    assert found and any(top.pruned_terms > 0 for top in found)  # the bounds were read, and pruned columns
+
+
+def test_a_by_row_file_whose_cache_is_hidden_is_said_when_mapped(engine: SearchEngine, cache: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    SimilarityIndex(engine)._artefact  # noqa: B018  # built and saved
+    folder = only_folder(cache)
+    monkeypatch.setattr(similarity_store, "residency_visible", lambda path: path.name != "data.npy")
+    with caplog.at_level(logging.WARNING, logger="incidentlib.search.similarity_store"):
+        load_artefact(folder, folder.name, SIZE, len(engine.chunks))
+    assert "data.npy owned by another user" in caplog.text and "indices.npy" not in caplog.text
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads the kernel's mapping flags (Linux)")

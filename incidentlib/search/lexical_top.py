@@ -57,7 +57,7 @@ class TermBounds:
         sums = np.zeros(columns.shape[1])
         if len(filled):
             maxima[filled] = np.maximum.reduceat(data, indptr[filled])
-            sums[filled] = np.add.reduceat(data.astype(np.float64), indptr[filled])
+            sums[filled] = np.add.reduceat(data.astype(np.float64, copy=False), indptr[filled])
         return cls(maxima=maxima, sums=sums)
 
 
@@ -85,8 +85,8 @@ class WeightedQuery:
         self.vector[self.columns] = self.weights
 
     def score_rows(self, rows: sparse.csr_matrix, positions: np.ndarray) -> np.ndarray:
-        """``L(q, c)`` for the incidents at ``positions``, exactly, from their rows.  Rows of a mapped matrix that are
-        out of the page cache are asked for together first (:func:`~incidentlib.cold_pages.announce_cold_rows`)."""
+        """``L(q, c)`` for the incidents at ``positions``, exactly, from their rows.  Many rows of a mapped matrix that
+        are out of the page cache are asked for together first (:func:`~incidentlib.cold_pages.announce_cold_rows`)."""
         if not len(positions):
             return np.zeros(0)
         announce_cold_rows(rows, positions)

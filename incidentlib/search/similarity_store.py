@@ -51,6 +51,7 @@ from pydantic import BaseModel
 from scipy import sparse  # type: ignore[import-untyped]
 
 from .. import checksum, verified_memo
+from ..cold_pages import residency_visible
 from ..errors import DataError
 from ..mapped_arrays import MappedArraysError, map_verified_npy
 from ..storage import atomic_write_text
@@ -238,12 +239,18 @@ def load_artefact(folder: Path, key: str, incidents: int, chunks: int) -> Simila
     for name in ("idf", "term_max", "term_sum"):
         if not np.isfinite(arrays[name]).all():
             raise SimilarityArtefactDamaged(f"{folder / name}.npy: NaN or infinite values")
-    if (arrays["term_max"] < 0).any():  # BM25 weights are not negative, so neither is their bound
-        raise SimilarityArtefactDamaged(f"{folder / 'term_max'}.npy: negative bounds")
+    for name in ("term_max", "term_sum"):  # BM25 weights are not negative, so neither is their bound or their sum
+        if (arrays[name] < 0).any():
+            raise SimilarityArtefactDamaged(f"{folder / name}.npy: negative values")
     kept, starts = arrays["kept"], arrays["starts"]
     if (len(kept) and (int(kept.min()) < 0 or int(kept.max()) >= chunks)) or (len(starts) and (
             int(starts[0]) != 0 or (np.diff(starts) < 0).any() or int(starts[-1]) > len(kept))):
         raise SimilarityArtefactDamaged(f"{folder}: kept.npy / starts.npy do not describe passages of {chunks} chunks")
+    hidden = [name for name in BY_ROW if not residency_visible(folder / f"{name}.npy")]
+    if hidden:
+        log.warning("%s: %s owned by another user and not writable: the kernel hides which of their pages are cached, "
+                    "so cold rows are read one page fault at a time (build the artefact as this user to avoid it)",
+                    folder, ", ".join(f"{name}.npy" for name in hidden))
     matrix = sparse.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=(incidents, terms))
     columns = sparse.csc_matrix((arrays["col_data"], arrays["col_indices"], arrays["col_indptr"]), shape=(incidents, terms))
     bounds = TermBounds(maxima=arrays["term_max"], sums=arrays["term_sum"])
