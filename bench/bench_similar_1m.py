@@ -55,6 +55,7 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -147,14 +148,16 @@ def settle() -> dict[str, float]:
     return {field: rss_mb(field) for field in ("VmRSS", "RssAnon", "RssFile")}
 
 
-def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: int, search_count: int = 0,
-            confined: MemoryCgroup | None = None, profile_top: int = 0) -> dict:
+def synthetic_library(ann: Path, postings: Path, cache: Path,
+                      memory: dict[str, dict[str, float]]) -> tuple[Any, dict[str, Any], dict[str, str]]:
+    """The 1M engine with the bundled records copied in under its synthetic ids (fields shared), its similarity
+    artefact kept in ``cache``; also which real record each id copies.  ``memory`` gets the RSS at each step."""
     shape = json.loads((ann / "prepared.json").read_text())
     copies = int(shape["copies"])
     real, incident_ids, counts = real_library()
     if not (postings / "vocabulary.json").exists():
         raise SystemExit(f"{postings}: no postings; build them with bench_search_1m.py --postings-only {copies} {postings}")
-    memory: dict[str, dict[str, float]] = {"before the engine": settle()}
+    memory["before the engine"] = settle()
     stage("opening the 1M engine")
     engine, _ = ready_engine(real, incident_ids, counts, copies, ann, postings)
     memory["engine ready"] = settle()
@@ -170,6 +173,13 @@ def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: in
     engine.config = engine.config.model_copy(update={"cache_dir": cache})
     memory["records copied in"] = settle()
     stage(f"{len(records):,} records attached")
+    return engine, records, source
+
+
+def measure(ann: Path, postings: Path, cache: Path, query_count: int, passes: int, search_count: int = 0,
+            confined: MemoryCgroup | None = None, profile_top: int = 0) -> dict:
+    memory: dict[str, dict[str, float]] = {}
+    engine, records, source = synthetic_library(ann, postings, cache, memory)
 
     ids = engine._incident_ids
     picked = [records[ids[round(i * (len(ids) - 1) / max(query_count - 1, 1))]] for i in range(query_count)]

@@ -274,7 +274,7 @@ def test_warm_loads_a_saved_artefact_and_the_parts_a_request_uses_but_never_buil
     warm = SimilarityIndex(engine)
     monkeypatch.setattr(SimilarityIndex, "_build_artefact", lambda *_: pytest.fail("warm never builds"))
     assert warm.warm() == "loaded"
-    assert {"_concepts", "_graph_space", "_cause_space"} <= warm.__dict__.keys()
+    assert {"_concepts", "_concept_spaces"} <= warm.__dict__.keys()
     assert rankings(warm) == rankings(SimilarityIndex(engine))
 
 
@@ -294,7 +294,7 @@ def test_library_warm_similar_loads_only_what_is_saved(data_dir: Path, tmp_path:
     with caplog.at_level(logging.WARNING):
         restarted.warm_similar()
     similarity = restarted._search_service.similarity
-    assert similarity.artefact_source == "loaded" and {"_concepts", "_graph_space", "_id_array"} <= similarity.__dict__.keys()
+    assert similarity.artefact_source == "loaded" and {"_concepts", "_concept_spaces", "_id_array"} <= similarity.__dict__.keys()
     assert "warm_similar" not in caplog.text  # its errors are logged, not raised: none here
 
 

@@ -41,6 +41,32 @@ def with_broader(concepts: Mapping[str, float], broader: Broader | None) -> Mapp
 
 
 @dataclass(frozen=True)
+class ClosedConcepts:
+    """Every incident's concept weights closed over the broader concepts, as an (incidents × concepts) matrix whose
+    columns are in the order the concepts are first met; one pass over the records, however many spaces use it."""
+
+    index: dict[str, int]
+    concepts: list[str]
+    matrix: sparse.csr_matrix
+    broader: Broader | None = field(default=None, compare=False)
+
+    @classmethod
+    def of(cls, weighted: Sequence[Mapping[str, float]], broader: Broader | None = None) -> ClosedConcepts:
+        index: dict[str, int] = {}
+        columns: list[int] = []
+        values: list[float] = []
+        ends = np.zeros(len(weighted) + 1, dtype=np.int64)
+        for row, concepts in enumerate(weighted):
+            for concept, weight in with_broader(concepts, broader).items():
+                columns.append(index.setdefault(concept, len(index)))
+                values.append(weight)
+            ends[row + 1] = len(columns)
+        matrix = sparse.csr_matrix((np.asarray(values, dtype=np.float64), np.asarray(columns, dtype=np.int64), ends),
+                                   shape=(len(weighted), len(index)))
+        return cls(index, list(index), matrix, broader)
+
+
+@dataclass(frozen=True)
 class ConceptSpace:
     """Concept columns, their ``ln(1 + N/df)`` and the (incidents × concepts) matrix of unit rows (zero rows stay 0);
     ``broader``, when given, closes every vector (the incidents' and the queries') over the broader concepts."""
@@ -55,29 +81,23 @@ class ConceptSpace:
            broader: Broader | None = None) -> ConceptSpace:
         """The space of ``weighted`` (each incident's concept weights), holding the concepts ``keep`` accepts (all
         when ``None``), each incident closed over the concepts ``broader`` gives (not when ``None``)."""
-        weighted = [with_broader(concepts, broader) for concepts in weighted]
-        index: dict[str, int] = {}
-        for concepts in weighted:
-            for c in concepts:
-                if keep is None or keep(c):
-                    index.setdefault(c, len(index))
-        n = max(len(weighted), 1)
-        df = np.zeros(len(index))
-        rows, cols, values = [], [], []
-        for row, concepts in enumerate(weighted):
-            for c, w in concepts.items():
-                column = index.get(c)
-                if column is not None:
-                    df[column] += 1
-                    rows.append(row)
-                    cols.append(column)
-                    values.append(w)
+        return cls.of_closed(ClosedConcepts.of(weighted, broader), keep)
+
+    @classmethod
+    def of_closed(cls, closed: ClosedConcepts, keep: Callable[[str], bool] | None = None) -> ConceptSpace:
+        """The space over ``closed`` holding the concepts ``keep`` accepts: several spaces over one collection
+        (the graph's and the causes') share its one pass over the records."""
+        kept = [column for concept, column in closed.index.items() if keep is None or keep(concept)]  # first seen first
+        index = {concept: position for position, concept in enumerate(closed.concepts[column] for column in kept)}
+        held = sparse.csc_matrix(closed.matrix[:, np.asarray(kept, dtype=np.int64)]) if kept else \
+            sparse.csc_matrix((closed.matrix.shape[0], 0))
+        n = max(closed.matrix.shape[0], 1)
+        df = np.diff(held.indptr).astype(np.float64)  # every stored entry is a holding incident
         idf = np.log(1 + n / np.maximum(df, 1))
-        weights = np.asarray(values, dtype=np.float64) * idf[np.asarray(cols, dtype=np.int64)] if values else np.zeros(0)
-        matrix = sparse.csr_matrix((weights, (rows, cols)), shape=(len(weighted), len(index)))
+        matrix = sparse.csr_matrix(held @ sparse.diags(idf))
         norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
         norms[norms == 0] = 1.0
-        return cls(index, idf, sparse.csr_matrix(sparse.diags(1 / norms) @ matrix), broader)
+        return cls(index, idf, sparse.csr_matrix(sparse.diags(1 / norms) @ matrix), closed.broader)
 
     def query(self, concepts: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray] | None:
         """The query's unit vector as (columns, weights), or ``None`` when it holds no concept of the space."""
