@@ -76,7 +76,10 @@ def main() -> None:
     parser.add_argument("--search", type=int, default=0, metavar="N")
     args = parser.parse_args()
     roots = [args.ann_work, args.postings, args.cache]
-    files = sorted(path for root in roots for path in root.rglob("*") if path.is_file() and path.stat().st_size > 0)
+    by_inode: dict[tuple[int, int], Path] = {}  # a file linked under two names (the inverted file's vectors) once
+    for path in sorted(path for root in roots for path in root.rglob("*") if path.is_file() and path.stat().st_size > 0):
+        by_inode.setdefault((path.stat().st_dev, path.stat().st_ino), path)
+    files = sorted(by_inode.values())
     stage(f"dropped {evict(roots):,} index files from the page cache")
     engine, records, _ = synthetic_library(args.ann_work, args.postings, args.cache, {})
     index = SimilarityIndex(engine)
