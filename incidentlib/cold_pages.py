@@ -1,4 +1,4 @@
-"""Scattered rows of a memory-mapped array: which are on disk, and asking for them together.
+"""Scattered rows (and whole columns) of a memory-mapped matrix: which are on disk, and asking for them together.
 
 A ``similar`` request on a large library reads the rows of a few thousand scattered incidents from the mapped BM25
 matrix (:meth:`~incidentlib.search.lexical_top.WeightedQuery.score_rows`).  Those files are mapped without read-ahead
@@ -12,7 +12,8 @@ So the rows are announced only when they are cold: :func:`rows_cold` asks the ke
 of a fixed sample of the rows are in the page cache (the first page of :data:`RESIDENCY_SAMPLE` rows in each of the
 two arrays, one system call a distinct page), and :func:`announce_cold_rows` announces all of them when any sampled
 page is not.  Where ``mincore`` or ``madvise`` is missing (not Linux or BSD) nothing is announced and rows are read
-as before.  Linux (since 5.0) also hides the page cache from a process that neither owns a mapped file nor may write
+as before.  The by-term copy's columns are read whole, front to back, with the kernel's read-ahead, a window at a
+time; :func:`announce_cold_columns` asks for all of a query's columns at once when one of them is cold.  Linux (since 5.0) also hides the page cache from a process that neither owns a mapped file nor may write
 it, answering "cached" for every page: a server reading an artefact another user built then never announces;
 :func:`residency_visible` tells, and the similarity store logs it when it maps such files.
 """
@@ -124,13 +125,23 @@ def _sample(positions: np.ndarray) -> np.ndarray:
     return positions[np.linspace(0, len(positions) - 1, RESIDENCY_SAMPLE).astype(np.int64)]
 
 
+def _cold(arrays: tuple[np.ndarray, ...], elements: np.ndarray) -> bool:
+    return any((pages_missing(array, elements) or 0) > 0 for array in arrays)
+
+
 def rows_cold(rows: sparse.csr_matrix, positions: np.ndarray) -> bool:
     """Whether any page of the sampled rows (:data:`RESIDENCY_SAMPLE` of ``positions``, evenly spread) of the mapped
     CSR matrix ``rows`` is out of the page cache; False when that cannot be told."""
     sample = _sample(np.asarray(positions, dtype=np.int64))
     starts, ends = rows.indptr[sample], rows.indptr[sample + 1]
     first = starts[ends > starts]  # a row's first page: rows are a page or two long, and the sample is what counts
-    return any((pages_missing(array, first) or 0) > 0 for array in (rows.data, rows.indices))
+    return _cold((rows.data, rows.indices), first)
+
+
+def _announce(indptr: np.ndarray, arrays: tuple[np.ndarray, ...], positions: np.ndarray) -> None:
+    starts, ends = indptr[positions], indptr[positions + 1]
+    for array in arrays:
+        will_need(array, starts, ends)
 
 
 def announce_cold_rows(rows: sparse.csr_matrix, positions: np.ndarray) -> bool:
@@ -140,7 +151,23 @@ def announce_cold_rows(rows: sparse.csr_matrix, positions: np.ndarray) -> bool:
     # a few rows (a request's seeds, its own row) fault in about the time the check would take: not worth asking
     if len(positions) < RESIDENCY_SAMPLE or not rows_cold(rows, positions):
         return False
-    starts, ends = rows.indptr[positions], rows.indptr[positions + 1]
-    for array in (rows.indices, rows.data):
-        will_need(array, starts, ends)
+    _announce(rows.indptr, (rows.indices, rows.data), positions)
+    return True
+
+
+def announce_cold_columns(columns: sparse.csc_matrix, picked: np.ndarray) -> bool:
+    """Announce the whole of every column at ``picked`` of the mapped CSC matrix ``columns`` when the first or last
+    page of one of them (of :data:`RESIDENCY_SAMPLE`, evenly spread) is out of the page cache; returns whether it
+    announced.  A column is read front to back with the kernel's read-ahead, a window at a time as the reader
+    reaches it; announced, the reads of all of a query's columns are in flight at once.  One column is worth it: a
+    common term's column is megabytes."""
+    picked = np.asarray(picked, dtype=np.int64)
+    if not len(picked):
+        return False
+    sample = _sample(picked)
+    starts, ends = columns.indptr[sample], columns.indptr[sample + 1]
+    filled = ends > starts
+    if not _cold((columns.data, columns.indices), np.r_[starts[filled], ends[filled] - 1]):
+        return False
+    _announce(columns.indptr, (columns.indices, columns.data), picked)
     return True

@@ -146,3 +146,39 @@ def test_residency_is_hidden_from_a_reader_that_neither_owns_nor_may_write_the_f
     monkeypatch.setattr(os, "access", lambda *args, **kwargs: False)
     assert not cold_pages.residency_visible(path)
     assert cold_pages.residency_visible(tmp_path / "missing.npy")  # nothing to hide
+
+
+def test_cold_columns_are_announced_whole_and_cached_ones_are_not(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The by-term copy: a query's columns, each read whole, are asked for at once when one is cold."""
+    if cold_pages._MINCORE is None or not hasattr(os, "posix_fadvise"):
+        pytest.skip("needs mincore and posix_fadvise (Linux)")
+    columns_in_memory = sparse.csc_matrix(a_matrix())
+    for name in ("indices", "data"):
+        np.save(tmp_path / f"{name}.npy", getattr(columns_in_memory, name))
+    data, indices = (mapped_arrays.map_verified_npy(tmp_path / f"{name}.npy", checksum.checksum_file(tmp_path / f"{name}.npy"))
+                     for name in ("data", "indices"))
+    columns = sparse.csc_matrix((data, indices, columns_in_memory.indptr), shape=columns_in_memory.shape)
+    assert mapped_arrays._mapping_of(columns.data) is not None
+    for name in ("indices", "data"):
+        fd = os.open(tmp_path / f"{name}.npy", os.O_RDONLY)
+        try:
+            os.fsync(fd)  # written back first: dirty pages are not dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    if not cold_pages.pages_missing(columns.data, columns.indptr[:-1]):
+        pytest.skip("this file system keeps dropped pages (tmpfs?): no cold page to test with")
+    announced: list[int] = []
+    real = cold_pages.will_need
+    monkeypatch.setattr(cold_pages, "will_need", lambda array, starts, ends: announced.append(real(array, starts, ends)))
+    query = WeightedQuery({3: 0.5, 77: 0.25, 499: 1.0}, TERMS)
+    np.testing.assert_array_equal(query.score_columns(columns), query.score_columns(columns_in_memory))
+    assert len(announced) == 2 and all(count > 0 for count in announced)
+    # announced whole: every page of the three columns is now cached, not only the ones a sample looked at
+    picked = np.array([3, 77, 499])
+    every_element = np.concatenate([np.arange(columns.indptr[t], columns.indptr[t + 1]) for t in picked])
+    assert cold_pages.pages_missing(columns.data, every_element) == 0
+    announced.clear()
+    np.testing.assert_array_equal(query.score_columns(columns), query.score_columns(columns_in_memory))
+    assert announced == []  # cached: nothing announced
+    assert not cold_pages.announce_cold_columns(columns, np.array([], dtype=np.int64))

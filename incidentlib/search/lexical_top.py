@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
 
-from ..cold_pages import announce_cold_rows
+from ..cold_pages import announce_cold_columns, announce_cold_rows
 
 #: Relative slack on the MaxScore bound: ``E`` (column order) and the exact row scores sum the same products in a
 #: different order, so equal scores can differ by a few ulps; the slack keeps such an incident in.
@@ -93,11 +93,13 @@ class WeightedQuery:
         return np.asarray(rows[positions] @ self.vector).ravel()
 
     def score_columns(self, columns: sparse.csc_matrix, which: np.ndarray | None = None) -> np.ndarray:
-        """``Σ_t w_q(t) · B[:, t]`` over the query terms (or the subset ``which`` of them), for every incident."""
+        """``Σ_t w_q(t) · B[:, t]`` over the query terms (or the subset ``which`` of them), for every incident; the
+        columns of a mapped matrix are asked for at once when one is cold (:func:`~incidentlib.cold_pages.announce_cold_columns`)."""
         picked = self.columns if which is None else self.columns[which]
         weights = self.weights if which is None else self.weights[which]
         if not len(picked):
             return np.zeros(columns.shape[0])
+        announce_cold_columns(columns, picked)
         return np.asarray(columns[:, picked] @ weights).ravel()
 
 

@@ -127,6 +127,7 @@ import numpy as np
 from scipy import sparse  # type: ignore[import-untyped]
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
+from ..cold_pages import announce_cold_columns
 from ..loader import each_record
 from ..models import ConceptKind, Incident
 from ..tagging.tagger import incident_text
@@ -489,6 +490,7 @@ class SimilarityIndex:
             return np.zeros(len(self.ids))
         columns = np.fromiter(terms.keys(), dtype=np.int64, count=len(terms))
         weights = np.fromiter(terms.values(), dtype=np.float64, count=len(terms))
+        announce_cold_columns(self._lexical_columns, columns)
         return np.asarray(self._lexical_columns[:, columns] @ weights).ravel()
 
     @property
