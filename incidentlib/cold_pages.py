@@ -13,7 +13,8 @@ of a fixed sample of the rows are in the page cache (the first page of :data:`RE
 two arrays, one system call a distinct page), and :func:`announce_cold_rows` announces all of them when any sampled
 page is not.  Where ``mincore`` or ``madvise`` is missing (not Linux or BSD) nothing is announced and rows are read
 as before.  The by-term copy's columns are read whole, front to back, with the kernel's read-ahead, a window at a
-time; :func:`announce_cold_columns` asks for all of a query's columns at once when one of them is cold.  Linux (since 5.0) also hides the page cache from a process that neither owns a mapped file nor may write
+time; :func:`announce_cold_columns` asks for all of a query's columns at once when one of them is cold, and the
+BM25 index's postings are asked for the same way (:func:`announce_cold_slices`).  Linux (since 5.0) also hides the page cache from a process that neither owns a mapped file nor may write
 it, answering "cached" for every page: a server reading an artefact another user built then never announces;
 :func:`residency_visible` tells, and the similarity store logs it when it maps such files.
 """
@@ -155,19 +156,25 @@ def announce_cold_rows(rows: sparse.csr_matrix, positions: np.ndarray) -> bool:
     return True
 
 
-def announce_cold_columns(columns: sparse.csc_matrix, picked: np.ndarray) -> bool:
-    """Announce the whole of every column at ``picked`` of the mapped CSC matrix ``columns`` when the first or last
-    page of one of them (of :data:`RESIDENCY_SAMPLE`, evenly spread) is out of the page cache; returns whether it
-    announced.  A column is read front to back with the kernel's read-ahead, a window at a time as the reader
-    reaches it; announced, the reads of all of a query's columns are in flight at once.  One column is worth it: a
-    common term's column is megabytes."""
+def announce_cold_slices(indptr: np.ndarray, arrays: tuple[np.ndarray, ...], picked: np.ndarray) -> bool:
+    """Announce the whole of every slice ``indptr[i]:indptr[i+1]`` for ``i`` in ``picked`` of the mapped 1-D
+    ``arrays`` when the first or last page of one of them (of :data:`RESIDENCY_SAMPLE`, evenly spread) is out of the
+    page cache; returns whether it announced.  Such a slice (a term's column or postings) is read front to back; by
+    page faults each first touch also reads the pages around it, so a query's many short slices read far more than
+    they hold (at 1M, 63 MB a cold ``similar`` request for 1.8 MB of columns, docs/benchmarks.md), and the long ones a
+    read-ahead window at a time.  Announced, they are read exactly, and all at once.  One slice is worth it."""
     picked = np.asarray(picked, dtype=np.int64)
     if not len(picked):
         return False
     sample = _sample(picked)
-    starts, ends = columns.indptr[sample], columns.indptr[sample + 1]
+    starts, ends = indptr[sample], indptr[sample + 1]
     filled = ends > starts
-    if not _cold((columns.data, columns.indices), np.r_[starts[filled], ends[filled] - 1]):
+    if not _cold(arrays, np.r_[starts[filled], ends[filled] - 1]):
         return False
-    _announce(columns.indptr, (columns.indices, columns.data), picked)
+    _announce(indptr, arrays, picked)
     return True
+
+
+def announce_cold_columns(columns: sparse.csc_matrix, picked: np.ndarray) -> bool:
+    """:func:`announce_cold_slices` for the columns ``picked`` of the mapped CSC matrix ``columns``."""
+    return announce_cold_slices(columns.indptr, (columns.indices, columns.data), picked)

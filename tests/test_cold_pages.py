@@ -182,3 +182,37 @@ def test_cold_columns_are_announced_whole_and_cached_ones_are_not(tmp_path: Path
     np.testing.assert_array_equal(query.score_columns(columns), query.score_columns(columns_in_memory))
     assert announced == []  # cached: nothing announced
     assert not cold_pages.announce_cold_columns(columns, np.array([], dtype=np.int64))
+
+
+def test_cold_postings_are_announced_before_a_search_scores_them(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The BM25 index's postings of the query's terms, mapped and cold, are asked for at once; cached, they are not."""
+    import dataclasses
+
+    from incidentlib.search import lexical
+
+    if cold_pages._MINCORE is None or not hasattr(os, "posix_fadvise"):
+        pytest.skip("needs mincore and posix_fadvise (Linux)")
+    texts = [f"node {i % 7} gpu xid {i % 13} nccl timeout rank {i}" for i in range(40_000)]
+    built = lexical.build_postings(texts)
+    for name in ("indices", "data"):
+        np.save(tmp_path / f"{name}.npy", getattr(built, name))
+        fd = os.open(tmp_path / f"{name}.npy", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    indices, data = (np.load(tmp_path / f"{name}.npy", mmap_mode="r") for name in ("indices", "data"))
+    mapped_index = lexical.LexicalIndex(postings=dataclasses.replace(built, indices=np.asarray(indices), data=np.asarray(data)))
+    in_memory = lexical.LexicalIndex(postings=built)
+    if not cold_pages.pages_missing(mapped_index.postings.indices, np.array([len(indices) // 2])):  # past the header
+        pytest.skip("this file system keeps dropped pages (tmpfs?): no cold page to test with")
+    announced: list[bool] = []
+    real = lexical.announce_cold_slices
+    monkeypatch.setattr(lexical, "announce_cold_slices", lambda *args: announced.append(real(*args)) or announced[-1])
+    expected = in_memory.scores("nccl timeout gpu")
+    assert announced == [False]  # arrays in memory are never announced
+    np.testing.assert_array_equal(mapped_index.scores("nccl timeout gpu"), expected)
+    assert announced == [False, True]
+    np.testing.assert_array_equal(mapped_index.scores("nccl timeout gpu"), expected)
+    assert announced == [False, True, False]  # cached now: nothing announced

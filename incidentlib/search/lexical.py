@@ -24,6 +24,7 @@ from itertools import chain, islice, repeat
 
 import numpy as np
 
+from ..cold_pages import announce_cold_slices
 from . import token_workers
 from .tokenize import tokenize
 
@@ -469,6 +470,7 @@ class LexicalIndex:
         """
         p = self.postings
         terms = self._token_ids(query)
+        announce_cold_slices(p.indptr, (p.indices, p.data), np.unique(np.asarray(terms, dtype=np.int64)))
         scores = np.empty(p.size, dtype=np.float32)
         best = None if run_starts is None else np.zeros(len(run_starts), dtype=np.float32)
         edges, block_runs = _blocks(run_starts, p.size)
