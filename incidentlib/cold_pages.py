@@ -26,11 +26,14 @@ import ctypes
 import mmap
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse  # type: ignore[import-untyped]
 
 from .mapped_arrays import _mapping_of
+
+if TYPE_CHECKING:  # a search from the shell reads the BM25 postings through this module and must not load scipy
+    from scipy import sparse  # type: ignore[import-untyped]
 
 #: Rows whose pages are looked up before a read: one missing among 32 evenly spread rows means about 3 % of them
 #: (80 of 2,500) are cold, already tens of milliseconds of faults one after another against 1–3 ms to announce all;
