@@ -169,15 +169,26 @@ def test_cold_columns_are_announced_whole_and_cached_ones_are_not(tmp_path: Path
     if not cold_pages.pages_missing(columns.data, columns.indptr[:-1]):
         pytest.skip("this file system keeps dropped pages (tmpfs?): no cold page to test with")
     announced: list[int] = []
+    ranges: list[tuple[list[int], list[int]]] = []
     real = cold_pages.will_need
-    monkeypatch.setattr(cold_pages, "will_need", lambda array, starts, ends: announced.append(real(array, starts, ends)))
+
+    def recorded(array: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
+        ranges.append((np.asarray(starts).tolist(), np.asarray(ends).tolist()))
+        announced.append(real(array, starts, ends))
+        return announced[-1]
+    monkeypatch.setattr(cold_pages, "will_need", recorded)
     query = WeightedQuery({3: 0.5, 77: 0.25, 499: 1.0}, TERMS)
     np.testing.assert_array_equal(query.score_columns(columns), query.score_columns(columns_in_memory))
     assert len(announced) == 2 and all(count > 0 for count in announced)
-    # announced whole: every page of the three columns is now cached, not only the ones a sample looked at
+    # announced whole: each column from its first entry to its last, in both arrays
     picked = np.array([3, 77, 499])
-    every_element = np.concatenate([np.arange(columns.indptr[t], columns.indptr[t + 1]) for t in picked])
-    assert cold_pages.pages_missing(columns.data, every_element) == 0
+    whole = (columns.indptr[picked].tolist(), columns.indptr[picked + 1].tolist())
+    assert ranges == [whole, whole]
+    # more columns than the sample: all of them announced, the sample only decides whether
+    ranges.clear()
+    many = np.arange(100, 100 + 3 * cold_pages.RESIDENCY_SAMPLE)
+    assert cold_pages.announce_cold_columns(columns, many)
+    assert ranges[0] == (columns.indptr[many].tolist(), columns.indptr[many + 1].tolist())
     announced.clear()
     np.testing.assert_array_equal(query.score_columns(columns), query.score_columns(columns_in_memory))
     assert announced == []  # cached: nothing announced
@@ -208,11 +219,19 @@ def test_cold_postings_are_announced_before_a_search_scores_them(tmp_path: Path,
     if not cold_pages.pages_missing(mapped_index.postings.indices, np.array([len(indices) // 2])):  # past the header
         pytest.skip("this file system keeps dropped pages (tmpfs?): no cold page to test with")
     announced: list[bool] = []
+    asked: list[list[int]] = []
     real = lexical.announce_cold_slices
-    monkeypatch.setattr(lexical, "announce_cold_slices", lambda *args: announced.append(real(*args)) or announced[-1])
+
+    def recorded(indptr: np.ndarray, arrays: tuple[np.ndarray, ...], picked: np.ndarray) -> bool:
+        asked.append(np.asarray(picked).tolist())
+        announced.append(real(indptr, arrays, picked))
+        return announced[-1]
+    monkeypatch.setattr(lexical, "announce_cold_slices", recorded)
     expected = in_memory.scores("nccl timeout gpu")
     assert announced == [False]  # arrays in memory are never announced
     np.testing.assert_array_equal(mapped_index.scores("nccl timeout gpu"), expected)
     assert announced == [False, True]
     np.testing.assert_array_equal(mapped_index.scores("nccl timeout gpu"), expected)
     assert announced == [False, True, False]  # cached now: nothing announced
+    terms = sorted(mapped_index._term[token] for token in ("nccl", "timeout", "gpu"))
+    assert asked[1] == terms  # the query's own terms' postings, each once
