@@ -46,7 +46,6 @@ class ClosedConcepts:
     columns are in the order the concepts are first met; one pass over the records, however many spaces use it."""
 
     index: dict[str, int]
-    concepts: list[str]
     matrix: sparse.csr_matrix
     broader: Broader | None = field(default=None, compare=False)
 
@@ -63,7 +62,7 @@ class ClosedConcepts:
             ends[row + 1] = len(columns)
         matrix = sparse.csr_matrix((np.asarray(values, dtype=np.float64), np.asarray(columns, dtype=np.int64), ends),
                                    shape=(len(weighted), len(index)))
-        return cls(index, list(index), matrix, broader)
+        return cls(index, matrix, broader)
 
 
 @dataclass(frozen=True)
@@ -87,9 +86,10 @@ class ConceptSpace:
     def of_closed(cls, closed: ClosedConcepts, keep: Callable[[str], bool] | None = None) -> ConceptSpace:
         """The space over ``closed`` holding the concepts ``keep`` accepts: several spaces over one collection
         (the graph's and the causes') share its one pass over the records."""
-        kept = [column for concept, column in closed.index.items() if keep is None or keep(concept)]  # first seen first
-        index = {concept: position for position, concept in enumerate(closed.concepts[column] for column in kept)}
-        held = sparse.csc_matrix(closed.matrix[:, np.asarray(kept, dtype=np.int64)]) if kept else \
+        kept = [(concept, column) for concept, column in closed.index.items() if keep is None or keep(concept)]
+        index = {concept: position for position, (concept, _) in enumerate(kept)}  # first seen first, as in ``closed``
+        kept_columns = [column for _, column in kept]
+        held = sparse.csc_matrix(closed.matrix[:, np.asarray(kept_columns, dtype=np.int64)]) if kept else \
             sparse.csc_matrix((closed.matrix.shape[0], 0))
         n = max(closed.matrix.shape[0], 1)
         df = np.diff(held.indptr).astype(np.float64)  # every stored entry is a holding incident
