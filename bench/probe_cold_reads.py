@@ -16,8 +16,10 @@ request's time.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import ctypes
 import mmap
+import pstats
 import statistics
 import sys
 import time
@@ -74,6 +76,8 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, required=True)
     parser.add_argument("--queries", type=int, default=10)
     parser.add_argument("--search", type=int, default=0, metavar="N")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="print the N functions of the cold similar requests with the most time of their own (cProfile)")
     args = parser.parse_args()
     roots = [args.ann_work, args.postings, args.cache]
     by_inode: dict[tuple[int, int], Path] = {}  # a file linked under two names (the inverted file's vectors) once
@@ -92,9 +96,16 @@ def main() -> None:
     totals: dict[str, dict[Path, list[int]]] = {"similar": {path: [] for path in files}, "search": {path: [] for path in files}}
     times: dict[str, list[float]] = {"similar": [], "search": []}
     page_mb = mmap.PAGESIZE / 2**20
+    profile = cProfile.Profile() if args.profile else None
+
+    def similar(incident: object) -> object:
+        if profile is None:
+            return index.rank(index.incident_query(incident), 10)
+        return profile.runcall(lambda: index.rank(index.incident_query(incident), 10))
+
     for n in range(args.queries):
         incident = records[ids[round(n * (len(ids) - 1) / max(args.queries - 1, 1))]]
-        gained, seconds = counted(files, lambda incident=incident: index.rank(index.incident_query(incident), 10))
+        gained, seconds = counted(files, lambda incident=incident: similar(incident))
         times["similar"].append(seconds)
         for path, pages in gained.items():
             totals["similar"][path].append(pages)
@@ -115,6 +126,9 @@ def main() -> None:
             if mean >= 0.05:
                 sys.stdout.write(f"| {path.relative_to(path.parents[1])} | {mean:.1f} | {most:.1f} |\n")
         sys.stdout.write(f"| all files | {total:.1f} | |\n")
+    if profile is not None:
+        sys.stdout.write(f"\nThe cold similar requests, cProfile, the {args.profile} functions with the most time of their own:\n\n")
+        pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
 
 
 if __name__ == "__main__":

@@ -235,3 +235,42 @@ def test_cold_postings_are_announced_before_a_search_scores_them(tmp_path: Path,
     assert announced == [False, True, False]  # cached now: nothing announced
     terms = sorted(mapped_index._term[token] for token in ("nccl", "timeout", "gpu"))
     assert asked[1] == terms  # the query's own terms' postings, each once
+
+
+def drop(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # written back first: dirty pages are not dropped
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_cold_spans_of_a_mapping_are_announced_by_address_and_cached_ones_are_not(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Memory a library mapped (FAISS's lists) is announced by address: exactly the pages of the spans, when cold."""
+    if cold_pages._MINCORE is None or cold_pages._MADVISE is None or not hasattr(os, "posix_fadvise"):
+        pytest.skip("needs mincore, madvise and posix_fadvise (Linux)")
+    path = tmp_path / "lists.bin"
+    path.write_bytes(np.random.default_rng(5).bytes(64 * 4096))
+    drop(path)
+    mapping = np.memmap(path, dtype=np.uint8, mode="r")
+    base = mapping.ctypes.data
+    # three spans: one inside a page, one across pages, one touching the second (merged with it)
+    starts = base + np.array([100, 5 * 4096 + 10, 9 * 4096], dtype=np.int64)
+    ends = base + np.array([900, 9 * 4096, 11 * 4096 + 1], dtype=np.int64)
+    if not cold_pages._addresses_missing(starts):
+        pytest.skip("this file system keeps dropped pages (tmpfs?): no cold page to test with")
+    calls: list[tuple[int, int, int]] = []
+    real = cold_pages._MADVISE
+
+    def recorded(address, length, advice):  # type: ignore[no-untyped-def]
+        calls.append((int(address.value), int(length.value), advice))
+        return real(address, length, advice)
+    monkeypatch.setattr(cold_pages, "_MADVISE", recorded)
+    assert cold_pages.announce_cold_spans(starts, ends)
+    import mmap
+    assert calls == [(base, 4096, mmap.MADV_WILLNEED), (base + 5 * 4096, 7 * 4096, mmap.MADV_WILLNEED)]
+    assert int(mapping[: 12 * 4096].sum()) > 0  # read: now cached
+    calls.clear()
+    assert not cold_pages.announce_cold_spans(starts, ends) and calls == []
+    assert not cold_pages.announce_cold_spans(starts[:0], ends[:0])

@@ -397,3 +397,59 @@ def test_rows_are_read_where_the_system_has_no_read_hints(tmp_path: Path, monkey
     monkeypatch.delattr(ivf.os, "posix_fadvise")  # as on macOS
     asked = np.array([250, 3, 4, 120])
     np.testing.assert_array_equal(reader.rows(asked), vectors[asked])
+
+
+def test_a_mapped_index_announces_the_lists_it_probes_when_cold_and_answers_as_faiss_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search of a loaded (mapped) index finds the lists it will probe, asks for them at once when they are out of
+    the page cache, then scans them with that assignment: the same answer as FAISS's own search."""
+    import faiss
+
+    from incidentlib import cold_pages
+    from incidentlib.search import ivf
+
+    if cold_pages._MINCORE is None or cold_pages._MADVISE is None or not hasattr(os, "posix_fadvise"):
+        pytest.skip("needs mincore, madvise and posix_fadvise (Linux)")
+    vectors = clustered(20_000, dim=128, seed=11)  # lists of ~140 rows: a few pages of codes and ids each
+    built = IvfIndex.build(vectors)
+    folder = tmp_path / "ivf"
+    folder.mkdir()
+    built.save(folder)
+    loaded = dense.load(folder, "ivf")
+    assert isinstance(loaded, IvfIndex) and loaded.mapped
+    fd = os.open(folder / "ivf.faiss", os.O_RDONLY)
+    try:  # after loading, which read the file: a restarted server finds its lists out of the page cache
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    announced: list[tuple[list[int], list[int], bool]] = []
+    real = ivf.announce_cold_spans
+
+    def recorded(starts: np.ndarray, ends: np.ndarray) -> bool:
+        announced.append((np.asarray(starts).tolist(), np.asarray(ends).tolist(), real(starts, ends)))
+        return announced[-1][2]
+    monkeypatch.setattr(ivf, "announce_cold_spans", recorded)
+    queries = clustered(6, dim=128, seed=12)
+    scores, ids = loaded.search_codes_batch(queries, 10, nprobe=4)
+    params = faiss.SearchParametersIVF(nprobe=4)
+    want_scores, want_ids = loaded._index.search(queries, 10, params=params)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_array_equal(scores, want_scores)
+    # what was announced: every probed list whole (its codes, then its ids), and nothing else
+    _, probed = loaded._index.quantizer.search(queries, 4)
+    lists = np.unique(probed)
+    (starts, ends, cold), = announced
+    sizes = np.array([loaded._index.invlists.list_size(int(number)) for number in lists])
+    assert sorted(np.array(ends) - np.array(starts)) == sorted(sizes * (loaded._index.code_size + 8))
+    if not cold:
+        pytest.skip("this file system keeps dropped pages (tmpfs?): nothing was cold")
+    announced.clear()
+    loaded.search_codes_batch(queries, 10, nprobe=4)
+    assert [entry[2] for entry in announced] == [False]  # read now: checked, not announced again
+    # the single-query path, filtered through FAISS's selector too, answers as the index in memory does
+    monkeypatch.setattr(ivf, "EXACT_FILTER_ROWS", 10)
+    allowed = np.sort(np.random.default_rng(13).choice(20_000, 5_000, replace=False))
+    for query in queries:
+        np.testing.assert_array_equal(loaded.search(query, 10)[1], built.search(query, 10)[1])
+        np.testing.assert_array_equal(loaded.search(query, 10, allowed=allowed)[1], built.search(query, 10, allowed=allowed)[1])

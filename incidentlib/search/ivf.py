@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 import faiss
 import numpy as np
 
+from ..cold_pages import announce_cold_spans
 from .cores import usable_cores
 from .dense import ProgressFn, VectorIndex, empty_result, pad_batch
 
@@ -182,6 +183,7 @@ class IvfIndex:
         # the file a mapped index was loaded from, held open: an owned copy is read from it before the index grows
         # (by then a newer build may have removed the file's name)
         self._mapped_from: BinaryIO | None = None
+        self._list_spans: tuple[np.ndarray, np.ndarray] | None = None  # of a mapped index (:meth:`_spans`)
         self._file: Path | None = None
         self._serve_rows(vectors)
 
@@ -257,6 +259,47 @@ class IvfIndex:
             owned: Any = faiss.read_index(faiss.PyCallbackIOReader(source.read))  # type: ignore[attr-defined]  # not in the stubs
         owned.nprobe = self._index.nprobe
         self._index = owned
+        self._list_spans = None
+
+    def _spans(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per list, the address of its first code and one past its last id in the mapping of the index file (FAISS
+        writes a list's codes, then its ids); None when the lists are not mapped.  Read once: a mapped index never
+        changes (:meth:`add` makes an owned copy)."""
+        if self._mapped_from is None:
+            return None
+        if self._list_spans is None:
+            lists = self._index.invlists
+            starts = np.zeros(self.lists, dtype=np.int64)
+            ends = np.zeros(self.lists, dtype=np.int64)
+            for number in range(self.lists):
+                size = int(lists.list_size(number))
+                if size:
+                    codes, ids = lists.get_codes(number), lists.get_ids(number)
+                    starts[number] = faiss.rev_swig_ptr(codes, size * lists.code_size).ctypes.data
+                    ends[number] = faiss.rev_swig_ptr(ids, size).ctypes.data + size * 8
+                    lists.release_codes(number, codes)
+                    lists.release_ids(number, ids)
+            self._list_spans = (starts, ends)
+        return self._list_spans
+
+    def _scan(self, queries: np.ndarray, k: int, params: Any) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS's search of ``queries`` (contiguous float32) with ``params`` (``nprobe``, a selector): the lists it
+        will probe are found first and, when mapped and cold, announced together (:func:`.announce_cold_spans`), then
+        scanned (``search_preassigned``, with the same coarse assignment; the answer is FAISS's own search's)."""
+        spans = self._spans()
+        if spans is None:
+            return self._index.search(queries, k, params=params)  # type: ignore[no-any-return]
+        coarse, assigned = self._index.quantizer.search(queries, int(params.nprobe))
+        probed = np.unique(assigned[assigned >= 0])
+        announce_cold_spans(spans[0][probed], spans[1][probed])
+        distances = np.empty((len(queries), k), dtype=np.float32)
+        labels = np.empty((len(queries), k), dtype=np.int64)
+        assigned = np.ascontiguousarray(assigned, dtype=np.int64)
+        coarse = np.ascontiguousarray(coarse, dtype=np.float32)
+        self._index.search_preassigned_c(len(queries), faiss.swig_ptr(queries), k, faiss.swig_ptr(assigned),
+                                         faiss.swig_ptr(coarse), faiss.swig_ptr(distances), faiss.swig_ptr(labels),
+                                         False, params)
+        return distances, labels
 
     @property
     def mapped(self) -> bool:
@@ -306,7 +349,7 @@ class IvfIndex:
         if total == 0 or k <= 0:
             return empty_result()
         query = np.ascontiguousarray(np.asarray(query, dtype=np.float32).reshape(1, -1))
-        params = None
+        params = faiss.SearchParametersIVF(nprobe=self.nprobe)  # type: ignore[call-arg]  # the stubs miss its keywords
         if allowed is not None:
             rows = np.asarray(allowed, dtype=np.int64)
             if len(rows) == 0:
@@ -317,7 +360,7 @@ class IvfIndex:
             params = faiss.SearchParametersIVF(  # type: ignore[call-arg]  # the stubs miss its keyword arguments
                 sel=faiss.IDSelectorBatch(np.ascontiguousarray(rows)), nprobe=self.nprobe)
         fetch = min(total, k + min(k * (RERANK_FACTOR - 1), RERANK_LIMIT))
-        coded, ids = self._index.search(query, fetch, params=params)
+        coded, ids = self._scan(query, fetch, params)
         keep = ids[0] >= 0
         found, scores = ids[0][keep].astype(np.int64), coded[0][keep].astype(np.float32)
         if not len(found):
@@ -344,7 +387,7 @@ class IvfIndex:
             return np.zeros((len(queries), 0), dtype=np.float32), np.zeros((len(queries), 0), dtype=np.int64)
         params = faiss.SearchParametersIVF(nprobe=max(1, min(nprobe or self.nprobe, self.lists)))  # type: ignore[call-arg]
         with query_threads(len(queries)):
-            scores, ids = self._index.search(queries, k, params=params)
+            scores, ids = self._scan(queries, k, params)
         return np.where(ids >= 0, scores, -np.inf).astype(np.float32), ids.astype(np.int64)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
