@@ -190,6 +190,7 @@ def test_a_loaded_index_maps_its_lists_and_reads_a_copy_before_it_grows(tmp_path
     (tmp_path / "moved.faiss").unlink()
     grown = loaded.add(vectors[3000:])
     assert isinstance(grown, IvfIndex) and not grown.mapped and len(grown) == 4000 and grown.nprobe == built.nprobe
+    assert grown._index.parallel_mode == loaded._index.parallel_mode == 3  # the owned copy shares a batch's queries too
     for row in (3000, 3500, 3999):
         assert grown.search(vectors[row], 1)[1][0] == row
     again = tmp_path / "again"
@@ -417,6 +418,8 @@ def test_a_mapped_index_announces_the_lists_it_probes_when_cold_and_answers_as_f
     built.save(folder)
     loaded = dense.load(folder, "ivf")
     assert isinstance(loaded, IvfIndex) and loaded.mapped
+    # search_preassigned shares a batch's queries among the threads only in this mode (FAISS's default scans on one)
+    assert loaded._index.parallel_mode == built._index.parallel_mode == ivf.PARALLEL_OVER_QUERIES
     fd = os.open(folder / "ivf.faiss", os.O_RDONLY)
     try:  # after loading, which read the file: a restarted server finds its lists out of the page cache
         os.fsync(fd)

@@ -82,6 +82,11 @@ _EXACT_BLOCK = 262_144
 #: build reports progress after each block.  FAISS assigns and encodes each row on its own, so the codes equal
 #: one ``add`` of every row.
 ADD_BLOCK = 65_536
+#: FAISS's ``parallel_mode`` 3: a batch's queries are shared among the threads inside ``search_preassigned``.  Under
+#: the default (0) only ``search`` splits the queries, and ``search_preassigned``, which :meth:`IvfIndex._scan` calls
+#: after announcing the probed lists, runs on one thread: 12.9 against 5.0 ms for 13 queries on two cores.  Each
+#: query's answer is the same under both.
+PARALLEL_OVER_QUERIES = 3
 
 
 
@@ -177,6 +182,7 @@ class IvfIndex:
     kind = "ivf"
 
     def __init__(self, index: Any, vectors: np.ndarray) -> None:
+        index.parallel_mode = PARALLEL_OVER_QUERIES
         self._index = index
         self._vectors = vectors
         self._reader: _RowReader | None = None
@@ -258,6 +264,7 @@ class IvfIndex:
             source.seek(0)
             owned: Any = faiss.read_index(faiss.PyCallbackIOReader(source.read))  # type: ignore[attr-defined]  # not in the stubs
         owned.nprobe = self._index.nprobe
+        owned.parallel_mode = PARALLEL_OVER_QUERIES
         self._index = owned
         self._list_spans = None
 
