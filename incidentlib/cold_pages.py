@@ -103,15 +103,8 @@ def pages_missing(array: np.ndarray, elements: np.ndarray) -> int | None:
     that cannot be told (the array maps nothing, or the platform has no ``mincore``)."""
     if _MINCORE is None or _mapped_flat(array) is None:
         return None
-    page = mmap.PAGESIZE
-    addresses = array.ctypes.data + np.asarray(elements, dtype=np.int64)[np.asarray(elements) < len(array)] * array.itemsize
-    flag = (ctypes.c_ubyte * 1)()
-    missing = 0
-    for address in np.unique(addresses - addresses % page).tolist():
-        if _MINCORE(ctypes.c_void_p(address), ctypes.c_size_t(page), flag) != 0:
-            return None  # refused: no answer rather than a guess
-        missing += not flag[0] & 1
-    return missing
+    elements = np.asarray(elements, dtype=np.int64)
+    return _addresses_missing(array.ctypes.data + elements[elements < len(array)] * array.itemsize)
 
 
 def _addresses_missing(addresses: np.ndarray) -> int | None:
@@ -124,7 +117,7 @@ def _addresses_missing(addresses: np.ndarray) -> int | None:
     missing = 0
     for address in np.unique(addresses - addresses % page).tolist():
         if _MINCORE(ctypes.c_void_p(address), ctypes.c_size_t(page), flag) != 0:
-            return None
+            return None  # refused (not a mapping): no answer rather than a guess
         missing += not flag[0] & 1
     return missing
 

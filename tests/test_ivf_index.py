@@ -15,7 +15,7 @@ from fakes import HashEmbedder
 from incidentlib import Library
 from incidentlib.library import SearchConfig
 from incidentlib.loader import load_library
-from incidentlib.search import dense
+from incidentlib.search import dense, ivf
 from incidentlib.search.exact import ExactIndex
 from incidentlib.search.ivf import CALIBRATION_RECALL, IvfIndex, list_count
 
@@ -190,7 +190,7 @@ def test_a_loaded_index_maps_its_lists_and_reads_a_copy_before_it_grows(tmp_path
     (tmp_path / "moved.faiss").unlink()
     grown = loaded.add(vectors[3000:])
     assert isinstance(grown, IvfIndex) and not grown.mapped and len(grown) == 4000 and grown.nprobe == built.nprobe
-    assert grown._index.parallel_mode == loaded._index.parallel_mode == 3  # the owned copy shares a batch's queries too
+    assert grown._index.parallel_mode == ivf.PARALLEL_OVER_QUERIES  # the owned copy shares a batch's queries too
     for row in (3000, 3500, 3999):
         assert grown.search(vectors[row], 1)[1][0] == row
     again = tmp_path / "again"
@@ -400,59 +400,90 @@ def test_rows_are_read_where_the_system_has_no_read_hints(tmp_path: Path, monkey
     np.testing.assert_array_equal(reader.rows(asked), vectors[asked])
 
 
-def test_a_mapped_index_announces_the_lists_it_probes_when_cold_and_answers_as_faiss_does(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A search of a loaded (mapped) index finds the lists it will probe, asks for them at once when they are out of
-    the page cache, then scans them with that assignment: the same answer as FAISS's own search."""
-    import faiss
-
-    from incidentlib import cold_pages
-    from incidentlib.search import ivf
-
-    if cold_pages._MINCORE is None or cold_pages._MADVISE is None or not hasattr(os, "posix_fadvise"):
-        pytest.skip("needs mincore, madvise and posix_fadvise (Linux)")
-    vectors = clustered(20_000, dim=128, seed=11)  # lists of ~140 rows: a few pages of codes and ids each
-    built = IvfIndex.build(vectors)
+def a_mapped_index(tmp_path: Path) -> tuple[IvfIndex, IvfIndex]:
+    """An index built in memory, and the same index saved and loaded (its lists mapped), lists of a few pages each."""
+    built = IvfIndex.build(clustered(20_000, dim=128, seed=11))  # ~140 rows a list: a few pages of codes and ids
     folder = tmp_path / "ivf"
     folder.mkdir()
     built.save(folder)
     loaded = dense.load(folder, "ivf")
     assert isinstance(loaded, IvfIndex) and loaded.mapped
+    return built, loaded
+
+
+def test_a_mapped_index_scans_the_lists_it_found_and_answers_as_faiss_does(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the page cache holds: the lists a search will probe are found first, their spans (codes, then ids) are
+    the ones FAISS maps, they are announced when the sample says cold, and the answer is FAISS's own search's."""
+    import faiss
+
+    from incidentlib import cold_pages
+
+    built, loaded = a_mapped_index(tmp_path)
+    index = loaded._index
     # search_preassigned shares a batch's queries among the threads only in this mode (FAISS's default scans on one)
-    assert loaded._index.parallel_mode == built._index.parallel_mode == ivf.PARALLEL_OVER_QUERIES
-    fd = os.open(folder / "ivf.faiss", os.O_RDONLY)
+    assert index.parallel_mode == built._index.parallel_mode == ivf.PARALLEL_OVER_QUERIES
+    spans = loaded._spans()
+    assert spans is not None and built._spans() is None  # an index in memory has nothing to announce
+    lists = index.invlists
+    for number in range(loaded.lists):
+        size = lists.list_size(number)
+        codes = faiss.rev_swig_ptr(lists.get_codes(number), size * lists.code_size).ctypes.data if size else 0
+        ids_end = faiss.rev_swig_ptr(lists.get_ids(number), size).ctypes.data + size * ivf.ID_BYTES if size else 0
+        assert (spans[0][number], spans[1][number]) == (codes, ids_end)
+    advised: list[tuple[int, int]] = []
+    monkeypatch.setattr(cold_pages, "_addresses_missing", lambda addresses: 1)  # every sampled page cold
+    monkeypatch.setattr(cold_pages, "_MADVISE", lambda address, length, advice: advised.append((address.value, length.value)) or 0)
+    queries = clustered(25, dim=128, seed=12)
+    for nprobe in (1, 4, loaded.lists + 5):  # past the list count: every list, as FAISS clamps it
+        advised.clear()
+        scores, ids = loaded.search_codes_batch(queries, 10, nprobe=nprobe)
+        want_scores, want_ids = index.search(queries, 10, params=faiss.SearchParametersIVF(nprobe=min(nprobe, loaded.lists)))
+        np.testing.assert_array_equal(ids, want_ids)
+        np.testing.assert_array_equal(scores, want_scores)
+        probed = np.unique(index.quantizer.search(queries, min(nprobe, loaded.lists))[1])
+        assert advised == cold_pages.page_ranges(0, 1, spans[0][probed], spans[1][probed])
+    # asked of the scan itself for more lists than there are (its callers clamp first): every list, as FAISS clamps it
+    wide = loaded._scan(queries, 10, faiss.SearchParametersIVF(nprobe=loaded.lists + 5))
+    np.testing.assert_array_equal(wide[1], index.search(queries, 10, params=faiss.SearchParametersIVF(nprobe=loaded.lists))[1])
+    # more than there are rows: padded as FAISS pads
+    _, deep = loaded.search_codes_batch(queries[:2], 30_000, nprobe=2)
+    np.testing.assert_array_equal(deep, index.search(queries[:2], 20_000, params=faiss.SearchParametersIVF(nprobe=2))[1])
+    # the single-query path, filtered through FAISS's selector too, answers as the index in memory does
+    monkeypatch.setattr(ivf, "EXACT_FILTER_ROWS", 10)
+    allowed = np.sort(np.random.default_rng(13).choice(20_000, 5_000, replace=False))
+    for query in queries[:6]:
+        np.testing.assert_array_equal(loaded.search(query, 10)[1], built.search(query, 10)[1])
+        np.testing.assert_array_equal(loaded.search(query, 10, allowed=allowed)[1], built.search(query, 10, allowed=allowed)[1])
+    # cached (by the page cache's answer): checked, nothing announced
+    monkeypatch.setattr(cold_pages, "_addresses_missing", lambda addresses: 0)
+    advised.clear()
+    loaded.search_codes_batch(queries, 10, nprobe=4)
+    assert advised == []
+
+
+def test_lists_out_of_the_page_cache_are_found_cold_then_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's own answer: after the index file's pages are dropped its probed lists are cold and announced; once
+    read, they are cached and not announced again."""
+    from incidentlib import cold_pages
+
+    if cold_pages._MINCORE is None or cold_pages._MADVISE is None or not hasattr(os, "posix_fadvise"):
+        pytest.skip("needs mincore, madvise and posix_fadvise (Linux)")
+    _, loaded = a_mapped_index(tmp_path)
+    fd = os.open(tmp_path / "ivf" / "ivf.faiss", os.O_RDONLY)
     try:  # after loading, which read the file: a restarted server finds its lists out of the page cache
         os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
-    announced: list[tuple[list[int], list[int], bool]] = []
+    spans = loaded._spans()
+    assert spans is not None
+    if not cold_pages._addresses_missing(spans[0][spans[1] > spans[0]]):
+        pytest.skip("this file system keeps dropped pages (tmpfs?): no cold list to test with")
+    announced: list[bool] = []
     real = ivf.announce_cold_spans
-
-    def recorded(starts: np.ndarray, ends: np.ndarray) -> bool:
-        announced.append((np.asarray(starts).tolist(), np.asarray(ends).tolist(), real(starts, ends)))
-        return announced[-1][2]
-    monkeypatch.setattr(ivf, "announce_cold_spans", recorded)
+    monkeypatch.setattr(ivf, "announce_cold_spans", lambda starts, ends: announced.append(real(starts, ends)) or announced[-1])
     queries = clustered(6, dim=128, seed=12)
-    scores, ids = loaded.search_codes_batch(queries, 10, nprobe=4)
-    params = faiss.SearchParametersIVF(nprobe=4)
-    want_scores, want_ids = loaded._index.search(queries, 10, params=params)
-    np.testing.assert_array_equal(ids, want_ids)
-    np.testing.assert_array_equal(scores, want_scores)
-    # what was announced: every probed list whole (its codes, then its ids), and nothing else
-    _, probed = loaded._index.quantizer.search(queries, 4)
-    lists = np.unique(probed)
-    (starts, ends, cold), = announced
-    sizes = np.array([loaded._index.invlists.list_size(int(number)) for number in lists])
-    assert sorted(np.array(ends) - np.array(starts)) == sorted(sizes * (loaded._index.code_size + 8))
-    if not cold:
-        pytest.skip("this file system keeps dropped pages (tmpfs?): nothing was cold")
-    announced.clear()
     loaded.search_codes_batch(queries, 10, nprobe=4)
-    assert [entry[2] for entry in announced] == [False]  # read now: checked, not announced again
-    # the single-query path, filtered through FAISS's selector too, answers as the index in memory does
-    monkeypatch.setattr(ivf, "EXACT_FILTER_ROWS", 10)
-    allowed = np.sort(np.random.default_rng(13).choice(20_000, 5_000, replace=False))
-    for query in queries:
-        np.testing.assert_array_equal(loaded.search(query, 10)[1], built.search(query, 10)[1])
-        np.testing.assert_array_equal(loaded.search(query, 10, allowed=allowed)[1], built.search(query, 10, allowed=allowed)[1])
+    loaded.search_codes_batch(queries, 10, nprobe=4)
+    assert announced == [True, False]
