@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=10)
     parser.add_argument("--search", type=int, default=0, metavar="N")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="print the N functions of the cold similar requests with the most time of their own (cProfile)")
+                        help="print the N functions of the cold requests with the most time of their own (cProfile)")
     args = parser.parse_args()
     roots = [args.ann_work, args.postings, args.cache]
     by_inode: dict[tuple[int, int], Path] = {}  # a file linked under two names (the inverted file's vectors) once
@@ -103,6 +103,13 @@ def main() -> None:
             return index.rank(index.incident_query(incident), 10)
         return profile.runcall(lambda: index.rank(index.incident_query(incident), 10))
 
+    searched = cProfile.Profile() if args.profile else None
+
+    def search(text: str) -> object:
+        if searched is None:
+            return engine.search(text, k=10, mode=SearchMode.hybrid)
+        return searched.runcall(lambda: engine.search(text, k=10, mode=SearchMode.hybrid))
+
     for n in range(args.queries):
         incident = records[ids[round(n * (len(ids) - 1) / max(args.queries - 1, 1))]]
         gained, seconds = counted(files, lambda incident=incident: similar(incident))
@@ -111,7 +118,7 @@ def main() -> None:
             totals["similar"][path].append(pages)
         if texts:
             text = texts[n % len(texts)]
-            gained, seconds = counted(files, lambda text=text: engine.search(text, k=10, mode=SearchMode.hybrid))
+            gained, seconds = counted(files, lambda text=text: search(text))
             times["search"].append(seconds)
             for path, pages in gained.items():
                 totals["search"][path].append(pages)
@@ -129,6 +136,9 @@ def main() -> None:
     if profile is not None:
         sys.stdout.write(f"\nThe cold similar requests, cProfile, the {args.profile} functions with the most time of their own:\n\n")
         pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
+    if searched is not None and texts:
+        sys.stdout.write(f"\nThe cold searches, cProfile, the {args.profile} functions with the most time of their own:\n\n")
+        pstats.Stats(searched, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
 
 
 if __name__ == "__main__":
