@@ -715,8 +715,11 @@ def import_cmd(
             out.print(f"[red]✗[/red] {rejected.location}: {escape('; '.join(rejected.reasons))}")
         if report.new_organizations or report.new_tags:
             out.print(f"new organizations: {', '.join(report.new_organizations) or '—'}; new tags: {', '.join(report.new_tags) or '—'}")
-        verb = "would add" if report.dry_run else ("added" if report.written else "added nothing to")
-        out.print(f"{verb} {len(report.accepted)} incident(s) to {report.into}; rejected {len(report.rejected)}")
+        if report.dry_run or report.written:
+            verb = "would add" if report.dry_run else "added"
+            out.print(f"{verb} {len(report.accepted)} incident(s) to {report.into}; rejected {len(report.rejected)}")
+        else:
+            out.print(f"added nothing to {report.into}; rejected {len(report.rejected)}")
     if not report.accepted and report.rejected:
         raise typer.Exit(1)
 

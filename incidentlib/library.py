@@ -1054,12 +1054,18 @@ class Library:
         from .importing import ImportFormat, ImportOptions, run_import
 
         try:
-            options: ImportOptions = ImportOptions(format=ImportFormat(fmt), maps=maps, id_prefix=id_prefix, lang=lang,
+            import_format = ImportFormat(fmt)
+        except ValueError:
+            raise InvalidRequest(f"format: {fmt!r} is not one of {', '.join(f.value for f in ImportFormat)}",
+                                 parameter="format") from None
+        try:
+            options: ImportOptions = ImportOptions(format=import_format, maps=maps, id_prefix=id_prefix, lang=lang,
                                                    dry_run=dry_run, keep_near_duplicates=keep_near_duplicates)
         except ValidationError as exc:
-            raise InvalidRequest("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from None
+            first = exc.errors()[0]["loc"][0] if exc.errors() and exc.errors()[0]["loc"] else None
+            raise InvalidRequest("; ".join(f"{'.'.join(str(part) for part in e['loc'])}: " * bool(e["loc"])
+                                           + e["msg"].removeprefix("Value error, ") for e in exc.errors()),
+                                 parameter=str(first) if first is not None else None) from None
         return run_import(source, target, options, progress)
 
     # ---- live writes (docs/storage.md) ---------------------------------------------------

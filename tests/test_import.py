@@ -193,3 +193,73 @@ def test_import_command(tmp_path: Path, target: Path) -> None:
     assert bad_map.exit_code == 2 and "FIELD=SOURCE" in bad_map.stderr
     no_target = runner.invoke(app, ["import", str(source), "--format", "markdown"], env={"INCIDENTLIB_DATA": ""})
     assert no_target.exit_code == 2 and "--into" in no_target.stderr
+
+
+def jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return path
+
+
+def test_two_records_of_one_import_never_share_an_id(tmp_path: Path, target: Path) -> None:
+    """An id given twice in one file, or given to a record after the importer chose it for an earlier one: every record
+    is written under its own id, with a warning naming the earlier record (it used to overwrite the first one)."""
+    texts = [("DNS resolver outage", "Resolvers stopped answering after a bad config push."),
+             ("Expired TLS certificate", "A certificate expired and clients failed the handshake."),
+             ("Disk full on the build farm", "Logs filled the build farm's disks."),
+             ("Kafka consumers stalled", "A deploy changed the consumer configuration.")]
+    records = [{"title": title, "summary": summary, "org": "acme", "source_url": f"https://example.com/{n}"}
+               for n, (title, summary) in enumerate(texts)]
+    records[0]["id"] = records[1]["id"] = "IL-0700"  # the same id twice
+    records[3]["id"] = "IL-0002"  # the id the importer gives record 2, which has none (a new library starts at 1)
+    fresh = tmp_path / "new"
+    report = run_import(jsonl(tmp_path / "dup.jsonl", records), fresh, ImportOptions(format=ImportFormat.jsonl))
+    ids = [row.id for row in report.accepted]
+    assert ids == ["IL-0700", "IL-0001", "IL-0002", "IL-0003"]
+    assert report.accepted[1].warnings == ["id: 'IL-0700' was given to dup.jsonl:1 of this import; imported as IL-0001"]
+    assert report.accepted[3].warnings == ["id: 'IL-0002' was given to dup.jsonl:3 of this import; imported as IL-0003"]
+    data, problems = check_library(fresh)
+    assert not problems and data is not None
+    assert {data.incidents[i].title.get("en") for i in ids} == {title for title, _ in texts}  # all four kept
+    # an id the library holds, or one of another form, is replaced with a warning saying so
+    taken = [{"id": "IL-0025", "title": "Another NCCL hang", "summary": "Ranks stopped.", "org": "acme",
+              "source_url": "https://example.com/x"},
+             {"id": "not-an-id", "title": "Fan failure", "summary": "A fan failed.", "org": "acme",
+              "source_url": "https://example.com/y"}]
+    again = run_import(jsonl(tmp_path / "taken.jsonl", taken), target, ImportOptions(format=ImportFormat.jsonl))
+    assert [row.warnings[0].split(";")[0] for row in again.accepted] == [
+        "id: 'IL-0025' is an incident of the library already", "id: 'not-an-id' does not have the form IL-NNNN"]
+
+
+def test_fields_of_the_wrong_shape_are_rejected_with_the_field_named(tmp_path: Path, target: Path) -> None:
+    base = {"summary": "Something broke.", "org": "acme"}
+    records = [{**base, "title": "A", "org": ["acme", "beta"], "source_url": "https://e.example/1"},
+               {**base, "title": {"text": "x"}, "source_url": "https://e.example/2"},
+               {**base, "title": "C", "tags": {"x": 1}, "source_url": "https://e.example/3"},
+               {**base, "title": {"en": "Fine", "ko": "괜찮음"}, "tags": ["a"], "source_url": ["https://e.example/4"]}]
+    report = run_import(jsonl(tmp_path / "shape.jsonl", records), target, ImportOptions(format=ImportFormat.jsonl))
+    assert [row.title for row in report.accepted] == ["Fine"]
+    assert [row.reasons for row in report.rejected] == [
+        ["org: expected one value, got a list"],
+        ["title: an object must hold the text under 'en' and/or 'ko', got 'text'"],
+        ["tags: expected a value or a list of values, got an object"]]
+    assert "acme-beta" not in (target / "vocab" / "imported-organization.yaml").read_text(encoding="utf-8")
+
+
+def test_unusable_files_and_options_are_named(tmp_path: Path, target: Path) -> None:
+    from incidentlib import Library
+    from incidentlib.errors import InvalidRequest
+
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes('{"title": "ok"}\n{"title": "caf\xe9"}\n'.encode("latin-1"))
+    with pytest.raises(ImportFailed, match=r"latin1\.jsonl:2: not UTF-8 text"):
+        run_import(latin1, target, ImportOptions(format=ImportFormat.jsonl))
+    with pytest.raises(ImportFailed, match="a directory, not a file"):
+        run_import(tmp_path, target, ImportOptions(format=ImportFormat.jsonl))
+    before = files(target)
+    with pytest.raises(InvalidRequest, match=r"format: 'jsonx' is not one of yaml, json, jsonl, csv, markdown") as wrong:
+        Library.import_records(latin1, target, "jsonx", [])
+    assert wrong.value.parameter == "format"
+    with pytest.raises(InvalidRequest, match=r"id_prefix: 'il' must be 2 to 8 capital letters") as prefix:
+        Library.import_records(latin1, target, "jsonl", [], id_prefix="il")
+    assert prefix.value.parameter == "id_prefix"
+    assert files(target) == before

@@ -48,10 +48,17 @@ SUMMARY_CHARS = 400
 class ImportOptions(BaseModel):
     format: ImportFormat
     maps: list[str] = Field(default_factory=list, description="FIELD=SOURCE mappings")
-    id_prefix: str = Field(default="IL", pattern=r"^[A-Z]{2,8}$")
+    id_prefix: str = "IL"
     lang: str = Field(default="en", pattern=r"^(en|ko)$")
     dry_run: bool = False
     keep_near_duplicates: bool = False
+
+    @field_validator("id_prefix")
+    @classmethod
+    def _id_prefix(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Z]{2,8}", value):
+            raise ValueError(f"{value!r} must be 2 to 8 capital letters A-Z (incident ids are PREFIX-NNNN)")
+        return value
 
     @field_validator("maps")
     @classmethod
@@ -153,6 +160,8 @@ class Importer:
         prefix = f"{options.id_prefix}-"
         numbers = [int(i[len(prefix):]) for i in data.incidents if i.startswith(prefix)]
         self._next_number = max(numbers, default=0) + 1
+        # ids given to records accepted earlier in this import, and where from: two records must never share a file
+        self._given: dict[str, str] = {}
 
     # ---- concepts ---------------------------------------------------------------
     def _concept(self, name: str, kind: ConceptKind, create: bool) -> str | None:
@@ -180,7 +189,7 @@ class Importer:
         while True:
             candidate = f"{self.options.id_prefix}-{self._next_number:04d}"
             self._next_number += 1
-            if candidate not in self.data.incidents:
+            if candidate not in self.data.incidents and candidate not in self._given:
                 return candidate
 
     # ---- one record ------------------------------------------------------------
@@ -198,6 +207,9 @@ class Importer:
 
     def _build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
         values, unmatched = extract(raw.data, self.maps)
+        shape = _shape_errors(values)
+        if shape:  # a list where one name is expected would become a made-up name (["a", "b"] -> "a-b")
+            return None, Rejected(location=raw.location, reasons=shape)
         reasons: list[str] = []
         warnings: list[str] = list(unmatched)  # required fields that stay missing are rejected below
         title, summary, body = _bilingual_texts(values, self.options.lang)
@@ -227,7 +239,7 @@ class Importer:
         suggestions = [{"concept": link["concept"], "kind": link["kind"], "evidence": link["evidence"]} for link in inferred]
         status = str(values.get("status") or "draft")
         document = {
-            "id": self._record_id(values),
+            "id": self._record_id(values, warnings),
             "status": status,
             "org": org,
             "date": record_date,
@@ -248,6 +260,7 @@ class Importer:
         if isinstance(validated, Rejected):
             return None, validated
         self.duplicates.add(validated.id, urls, texts)
+        self._given[validated.id] = raw.location
         accepted = Accepted(id=validated.id, location=raw.location, title=next(iter(title.values())),
                             status=validated.status.value,
                             suggestions=[f"{s['kind']}:{s['concept']} ({s['evidence']})" for s in suggestions],
@@ -277,16 +290,57 @@ class Importer:
         return [link.model_dump(mode="json", exclude_defaults=True) | {"confidence": link.confidence}
                 for link in self.tagger.infer([text], exclude=[asserted])[0]]
 
-    def _record_id(self, values: dict[str, Any]) -> str:
-        """The record's own id when it fits the prefix and is free, else the next free one."""
-        record_id = str(values.get("id") or "")
-        if not re.fullmatch(rf"{self.options.id_prefix}-\d{{4,6}}", record_id) or record_id in self.data.incidents:
-            record_id = self._next_id()
-        return record_id
+    def _record_id(self, values: dict[str, Any], warnings: list[str]) -> str:
+        """The record's own id when it fits the prefix and is free (in the library and in this import so far), else
+        the next free one, with a warning saying why when the record had an id of its own."""
+        given = values.get("id")
+        record_id = str(given or "")
+        if not given:
+            return self._next_id()
+        if not re.fullmatch(rf"{self.options.id_prefix}-\d{{4,6}}", record_id):
+            why = f"does not have the form {self.options.id_prefix}-NNNN"
+        elif record_id in self.data.incidents:
+            why = "is an incident of the library already"
+        elif record_id in self._given:
+            why = f"was given to {self._given[record_id]} of this import"
+        else:
+            return record_id
+        new_id = self._next_id()
+        warnings.append(f"id: {record_id!r} {why}; imported as {new_id}")
+        return new_id
 
 
 #: Incident fields an import may assert directly (tags and organizations are created when new).
 ASSERTED_FIELDS = ("components", "causes", "symptoms")
+#: Fields that hold one value, texts that may be given per language (``{en: …, ko: …}``), and fields that take one
+#: value or a list: what :func:`_shape_errors` checks before anything is read from a record.
+SINGLE_FIELDS = ("id", "org", "status", "severity", "date")
+TEXT_FIELDS = ("title", "summary", "body", "detection", "mitigation")
+LIST_FIELDS = ("tags", "source_url", "signals", *ASSERTED_FIELDS)
+
+
+def _kind_of(value: object) -> str:
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _shape_errors(values: dict[str, Any]) -> list[str]:
+    """Reasons to reject a record whose fields have the wrong shape: a list or an object where one value is expected,
+    an object with other keys than the two languages, an object where a list is expected."""
+    errors = []
+    for name in SINGLE_FIELDS:
+        if isinstance(values.get(name), (list, dict)):
+            errors.append(f"{name}: expected one value, got {_kind_of(values[name])}")
+    for name in TEXT_FIELDS:
+        value = values.get(name)
+        if isinstance(value, list):
+            errors.append(f"{name}: expected text, or an object with 'en' and/or 'ko', got a list")
+        elif isinstance(value, dict) and (set(value) - set(LANGS) or not value):
+            other = ", ".join(repr(str(key)) for key in value if key not in LANGS) or "no key"
+            errors.append(f"{name}: an object must hold the text under 'en' and/or 'ko', got {other}")
+    for name in LIST_FIELDS:
+        if isinstance(values.get(name), dict):
+            errors.append(f"{name}: expected a value or a list of values, got an object")
+    return errors
 
 
 def _text(values: dict[str, Any], name: str, lang: str) -> dict[str, str]:
@@ -432,6 +486,8 @@ def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[Conce
         rel = f"{INCIDENTS_DIR}/{incident.id}.yaml"
         if (target / rel).exists():
             raise ImportFailed(f"{target / rel} already exists; nothing was written")
+        if rel in files:  # ids are unique within an import (Importer._record_id); never let one record replace another
+            raise ImportFailed(f"two records of this import were both given {incident.id}; nothing was written")
         files[rel] = _dump(incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
                            | {"id": incident.id, "status": incident.status.value, "org": incident.org})
     if fresh:  # a private scratch folder that becomes the library only if it validates

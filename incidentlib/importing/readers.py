@@ -41,9 +41,17 @@ class RawRecord:
 
 
 def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
+    if path.is_dir():
+        raise ReadError(f"{path}: a directory, not a file to import")
     if not path.is_file():
         raise ReadError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = raw.count(b"\n", 0, exc.start) + 1  # the line of the first byte that is not UTF-8
+        raise ReadError(f"{path.name}:{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                        "convert the file to UTF-8 first") from None
     name = path.name
     if fmt is ImportFormat.markdown:
         return read_markdown_list(text, name)
