@@ -204,13 +204,21 @@ class Library:
                         fusion: FusionMethod | str | None = None, backend: str | None = None) -> SearchConfig:
         """A :class:`SearchConfig` from plain values; an unknown embedder, fusion or search backend is an
         :class:`InvalidRequest` (the backend's names ``--search-backend``)."""
+        from pydantic import ValidationError
+
         ranking = parse_search_backend(backend)
         try:
-            config = SearchConfig(embedder=EmbedderConfig(backend=embedder or DEFAULT_BACKEND), cache_dir=cache_dir,
-                                  backend=ranking)
-            return config.model_copy(update={"fusion": FusionMethod(fusion)}) if fusion else config
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from None
+            chosen = EmbedderConfig(backend=embedder or DEFAULT_BACKEND)
+        except ValidationError as exc:  # its reason alone, not pydantic's report around it
+            raise InvalidRequest("embedder: " + "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()),
+                                 parameter="embedder") from None
+        try:
+            method = FusionMethod(fusion) if fusion else None
+        except ValueError:
+            raise InvalidRequest(f"fusion: {fusion!r} is not one of {', '.join(m.value for m in FusionMethod)}",
+                                 parameter="fusion") from None
+        config = SearchConfig(embedder=chosen, cache_dir=cache_dir, backend=ranking)
+        return config.model_copy(update={"fusion": method}) if method else config
 
     def with_embedder(self, embedder: str) -> Library:
         """The same loaded data searched with another embedder (same cache and fusion)."""

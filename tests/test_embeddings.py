@@ -37,6 +37,21 @@ def test_factory_rejects_unknown_backend() -> None:
         EmbedderConfig(backend="word2vec")
 
 
+def test_an_unknown_embedder_or_fusion_is_named_in_one_line() -> None:
+    """What the CLI prints (`--embedder`, `--fusion`): the parameter and the reason, not pydantic's report."""
+    from incidentlib import Library
+    from incidentlib.errors import InvalidRequest
+
+    with pytest.raises(InvalidRequest) as embedder:
+        Library.search_settings(embedder="word2vec")
+    assert str(embedder.value) == "embedder: unknown embedder 'word2vec': use one of e5-small, use-m3 or st:<model path>"
+    assert embedder.value.parameter == "embedder"
+    with pytest.raises(InvalidRequest) as fusion:
+        Library.search_settings(fusion="nope")
+    assert str(fusion.value).startswith("fusion: 'nope' is not one of ") and fusion.value.parameter == "fusion"
+    assert Library.search_settings(fusion="rrf").fusion.value == "rrf"
+
+
 def _tiny_sentence_transformer(path: Path) -> Path:
     """A real sentence-transformers model built locally: word embeddings + mean pooling."""
     from sentence_transformers import SentenceTransformer
