@@ -201,33 +201,42 @@ def jsonl(path: Path, records: list[dict]) -> Path:
 
 
 def test_two_records_of_one_import_never_share_an_id(tmp_path: Path, target: Path) -> None:
-    """An id given twice in one file, or given to a record after the importer chose it for an earlier one: every record
-    is written under its own id, with a warning naming the earlier record (it used to overwrite the first one)."""
+    """Each id a record names is claimed by the first record naming it: a second record naming it gets a new id with
+    a warning (it used to overwrite the first without a word), and the ids made up for records without one skip every
+    named id, wherever in the file it comes."""
     texts = [("DNS resolver outage", "Resolvers stopped answering after a bad config push."),
              ("Expired TLS certificate", "A certificate expired and clients failed the handshake."),
              ("Disk full on the build farm", "Logs filled the build farm's disks."),
-             ("Kafka consumers stalled", "A deploy changed the consumer configuration.")]
+             ("Kafka consumers stalled", "A deploy changed the consumer configuration."),
+             ("Fan failure in rack 12", "A fan failed and the rack's GPUs throttled.")]
     records = [{"title": title, "summary": summary, "org": "acme", "source_url": f"https://example.com/{n}"}
                for n, (title, summary) in enumerate(texts)]
-    records[0]["id"] = records[1]["id"] = "IL-0700"  # the same id twice
-    records[3]["id"] = "IL-0002"  # the id the importer gives record 2, which has none (a new library starts at 1)
+    records[1]["id"] = "IL-0001"  # named after a record without an id, which must not take it
+    records[2]["id"] = records[3]["id"] = "IL-0700"  # the same id twice
     fresh = tmp_path / "new"
     report = run_import(jsonl(tmp_path / "dup.jsonl", records), fresh, ImportOptions(format=ImportFormat.jsonl))
-    ids = [row.id for row in report.accepted]
-    assert ids == ["IL-0700", "IL-0001", "IL-0002", "IL-0003"]
-    assert report.accepted[1].warnings == ["id: 'IL-0700' was given to dup.jsonl:1 of this import; imported as IL-0001"]
-    assert report.accepted[3].warnings == ["id: 'IL-0002' was given to dup.jsonl:3 of this import; imported as IL-0003"]
+    assert [row.id for row in report.accepted] == ["IL-0002", "IL-0001", "IL-0700", "IL-0003", "IL-0004"]
+    assert [row.warnings for row in report.accepted] == [
+        [], [], [], ["id: 'IL-0700' is named by dup.jsonl:3 earlier in this import; imported as IL-0003"], []]
     data, problems = check_library(fresh)
     assert not problems and data is not None
-    assert {data.incidents[i].title.get("en") for i in ids} == {title for title, _ in texts}  # all four kept
-    # an id the library holds, or one of another form, is replaced with a warning saying so
+    assert {data.incidents[row.id].title.get("en") for row in report.accepted} == {title for title, _ in texts}
+    # a named id first, then a record without one: the made-up id skips it
+    pair = [{**records[0], "id": "IL-0001"}, {**records[1], "id": None}]
+    again = run_import(jsonl(tmp_path / "pair.jsonl", pair), tmp_path / "other", ImportOptions(format=ImportFormat.jsonl))
+    assert [row.id for row in again.accepted] == ["IL-0001", "IL-0002"]
+    # an id the library holds, or one of another form or shape, is replaced with a warning saying so
     taken = [{"id": "IL-0025", "title": "Another NCCL hang", "summary": "Ranks stopped.", "org": "acme",
               "source_url": "https://example.com/x"},
              {"id": "not-an-id", "title": "Fan failure", "summary": "A fan failed.", "org": "acme",
-              "source_url": "https://example.com/y"}]
-    again = run_import(jsonl(tmp_path / "taken.jsonl", taken), target, ImportOptions(format=ImportFormat.jsonl))
-    assert [row.warnings[0].split(";")[0] for row in again.accepted] == [
-        "id: 'IL-0025' is an incident of the library already", "id: 'not-an-id' does not have the form IL-NNNN"]
+              "source_url": "https://example.com/y"},
+             {"id": {"$oid": "65a1"}, "title": "PSU failure", "summary": "A power supply failed.", "org": "acme",
+              "source_url": "https://example.com/z"}]
+    third = run_import(jsonl(tmp_path / "taken.jsonl", taken), target, ImportOptions(format=ImportFormat.jsonl))
+    assert [row.warnings[0].split(";")[0] for row in third.accepted] == [
+        "id: 'IL-0025' is an incident of the library already",
+        "id: 'not-an-id' does not have the form IL-NNNN (4 to 6 digits)",
+        "id: \"{'$oid': '65a1'}\" is not a single value"]
 
 
 def test_fields_of_the_wrong_shape_are_rejected_with_the_field_named(tmp_path: Path, target: Path) -> None:
@@ -235,9 +244,13 @@ def test_fields_of_the_wrong_shape_are_rejected_with_the_field_named(tmp_path: P
     records = [{**base, "title": "A", "org": ["acme", "beta"], "source_url": "https://e.example/1"},
                {**base, "title": {"text": "x"}, "source_url": "https://e.example/2"},
                {**base, "title": "C", "tags": {"x": 1}, "source_url": "https://e.example/3"},
-               {**base, "title": {"en": "Fine", "ko": "괜찮음"}, "tags": ["a"], "source_url": ["https://e.example/4"]}]
+               {**base, "title": {"en": "Fine", "ko": "괜찮음"}, "tags": ["a"], "source_url": ["https://e.example/4"]},
+               # optional lists of names given as objects are left out with a warning, an empty title is missing
+               {"summary": "The payment queue backed up for an hour.", "org": "acme", "title": {}, "impact": {"users": 1000},
+                "source_url": "https://e.example/5"}]
     report = run_import(jsonl(tmp_path / "shape.jsonl", records), target, ImportOptions(format=ImportFormat.jsonl))
-    assert [row.title for row in report.accepted] == ["Fine"]
+    assert [row.title for row in report.accepted] == ["Fine", "The payment queue backed up for an hour."]
+    assert report.accepted[1].warnings == ["symptoms: an object, not a value or a list of values; left out"]
     assert [row.reasons for row in report.rejected] == [
         ["org: expected one value, got a list"],
         ["title: an object must hold the text under 'en' and/or 'ko', got 'text'"],

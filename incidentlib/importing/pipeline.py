@@ -160,8 +160,9 @@ class Importer:
         prefix = f"{options.id_prefix}-"
         numbers = [int(i[len(prefix):]) for i in data.incidents if i.startswith(prefix)]
         self._next_number = max(numbers, default=0) + 1
-        # ids given to records accepted earlier in this import, and where from: two records must never share a file
-        self._given: dict[str, str] = {}
+        # the ids the records of this import name themselves (valid, not in the library), each claimed by the first
+        # record naming it (:meth:`reserve`): an id made up for a record without one never takes a named id
+        self._named: dict[str, str] = {}
 
     # ---- concepts ---------------------------------------------------------------
     def _concept(self, name: str, kind: ConceptKind, create: bool) -> str | None:
@@ -189,8 +190,18 @@ class Importer:
         while True:
             candidate = f"{self.options.id_prefix}-{self._next_number:04d}"
             self._next_number += 1
-            if candidate not in self.data.incidents and candidate not in self._given:
+            if candidate not in self.data.incidents and candidate not in self._named:
                 return candidate
+
+    def reserve(self, records: list[RawRecord]) -> None:
+        """Claim, for the first record naming it, every valid id the records name that the library does not hold."""
+        for raw in records:
+            given = extract(raw.data, self.maps)[0].get("id")
+            if isinstance(given, (str, int)) and self._id_form(str(given)) and str(given) not in self.data.incidents:
+                self._named.setdefault(str(given), raw.location)
+
+    def _id_form(self, record_id: str) -> bool:
+        return re.fullmatch(rf"{self.options.id_prefix}-\d{{4,6}}", record_id) is not None
 
     # ---- one record ------------------------------------------------------------
     def build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
@@ -207,11 +218,11 @@ class Importer:
 
     def _build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
         values, unmatched = extract(raw.data, self.maps)
-        shape = _shape_errors(values)
+        warnings: list[str] = list(unmatched)  # required fields that stay missing are rejected below
+        shape = _shape_errors(values, warnings)
         if shape:  # a list where one name is expected would become a made-up name (["a", "b"] -> "a-b")
             return None, Rejected(location=raw.location, reasons=shape)
         reasons: list[str] = []
-        warnings: list[str] = list(unmatched)  # required fields that stay missing are rejected below
         title, summary, body = _bilingual_texts(values, self.options.lang)
         if not title:
             reasons.append("no title, summary or body text (map one with --map title=…)")
@@ -239,7 +250,7 @@ class Importer:
         suggestions = [{"concept": link["concept"], "kind": link["kind"], "evidence": link["evidence"]} for link in inferred]
         status = str(values.get("status") or "draft")
         document = {
-            "id": self._record_id(values, warnings),
+            "id": self._record_id(values, warnings, raw.location),
             "status": status,
             "org": org,
             "date": record_date,
@@ -260,7 +271,6 @@ class Importer:
         if isinstance(validated, Rejected):
             return None, validated
         self.duplicates.add(validated.id, urls, texts)
-        self._given[validated.id] = raw.location
         accepted = Accepted(id=validated.id, location=raw.location, title=next(iter(title.values())),
                             status=validated.status.value,
                             suggestions=[f"{s['kind']}:{s['concept']} ({s['evidence']})" for s in suggestions],
@@ -290,19 +300,21 @@ class Importer:
         return [link.model_dump(mode="json", exclude_defaults=True) | {"confidence": link.confidence}
                 for link in self.tagger.infer([text], exclude=[asserted])[0]]
 
-    def _record_id(self, values: dict[str, Any], warnings: list[str]) -> str:
-        """The record's own id when it fits the prefix and is free (in the library and in this import so far), else
-        the next free one, with a warning saying why when the record had an id of its own."""
+    def _record_id(self, values: dict[str, Any], warnings: list[str], location: str) -> str:
+        """The record's own id when it has the prefix's form, the library does not hold it and no earlier record of
+        this import named it (:meth:`reserve`); else the next free one, with a warning saying why."""
         given = values.get("id")
-        record_id = str(given or "")
-        if not given:
+        if given is None or given == "":
             return self._next_id()
-        if not re.fullmatch(rf"{self.options.id_prefix}-\d{{4,6}}", record_id):
-            why = f"does not have the form {self.options.id_prefix}-NNNN"
+        record_id = str(given)
+        if not isinstance(given, (str, int)):
+            why = "is not a single value"
+        elif not self._id_form(record_id):
+            why = f"does not have the form {self.options.id_prefix}-NNNN (4 to 6 digits)"
         elif record_id in self.data.incidents:
             why = "is an incident of the library already"
-        elif record_id in self._given:
-            why = f"was given to {self._given[record_id]} of this import"
+        elif self._named.get(record_id, location) != location:
+            why = f"is named by {self._named[record_id]} earlier in this import"
         else:
             return record_id
         new_id = self._next_id()
@@ -312,20 +324,24 @@ class Importer:
 
 #: Incident fields an import may assert directly (tags and organizations are created when new).
 ASSERTED_FIELDS = ("components", "causes", "symptoms")
-#: Fields that hold one value, texts that may be given per language (``{en: …, ko: …}``), and fields that take one
-#: value or a list: what :func:`_shape_errors` checks before anything is read from a record.
-SINGLE_FIELDS = ("id", "org", "status", "severity", "date")
+#: What :func:`_shape_errors` checks before anything is read from a record: fields that hold one value, texts that
+#: may be given per language (``{en: …, ko: …}``), fields that take one value or a list (a record without a usable
+#: one is rejected), and lists of names the record may leave out (an object there is left out with a warning, as an
+#: unknown name is).
+SINGLE_FIELDS = ("org", "status", "severity", "date")
 TEXT_FIELDS = ("title", "summary", "body", "detection", "mitigation")
-LIST_FIELDS = ("tags", "source_url", "signals", *ASSERTED_FIELDS)
+LIST_FIELDS = ("tags", "source_url")
+OPTIONAL_LIST_FIELDS = ("signals", *ASSERTED_FIELDS)
 
 
 def _kind_of(value: object) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _shape_errors(values: dict[str, Any]) -> list[str]:
+def _shape_errors(values: dict[str, Any], warnings: list[str]) -> list[str]:
     """Reasons to reject a record whose fields have the wrong shape: a list or an object where one value is expected,
-    an object with other keys than the two languages, an object where a list is expected."""
+    an object with other keys than the two languages, an object where a list is expected.  An empty text object is
+    taken as missing; an object among the optional lists is dropped with a warning (``values`` is changed)."""
     errors = []
     for name in SINGLE_FIELDS:
         if isinstance(values.get(name), (list, dict)):
@@ -334,12 +350,18 @@ def _shape_errors(values: dict[str, Any]) -> list[str]:
         value = values.get(name)
         if isinstance(value, list):
             errors.append(f"{name}: expected text, or an object with 'en' and/or 'ko', got a list")
-        elif isinstance(value, dict) and (set(value) - set(LANGS) or not value):
-            other = ", ".join(repr(str(key)) for key in value if key not in LANGS) or "no key"
+        elif isinstance(value, dict) and not value:
+            values[name] = None
+        elif isinstance(value, dict) and set(value) - set(LANGS):
+            other = ", ".join(repr(str(key)) for key in value if key not in LANGS)
             errors.append(f"{name}: an object must hold the text under 'en' and/or 'ko', got {other}")
     for name in LIST_FIELDS:
         if isinstance(values.get(name), dict):
             errors.append(f"{name}: expected a value or a list of values, got an object")
+    for name in OPTIONAL_LIST_FIELDS:
+        if isinstance(values.get(name), dict):
+            warnings.append(f"{name}: an object, not a value or a list of values; left out")
+            values[name] = None
     return errors
 
 
@@ -445,6 +467,7 @@ def _import_records(records: list[RawRecord], source: Path, target: Path, option
     report = ImportReport(source=str(source), into=str(target),
                           format=options.format.value, dry_run=options.dry_run, written=False)
     built: list[Incident] = []
+    importer.reserve(records)
     for index, raw in enumerate(records, 1):
         incident, outcome = importer.build(raw)
         if incident is not None:
