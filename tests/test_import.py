@@ -276,3 +276,11 @@ def test_unusable_files_and_options_are_named(tmp_path: Path, target: Path) -> N
         Library.import_records(latin1, target, "jsonl", [], id_prefix="il")
     assert prefix.value.parameter == "id_prefix"
     assert files(target) == before
+
+
+def test_a_csv_saved_with_a_byte_order_mark_reads_its_first_column(tmp_path: Path, target: Path) -> None:
+    source = tmp_path / "sheet.csv"
+    source.write_bytes("\ufefftitle,org,source_url,summary\nQueue backed up,acme,https://e.example/q,The queue backed up.\n"
+                       .encode("utf-8"))
+    report = run_import(source, target, ImportOptions(format=ImportFormat.csv))
+    assert [row.title for row in report.accepted] == ["Queue backed up"] and not report.rejected

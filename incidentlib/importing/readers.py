@@ -47,7 +47,7 @@ def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
         raise ReadError(f"{path}: no such file")
     raw = path.read_bytes()
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark (spreadsheets write one) is not part of the first field
     except UnicodeDecodeError as exc:
         where = raw.count(b"\n", 0, exc.start) + 1  # the line of the first byte that is not UTF-8
         raise ReadError(f"{path.name}:{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
