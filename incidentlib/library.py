@@ -1059,7 +1059,7 @@ class Library:
         """Import a collection into ``target`` as drafts, all or nothing; bad options are an :class:`InvalidRequest`."""
         from pydantic import ValidationError
 
-        from .importing import ImportFormat, ImportOptions, run_import
+        from .importing import ImportFormat, ImportOptions, run_import, validation_reasons
 
         try:
             import_format = ImportFormat(fmt)
@@ -1070,10 +1070,9 @@ class Library:
             options: ImportOptions = ImportOptions(format=import_format, maps=maps, id_prefix=id_prefix, lang=lang,
                                                    dry_run=dry_run, keep_near_duplicates=keep_near_duplicates)
         except ValidationError as exc:
-            first = exc.errors()[0]["loc"][0] if exc.errors() and exc.errors()[0]["loc"] else None
-            raise InvalidRequest("; ".join(f"{'.'.join(str(part) for part in e['loc'])}: " * bool(e["loc"])
-                                           + e["msg"].removeprefix("Value error, ") for e in exc.errors()),
-                                 parameter=str(first) if first is not None else None) from None
+            located = [error["loc"] for error in exc.errors() if error["loc"]]
+            raise InvalidRequest("; ".join(validation_reasons(exc)),
+                                 parameter=str(located[0][0]) if located else None) from None
         return run_import(source, target, options, progress)
 
     # ---- live writes (docs/storage.md) ---------------------------------------------------

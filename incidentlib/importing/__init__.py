@@ -2,7 +2,8 @@
 
 from ..errors import ImportFailed, MappingError, ReadError
 from .mapping import FieldMap
-from .pipeline import ImportOptions, ImportReport, run_import
+from .pipeline import ImportOptions, ImportReport, run_import, validation_reasons
 from .readers import ImportFormat
 
-__all__ = ["FieldMap", "ImportFailed", "ImportFormat", "ImportOptions", "ImportReport", "MappingError", "ReadError", "run_import"]
+__all__ = ["FieldMap", "ImportFailed", "ImportFormat", "ImportOptions", "ImportReport", "MappingError", "ReadError", "run_import",
+           "validation_reasons"]

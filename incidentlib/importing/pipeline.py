@@ -417,16 +417,17 @@ def _validate(document: dict[str, Any], status: str, warnings: list[str], locati
         return Incident.model_validate(document)
     except ValidationError as exc:
         if status == "draft":
-            return Rejected(location=location, reasons=_reasons(exc))
+            return Rejected(location=location, reasons=validation_reasons(exc))
         document["status"] = "draft"
         warnings.append(f"kept as a draft: {exc.error_count()} rule(s) for published incidents not met")
     try:
         return Incident.model_validate(document)
     except ValidationError as inner:
-        return Rejected(location=location, reasons=_reasons(inner))
+        return Rejected(location=location, reasons=validation_reasons(inner))
 
 
-def _reasons(exc: ValidationError) -> list[str]:
+def validation_reasons(exc: ValidationError) -> list[str]:
+    """Each of pydantic's errors as ``field.path: reason``, without its report around them."""
     return [f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()]
 
 
