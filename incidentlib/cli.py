@@ -36,6 +36,7 @@ from .errors import (
     DataError,
     EmbedderUnavailable,
     GraphStoreError,
+    ImportInterrupted,
     IncidentlibError,
     InvalidRequest,
     LibraryError,
@@ -45,6 +46,7 @@ from .library import (
     CACHE_ENV,
     DATA_ENV,
     DEFAULT_EMBEDDER,
+    RESUME_SEGMENT,
     SEARCH_BACKEND_ENV,
     SEARCH_BACKEND_OPTION,
     ExportFormat,
@@ -99,6 +101,8 @@ class _Commands(TyperGroup):
             return super().invoke(ctx)
         except IncidentlibError as exc:
             raise fail(message(exc), exit_code(exc)) from None
+        except KeyboardInterrupt:  # a command with more to say (index, import) said it and raised Exit already
+            raise interrupted("stopped before the command finished") from None
 
 
 
@@ -147,6 +151,16 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+#: The exit status of a command stopped by Ctrl-C: 128 + SIGINT, as a shell reports a process the signal ended.
+INTERRUPTED_EXIT = 130
+
+
+def interrupted(message: str) -> typer.Exit:
+    """Say what a Ctrl-C left behind (on stderr) and end with :data:`INTERRUPTED_EXIT`."""
+    err.print(f"[yellow]interrupted:[/yellow] {escape(message)}")
+    return typer.Exit(INTERRUPTED_EXIT)
+
+
 def open_library(data: Path | None, embedder: str = DEFAULT_EMBEDDER, cache: Path | None = None,
                  fusion: FusionMethod | None = None, graph_store: str | None = None,
                  search_backend: str | None = None) -> Library:
@@ -172,7 +186,12 @@ def build_with_progress(library: Library, quiet: bool = False, save_snapshot: bo
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        report = library.build_index(progress, save_snapshot=save_snapshot, rebuild=rebuild)
+        try:
+            report = library.build_index(progress, save_snapshot=save_snapshot, rebuild=rebuild)
+        except KeyboardInterrupt:
+            raise interrupted(
+                f"the index is not built. A build keeps the vectors it embedded every {RESUME_SEGMENT:,} chunks: "
+                "run the same command again to resume from the last of them") from None
     if report.warning:  # a damaged cache was rebuilt: say so even when quiet (stderr only)
         err.print(f"[yellow]warning:[/yellow] {escape(report.warning)}")
     if not quiet and report.action != "reused":
@@ -698,11 +717,16 @@ def import_cmd(
     with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), console=err, transient=True,
                   disable=as_json) as bar:
         task = bar.add_task("import", total=None)
-        report = Library.import_records(
-            path, target, fmt, maps or [], id_prefix=id_prefix, lang=lang.value, dry_run=dry_run,
-            keep_near_duplicates=keep_near_duplicates,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
-        )
+        try:
+            report = Library.import_records(
+                path, target, fmt, maps or [], id_prefix=id_prefix, lang=lang.value, dry_run=dry_run,
+                keep_near_duplicates=keep_near_duplicates,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        except ImportInterrupted as stopped:
+            if stopped.completed:
+                raise interrupted(f"the import had been committed and is now complete in {target}") from None
+            raise interrupted(f"nothing was imported; {target} is as it was") from None
     if as_json:
         emit_json(report)
     else:

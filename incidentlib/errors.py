@@ -36,6 +36,9 @@
     └── AuthError                           -> HTTP 401 (no, unknown, revoked or expired token)
         └── Forbidden                       -> HTTP 403 (the token's role is too low)
 
+    KeyboardInterrupt
+    └── ImportInterrupted                   Ctrl-C during an import, the library already settled -> CLI exit 130
+
 The extra built-in bases keep ``except KeyError`` / ``except ValueError`` callers working.
 Every message names the file, field or parameter and the reason.
 """
@@ -187,6 +190,17 @@ class MappingError(DataError):
 
 class ImportFailed(DataError):
     """The import cannot run at all (bad options, unreadable input, broken target library)."""
+
+
+class ImportInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an import, raised once the target library is settled (``incidentlib.journal.recover``):
+    ``completed`` when the import had been committed and is now whole; otherwise nothing of it was written.  A
+    ``KeyboardInterrupt``, so that a caller that does not know it still stops."""
+
+    def __init__(self, target: str, completed: bool) -> None:
+        super().__init__(target, completed)
+        self.target = target
+        self.completed = completed
 
 
 class TableError(DataError):

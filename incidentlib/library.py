@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
-from .errors import FilterError, IncidentNotFound, InvalidRequest, UnknownNodeError
+from .errors import FilterError, ImportInterrupted, IncidentNotFound, InvalidRequest, UnknownNodeError
 from .facets import Facets, incident_values, passes
 from .gc_pause import built_for_process_lifetime, release_frozen
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
@@ -51,7 +51,7 @@ from .search.fusion import FusionMethod
 from .search.layered import DenseSnapshot
 from .search.lexical import Postings
 from .search.service import SearchService
-from .search.store import BuildReport
+from .search.store import RESUME_SEGMENT, BuildReport
 from .storage import atomic_write_bytes, atomic_write_text
 from .store import STORE_FILE, OverlayStore
 from .store.auth import ROLES, TokenInfo, TokenStore
@@ -1073,7 +1073,14 @@ class Library:
             located = [error["loc"] for error in exc.errors() if error["loc"]]
             raise InvalidRequest("; ".join(validation_reasons(exc)),
                                  parameter=str(located[0][0]) if located else None) from None
-        return run_import(source, target, options, progress)
+        try:
+            return run_import(source, target, options, progress)
+        except KeyboardInterrupt:
+            # all or nothing (incidentlib.journal): settled now, so the caller can say which, not at the next open
+            from .journal import recover
+
+            completed = target.is_dir() and recover(target) == "completed"
+            raise ImportInterrupted(str(target), completed) from None
 
     # ---- live writes (docs/storage.md) ---------------------------------------------------
     def refresh(self) -> bool:
@@ -1465,6 +1472,7 @@ __all__ = [
     "DATA_ENV",
     "DEFAULT_EMBEDDER",
     "MEDIA_TYPES",
+    "RESUME_SEGMENT",
     "SEARCH_BACKEND_ENV",
     "SEARCH_BACKEND_OPTION",
     "BuildReport",

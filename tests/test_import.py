@@ -284,3 +284,141 @@ def test_a_csv_saved_with_a_byte_order_mark_reads_its_first_column(tmp_path: Pat
                        .encode("utf-8"))
     report = run_import(source, target, ImportOptions(format=ImportFormat.csv))
     assert [row.title for row in report.accepted] == ["Queue backed up"] and not report.rejected
+
+
+def test_csv_fields_spanning_lines_keep_their_breaks_and_records_their_lines(tmp_path: Path, target: Path) -> None:
+    source = tmp_path / "tickets.csv"
+    source.write_text('title,org,source_url,body\r\n'
+                      'Queue backed up,acme,https://e.example/q,"The consumer lag grew.\r\n\r\nWe restarted, then it drained."\r\n'
+                      '\r\n'
+                      'Disk filled,acme,https://e.example/d,"Logs, ""debug"" level, filled /var"\r\n', encoding="utf-8")
+    report = run_import(source, target, ImportOptions(format=ImportFormat.csv))
+    assert [(row.location, row.title) for row in report.accepted] == [
+        ("tickets.csv:2", "Queue backed up"), ("tickets.csv:6", "Disk filled")]
+    queue = yaml.safe_load((target / "incidents" / f"{report.accepted[0].id}.yaml").read_text(encoding="utf-8"))
+    assert queue["body"]["en"] == "The consumer lag grew.\n\nWe restarted, then it drained."
+    disk = yaml.safe_load((target / "incidents" / f"{report.accepted[1].id}.yaml").read_text(encoding="utf-8"))
+    assert disk["body"]["en"] == 'Logs, "debug" level, filled /var'
+
+
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_csv_separated_by_semicolons_or_tabs(tmp_path: Path, target: Path, separator: str) -> None:
+    source = tmp_path / "sheet.csv"
+    rows = [["title", "org", "source_url", "summary"], ["Queue backed up", "acme", "https://e.example/q", "Lag grew, 1,5 h"]]
+    source.write_text("".join(separator.join(row) + "\n" for row in rows), encoding="utf-8")
+    report = run_import(source, target, ImportOptions(format=ImportFormat.csv, dry_run=True))
+    assert [row.title for row in report.accepted] == ["Queue backed up"] and not report.rejected
+
+
+def test_a_csv_quote_left_open_names_its_line_and_writes_nothing(tmp_path: Path, target: Path) -> None:
+    source = tmp_path / "open.csv"
+    source.write_text('title,org,source_url,summary\nA,acme,https://e.example/a,fine\n'
+                      'B,acme,https://e.example/b,"never closed\nC,acme,https://e.example/c,swallowed\n', encoding="utf-8")
+    before = files(target)
+    with pytest.raises(ImportFailed, match=r"open\.csv:3: not valid CSV: a quoted field opened here is never closed"):
+        run_import(source, target, ImportOptions(format=ImportFormat.csv))
+    assert files(target) == before
+
+
+def test_jsonl_strings_may_hold_unicode_line_separators(tmp_path: Path, target: Path) -> None:
+    record = {"title": "Paging storm", "org": "acme", "source_url": "https://e.example/p",
+              "body": "First paragraph.\u2028Second line.\u000cAfter a form feed."}
+    source = tmp_path / "export.jsonl"
+    source.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, dry_run=True))
+    assert [row.title for row in report.accepted] == ["Paging storm"] and not report.rejected
+
+
+def test_signals_are_kept_verbatim_in_every_shape_the_library_writes(tmp_path: Path, target: Path) -> None:
+    log = "NCCL WARN [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE) | 600000 ms"
+    base = {"org": "acme"}
+    records = [{**base, "title": "Listed", "source_url": "https://e.example/1", "summary": "Training stalled.",
+                "signals": [log, {"text": "Xid 79; GPU has fallen off the bus", "note": "the GPU left the PCIe bus"},
+                            {"text": "ECC error", "note": {"en": "memory", "ko": "메모리"}}, {"note": "no text"}]},
+               {**base, "title": "One object", "source_url": "https://e.example/2", "summary": "A job hung at startup.",
+                "signals": {"text": log}},
+               {**base, "title": "Lines", "source_url": "https://e.example/3", "summary": "Checkpoints were lost.",
+                "signals": f"{log}\nsecond; line\n"}]
+    report = run_import(jsonl(tmp_path / "signals.jsonl", records), target, ImportOptions(format=ImportFormat.jsonl))
+    assert [row.warnings for row in report.accepted] == [
+        ["signals: an object without a 'text' string; left out"], [], []]
+    stored = [yaml.safe_load((target / "incidents" / f"{row.id}.yaml").read_text(encoding="utf-8"))["signals"]
+              for row in report.accepted]
+    texts = [[s if isinstance(s, str) else s["text"] for s in signals] for signals in stored]
+    assert texts == [[log, "Xid 79; GPU has fallen off the bus", "ECC error"], [log], [log, "second; line"]]
+    assert stored[0][1]["note"] == {"en": "the GPU left the PCIe bus"}
+    assert stored[0][2]["note"] == {"en": "memory", "ko": "메모리"}
+    _, problems = check_library(target)
+    assert problems == []
+
+
+def test_a_list_item_is_one_value_and_a_single_value_splits_like_a_cell(tmp_path: Path, target: Path) -> None:
+    base = {"org": "acme"}
+    records = [{**base, "title": "Items", "summary": "The cache tier fell over.", "source_url": "https://e.example/1",
+                "tags": ["a;b", "c"]},
+               {**base, "title": "Cell", "summary": "A certificate expired.", "source_url": "https://e.example/2",
+                "tags": "a;b|c"}]
+    report = run_import(jsonl(tmp_path / "tags.jsonl", records), target, ImportOptions(format=ImportFormat.jsonl))
+    tags = [yaml.safe_load((target / "incidents" / f"{row.id}.yaml").read_text(encoding="utf-8"))["tags"]
+            for row in report.accepted]
+    assert tags[1] == ["a", "b", "c"]
+    assert len(tags[0]) == 2 and tags[0][1] == "c"
+
+
+def _interrupt_once(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> None:
+    """Make ``module.name`` raise KeyboardInterrupt (as Ctrl-C would) the first time it is called."""
+    real = getattr(module, name)
+    calls = []
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        calls.append(args)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, interrupted)
+
+
+def test_ctrl_c_before_the_commit_says_nothing_was_imported(tmp_path: Path, target: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from incidentlib import journal
+
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    before = files(target)
+    _interrupt_once(monkeypatch, journal, "atomic_write_text")  # the first staged file: before the commit point
+    result = CliRunner().invoke(app, ["import", str(source), "--format", "markdown", "--into", str(target)])
+    assert result.exit_code == 130
+    assert "interrupted: nothing was imported" in " ".join(result.output.split())
+    assert files(target) == before and not (target / journal.JOURNAL_DIR).exists()
+
+
+def test_ctrl_c_after_the_commit_completes_the_import_at_once(tmp_path: Path, target: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from incidentlib import journal
+
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    before = set(files(target))
+    _interrupt_once(monkeypatch, journal, "_roll_forward")  # the manifest is written: the import is committed
+    result = CliRunner().invoke(app, ["import", str(source), "--format", "markdown", "--into", str(target)])
+    assert result.exit_code == 130
+    assert "the import had been committed and is now complete" in " ".join(result.output.split())
+    added = set(files(target)) - before
+    assert len([name for name in added if name.startswith("incidents/")]) == 2
+    assert not (target / journal.JOURNAL_DIR).exists()
+    _, problems = check_library(target)
+    assert problems == []
+
+
+def test_ctrl_c_during_an_index_build_says_how_to_resume(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from incidentlib import Library
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Library, "build_index", stopped)
+    result = CliRunner().invoke(app, ["index", "--cache", str(tmp_path / "cache")])
+    assert result.exit_code == 130
+    said = " ".join(result.output.split())
+    assert "interrupted: the index is not built" in said and "run the same command again to resume" in said

@@ -112,7 +112,9 @@ def parse_date(value: object) -> str:
     return "-".join(part for part in match.groups() if part)
 
 
-def _as_list(value: object) -> list[str]:
+def _as_list(value: object, *, cell: bool = True) -> list[str]:
+    """The values of a list field: a list's items whole (an object by its url, href or name); a single value (a CSV
+    cell, ``cell``) split on ``;`` and ``|``."""
     if value is None:
         return []
     if isinstance(value, list):
@@ -120,12 +122,43 @@ def _as_list(value: object) -> list[str]:
         for item in value:
             if isinstance(item, dict):  # e.g. sources: [{url: …}]
                 item = item.get("url") or item.get("href") or item.get("name") or ""
-            out.extend(_as_list(item))
+            out.extend(_as_list(item, cell=False))
         return out
     text = str(value).strip()
     if not text:
         return []
+    if not cell:
+        return [text]
     return [part.strip() for part in re.split(r"[;|]", text) if part.strip()]
+
+
+def _signals(value: object, lang: str, warnings: list[str]) -> list[str | dict[str, Any]]:
+    """The record's signals, verbatim: a list's items whole, each a string or ``{text, note}`` as the library writes
+    them (a note in one language is in ``lang``); a single string one signal a line.  Log lines hold ``;`` and ``|``,
+    so a signal is never split at them as a list cell is."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    found: list[str | dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, dict):
+            text = item.get("text")
+            if not isinstance(text, str) or not text.strip():
+                warnings.append("signals: an object without a 'text' string; left out")
+                continue
+            signal: dict[str, Any] = {"text": text.strip()}
+            note = item.get("note")
+            if isinstance(note, dict):
+                note = {code: str(note[code]).strip() for code in LANGS if str(note.get(code) or "").strip()}
+            elif isinstance(note, str) and note.strip():
+                note = {lang: note.strip()}
+            if note:
+                signal["note"] = note
+            found.append(signal)
+        elif item is not None and str(item).strip():
+            lines = [str(item)] if isinstance(value, list) else str(item).splitlines()
+            found.extend(line.strip() for line in lines if line.strip())
+    return found
 
 
 def _first_sentence(text: str, limit: int = TITLE_CHARS) -> str:
@@ -260,7 +293,7 @@ class Importer:
             "summary": summary,
             "body": body,
             **concept_fields,
-            "signals": _as_list(values.get("signals")),
+            "signals": _signals(values.get("signals"), self.options.lang, warnings),
             "detection": _text(values, "detection", self.options.lang) or None,
             "mitigation": _text(values, "mitigation", self.options.lang) or None,
             "sources": _sources(values, urls, org_name, title),
@@ -359,6 +392,8 @@ def _shape_errors(values: dict[str, Any], warnings: list[str]) -> list[str]:
         if isinstance(values.get(name), dict):
             errors.append(f"{name}: expected a value or a list of values, got an object")
     for name in OPTIONAL_LIST_FIELDS:
+        if name == "signals" and isinstance(values.get(name), dict) and "text" in values[name]:
+            continue  # one signal as the library writes it: {text, note}
         if isinstance(values.get(name), dict):
             warnings.append(f"{name}: an object, not a value or a list of values; left out")
             values[name] = None

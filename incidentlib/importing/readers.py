@@ -7,8 +7,10 @@ can point at it.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -57,7 +59,9 @@ def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
         return read_markdown_list(text, name)
     if fmt is ImportFormat.jsonl:
         records = []
-        for number, line in enumerate(text.splitlines(), 1):
+        # only a newline ends a record: str.splitlines() would also cut at U+2028 or a form feed, which JSON strings
+        # may hold unescaped (ticket exports do), and report a valid line as broken JSON
+        for number, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:
@@ -69,12 +73,7 @@ def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
             records.append(RawRecord(f"{name}:{number}", value))
         return records
     if fmt is ImportFormat.csv:
-        reader = csv.DictReader(text.splitlines())
-        if not reader.fieldnames:
-            raise ReadError(f"{name}: CSV has no header row")
-        # the header is line 1, so the first record is on line 2
-        return [RawRecord(f"{name}:{number}", {k: v for k, v in row.items() if k is not None})
-                for number, row in enumerate(reader, 2)]
+        return read_csv(text, name)
     try:
         value = yaml.safe_load(text) if fmt is ImportFormat.yaml else json.loads(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
@@ -83,6 +82,51 @@ def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
     if items is None:
         raise ReadError(f"{name}: expected a list of records, or a mapping holding one")
     return [RawRecord(f"{name}#{index}", item) for index, item in enumerate(items) if isinstance(item, dict)]
+
+
+#: Field separators a CSV file may use, tried on its header line: spreadsheets in locales whose decimal mark is a comma
+#: save with ";", and ticket tools export tab-separated values.
+CSV_DELIMITERS = ",;\t"
+
+
+def read_csv(text: str, name: str) -> list[RawRecord]:
+    """Records of a CSV file with a header row; each is located at the line it starts on.  A quoted field may span
+    lines (a ticket's description usually does) and keeps its line breaks; a quote left open is an error naming its
+    line rather than the rest of the file read into one field.  The separator is the one of :data:`CSV_DELIMITERS`
+    found most often in the header line, outside quotes (a comma when none is)."""
+    header = next((line for line in text.split("\n") if line.strip()), "")
+    unquoted = re.sub(r'"[^"]*"', "", header)
+    delimiter = max(CSV_DELIMITERS, key=unquoted.count) if any(d in unquoted for d in CSV_DELIMITERS) else ","
+    # Python's default limit (128 KiB a field) is less than a long postmortem in one cell
+    csv.field_size_limit(max(csv.field_size_limit(), len(text)))
+    read: list[tuple[int, str]] = []  # the lines the reader took since the last record: (number, text)
+
+    def lines() -> Iterator[str]:
+        for number, line in enumerate(io.StringIO(text, newline=""), 1):
+            read.append((number, line))
+            yield line
+
+    reader = csv.DictReader(lines(), delimiter=delimiter, strict=True)
+    records = []
+    try:
+        if not reader.fieldnames:
+            raise ReadError(f"{name}: CSV has no header row")
+        read.clear()
+        for row in reader:
+            start = next((number for number, line in read if line.strip()), reader.line_num)
+            read.clear()
+            records.append(RawRecord(f"{name}:{start}", {k: _lines(v) for k, v in row.items() if k is not None}))
+    except csv.Error as exc:
+        opened = next((number for number, line in read if line.strip()), reader.line_num)
+        why = "a quoted field opened here is never closed" if "end of data" in str(exc) else str(exc)
+        raise ReadError(f"{name}:{opened}: not valid CSV: {why}") from None
+    return records
+
+
+def _lines(value: str | None) -> str | None:
+    """A CSV cell with its line breaks as ``\\n`` (a file saved on Windows breaks the lines of a quoted cell with
+    ``\\r\\n``)."""
+    return value.replace("\r\n", "\n").replace("\r", "\n") if isinstance(value, str) else value
 
 
 def _find_list(value: object) -> list[Any] | None:
