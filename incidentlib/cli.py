@@ -696,6 +696,21 @@ def review(
         out.print("no proposed inferred links")
 
 
+#: The option of ``import`` that sets each parameter :meth:`Library.import_records` may name in an error.
+IMPORT_OPTIONS = {"format": "--format", "maps": "--map", "id_prefix": "--id-prefix", "lang": "--lang"}
+
+
+def _as_option(exc: InvalidRequest, options: dict[str, str]) -> str:
+    """The error's message with the parameter it names written as the command's option (``id_prefix: …`` is
+    ``--id-prefix: …``); a message that already quotes the option keeps only that."""
+    text = str(exc)
+    option = options.get(exc.parameter or "")
+    if option is None or not text.startswith(f"{exc.parameter}: "):
+        return text
+    rest = text[len(f"{exc.parameter}: "):]
+    return rest if rest.startswith(option) else f"{option}: {rest}"
+
+
 @app.command("import")
 def import_cmd(
     path: Annotated[Path, typer.Argument(help="The collection to import.")],
@@ -723,6 +738,8 @@ def import_cmd(
                 keep_near_duplicates=keep_near_duplicates,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
+        except InvalidRequest as exc:
+            raise fail(_as_option(exc, IMPORT_OPTIONS), exit_code(exc)) from None
         except ImportInterrupted as stopped:
             if stopped.completed:
                 raise interrupted(f"the import had been committed and is now complete in {target}") from None

@@ -191,6 +191,9 @@ def test_import_command(tmp_path: Path, target: Path) -> None:
     assert "same source URL" in again.stdout
     bad_map = runner.invoke(app, ["import", str(source), "--format", "json", "--into", str(target), "--map", "oops"])
     assert bad_map.exit_code == 2 and "FIELD=SOURCE" in bad_map.stderr
+    assert " ".join(bad_map.stderr.split()).startswith("error: --map 'oops':")  # the option, not the parameter's name
+    prefix = runner.invoke(app, ["import", str(source), "--format", "markdown", "--into", str(target), "--id-prefix", "il"])
+    assert prefix.exit_code == 2 and " ".join(prefix.stderr.split()).startswith("error: --id-prefix: 'il' must be")
     no_target = runner.invoke(app, ["import", str(source), "--format", "markdown"], env={"INCIDENTLIB_DATA": ""})
     assert no_target.exit_code == 2 and "--into" in no_target.stderr
 
