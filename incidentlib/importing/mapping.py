@@ -10,6 +10,7 @@ language; a bare text target (``title``) uses the import's ``--lang``.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,12 +110,13 @@ def _split_step(step: str) -> tuple[str | None, list[int | None]]:
     return key, indexes
 
 
-def extract(record: dict[str, Any], maps: list[FieldMap]) -> tuple[dict[str, object], list[str]]:
-    """Values for every target: explicit mappings first, then the default keys.
+def extract(record: dict[str, Any], maps: list[FieldMap],
+            only: Collection[str] | None = None) -> tuple[dict[str, object], list[str]]:
+    """Values for every target (or the targets ``only``): explicit mappings first, then the default keys.
 
     Returns the values and a list of problems (explicit mappings that found nothing).
     """
-    explicit = {m.target: m for m in maps}
+    explicit = {m.target: m for m in maps if only is None or m.target in only}
     values: dict[str, object] = {}
     problems: list[str] = []
     for target, field_map in explicit.items():
@@ -124,6 +126,8 @@ def extract(record: dict[str, Any], maps: list[FieldMap]) -> tuple[dict[str, obj
         else:
             values[target] = value
     for target, candidates in DEFAULT_SOURCES.items():
+        if only is not None and target not in only:
+            continue
         if target in values or target in explicit or any(t.startswith(f"{target}.") for t in explicit):
             continue
         for candidate in candidates:

@@ -229,7 +229,7 @@ class Importer:
     def reserve(self, records: list[RawRecord]) -> None:
         """Claim, for the first record naming it, every valid id the records name that the library does not hold."""
         for raw in records:
-            given = extract(raw.data, self.maps)[0].get("id")
+            given = extract(raw.data, self.maps, only=("id",))[0].get("id")
             if isinstance(given, (str, int)) and self._id_form(str(given)) and str(given) not in self.data.incidents:
                 self._named.setdefault(str(given), raw.location)
 
