@@ -161,7 +161,7 @@ class NewDirectory:
 
 @contextmanager
 def new_directory(target: Path) -> Iterator[NewDirectory]:
-    """Yield a sibling scratch directory; on success rename it to ``target`` (which must not exist)."""
+    """Yield a sibling scratch directory; on success rename it to ``target`` (which must not exist, or be empty)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}{NEW_DIR_MARK}{os.getpid()}-", dir=target.parent))
     os.chmod(scratch, 0o777 & ~current_umask())  # mkdtemp makes it private; a library folder follows the umask
@@ -169,7 +169,13 @@ def new_directory(target: Path) -> Iterator[NewDirectory]:
     try:
         yield handle
         if handle.keep:
-            os.rename(scratch, target)
+            try:
+                os.rename(scratch, target)  # POSIX replaces an empty directory in the same step
+            except OSError:
+                if not target.is_dir() or any(target.iterdir()):
+                    raise
+                target.rmdir()  # where a rename does not replace a directory
+                os.rename(scratch, target)
             _fsync_dir(target.parent)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

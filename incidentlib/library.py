@@ -1073,14 +1073,17 @@ class Library:
             located = [error["loc"] for error in exc.errors() if error["loc"]]
             raise InvalidRequest("; ".join(validation_reasons(exc)),
                                  parameter=str(located[0][0]) if located else None) from None
+        before = _incident_files(target)
         try:
             return run_import(source, target, options, progress)
         except KeyboardInterrupt:
-            # all or nothing (incidentlib.journal): settled now, so the caller can say which, not at the next open
+            # all or nothing (incidentlib.journal): settled now, so the caller can say which, not at the next open;
+            # which is read from the folder, since the stop may come after the last step of the import
             from .journal import recover
 
-            completed = target.is_dir() and recover(target) == "completed"
-            raise ImportInterrupted(str(target), completed) from None
+            if target.is_dir():
+                recover(target)
+            raise ImportInterrupted(str(target), completed=_incident_files(target) != before) from None
 
     # ---- live writes (docs/storage.md) ---------------------------------------------------
     def refresh(self) -> bool:
@@ -1465,6 +1468,14 @@ class Library:
         if need not in ROLES:
             raise InvalidRequest(f"role: must be one of {', '.join(ROLES)}, got {need!r}")
         return self._tokens.verify(token, need).name
+
+
+def _incident_files(root: Path) -> set[str]:
+    """The names in a library's incidents folder (none when it has none): what an import adds to."""
+    try:
+        return {path.name for path in (root / INCIDENTS_DIR).iterdir()}
+    except OSError:
+        return set()
 
 
 __all__ = [

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 from incidentlib.cli import app
 from incidentlib.importing import FieldMap, ImportFailed, ImportFormat, ImportOptions, MappingError, run_import
 from incidentlib.importing.mapping import get_path
+from incidentlib.importing.readers import read_csv
 from incidentlib.loader import check_library
 
 MARKDOWN = """# Public postmortems
@@ -304,13 +306,36 @@ def test_csv_fields_spanning_lines_keep_their_breaks_and_records_their_lines(tmp
     assert disk["body"]["en"] == 'Logs, "debug" level, filled /var'
 
 
+@pytest.mark.parametrize("separator", [",", ";", "\t"])
+def test_csv_separator_is_the_one_that_splits_rows_like_the_header(separator: str) -> None:
+    # a question used as a column name (as form tools write them) holds another separator more often than the
+    # header holds its own
+    other, third = (d for d in (",", ";", "\t") if d != separator)
+    question = f"What did you try{other} restart{other} failover{other} rollback{third} scale up{other} or nothing"
+    rows = [["title", "org", "source_url", question], ["Queue backed up", "acme", "https://e.example/q", "Lag grew 1.5 h"],
+            ["Disk full", "acme", "https://e.example/d", "nothing"]]
+    records = read_csv("".join(separator.join(row) + "\n" for row in rows), "sheet.csv")
+    assert [record.data for record in records] == [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
+
+
 @pytest.mark.parametrize("separator", [";", "\t"])
 def test_csv_separated_by_semicolons_or_tabs(tmp_path: Path, target: Path, separator: str) -> None:
     source = tmp_path / "sheet.csv"
     rows = [["title", "org", "source_url", "summary"], ["Queue backed up", "acme", "https://e.example/q", "Lag grew, 1,5 h"]]
     source.write_text("".join(separator.join(row) + "\n" for row in rows), encoding="utf-8")
-    report = run_import(source, target, ImportOptions(format=ImportFormat.csv, dry_run=True))
+    report = run_import(source, target, ImportOptions(format=ImportFormat.csv))
     assert [row.title for row in report.accepted] == ["Queue backed up"] and not report.rejected
+    stored = yaml.safe_load((target / "incidents" / f"{report.accepted[0].id}.yaml").read_text(encoding="utf-8"))
+    assert stored["summary"]["en"] == "Lag grew, 1,5 h"
+
+
+def test_csv_leading_blank_lines_an_excel_separator_line_blank_rows_and_a_stray_quote() -> None:
+    text = ('\n  \nsep=;\ntitle;org;summary\nA;acme;The "hot" shard\n ; \n\nB;acme;Said "no" then "yes"\n')
+    records = read_csv(text, "sheet.csv")
+    assert [(record.location, record.data["summary"]) for record in records] == [
+        ("sheet.csv:5", 'The "hot" shard'), ("sheet.csv:8", 'Said "no" then "yes"')]
+    lenient = read_csv('title,summary\nA,"Quoted" then text\n', "sheet.csv")  # as a spreadsheet would show it
+    assert lenient[0].data["summary"] == "Quoted then text"
 
 
 def test_a_csv_quote_left_open_names_its_line_and_writes_nothing(tmp_path: Path, target: Path) -> None:
@@ -318,7 +343,8 @@ def test_a_csv_quote_left_open_names_its_line_and_writes_nothing(tmp_path: Path,
     source.write_text('title,org,source_url,summary\nA,acme,https://e.example/a,fine\n'
                       'B,acme,https://e.example/b,"never closed\nC,acme,https://e.example/c,swallowed\n', encoding="utf-8")
     before = files(target)
-    with pytest.raises(ImportFailed, match=r"open\.csv:3: not valid CSV: a quoted field opened here is never closed"):
+    with pytest.raises(ImportFailed, match=r"open\.csv:3: not valid CSV: a quoted field of the record on this line is "
+                                           r"never closed"):
         run_import(source, target, ImportOptions(format=ImportFormat.csv))
     assert files(target) == before
 
@@ -328,8 +354,10 @@ def test_jsonl_strings_may_hold_unicode_line_separators(tmp_path: Path, target: 
               "body": "First paragraph.\u2028Second line.\u000cAfter a form feed."}
     source = tmp_path / "export.jsonl"
     source.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
-    report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, dry_run=True))
+    report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl))
     assert [row.title for row in report.accepted] == ["Paging storm"] and not report.rejected
+    stored = yaml.safe_load((target / "incidents" / f"{report.accepted[0].id}.yaml").read_text(encoding="utf-8"))
+    assert stored["body"]["en"] == record["body"]
 
 
 def test_signals_are_kept_verbatim_in_every_shape_the_library_writes(tmp_path: Path, target: Path) -> None:
@@ -337,18 +365,20 @@ def test_signals_are_kept_verbatim_in_every_shape_the_library_writes(tmp_path: P
     base = {"org": "acme"}
     records = [{**base, "title": "Listed", "source_url": "https://e.example/1", "summary": "Training stalled.",
                 "signals": [log, {"text": "Xid 79; GPU has fallen off the bus", "note": "the GPU left the PCIe bus"},
-                            {"text": "ECC error", "note": {"en": "memory", "ko": "메모리"}}, {"note": "no text"}]},
+                            {"text": "ECC error", "note": {"en": "memory", "ko": "메모리"}}, {"note": "no text"},
+                            [{"text": "nested", "note": ["not", "a note"]}]]},
                {**base, "title": "One object", "source_url": "https://e.example/2", "summary": "A job hung at startup.",
                 "signals": {"text": log}},
                {**base, "title": "Lines", "source_url": "https://e.example/3", "summary": "Checkpoints were lost.",
                 "signals": f"{log}\nsecond; line\n"}]
     report = run_import(jsonl(tmp_path / "signals.jsonl", records), target, ImportOptions(format=ImportFormat.jsonl))
     assert [row.warnings for row in report.accepted] == [
-        ["signals: an object without a 'text' string; left out"], [], []]
+        ["signals: an object without a 'text' string; left out",
+         "signals: the note of 'nested' is neither text nor an object with 'en' and/or 'ko'; left out"], [], []]
     stored = [yaml.safe_load((target / "incidents" / f"{row.id}.yaml").read_text(encoding="utf-8"))["signals"]
               for row in report.accepted]
     texts = [[s if isinstance(s, str) else s["text"] for s in signals] for signals in stored]
-    assert texts == [[log, "Xid 79; GPU has fallen off the bus", "ECC error"], [log], [log, "second; line"]]
+    assert texts == [[log, "Xid 79; GPU has fallen off the bus", "ECC error", "nested"], [log], [log, "second; line"]]
     assert stored[0][1]["note"] == {"en": "the GPU left the PCIe bus"}
     assert stored[0][2]["note"] == {"en": "memory", "ko": "메모리"}
     _, problems = check_library(target)
@@ -425,3 +455,37 @@ def test_ctrl_c_during_an_index_build_says_how_to_resume(monkeypatch: pytest.Mon
     assert result.exit_code == 130
     said = " ".join(result.output.split())
     assert "interrupted: the index is not built" in said and "run the same command again to resume" in said
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new folder", "empty folder"])
+def test_ctrl_c_into_a_new_library_says_what_is_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      existing: bool) -> None:
+    from incidentlib import journal
+
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    early, late = tmp_path / "early", tmp_path / "late"
+    if existing:
+        early.mkdir()
+        late.mkdir()
+    runner = CliRunner()
+    with monkeypatch.context() as patch:
+        _interrupt_once(patch, shutil, "copytree")  # a new library's first step: the bundled vocabulary copied in
+        stopped = runner.invoke(app, ["import", str(source), "--format", "markdown", "--into", str(early)])
+    assert stopped.exit_code == 130 and "nothing was imported" in " ".join(stopped.output.split())
+    assert early.is_dir() == existing and (not existing or not any(early.iterdir()))  # as it was
+    with monkeypatch.context() as patch:
+        _interrupt_once(patch, journal, "_fsync_dir")  # the first call follows the rename into place
+        done = runner.invoke(app, ["import", str(source), "--format", "markdown", "--into", str(late)])
+    assert done.exit_code == 130 and "is now complete" in " ".join(done.output.split())
+    _, problems = check_library(late)
+    assert problems == [] and len(list((late / "incidents").glob("*.yaml"))) == 3
+
+
+def test_a_dry_run_into_an_empty_folder_leaves_it_there(tmp_path: Path) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    report = run_import(source, empty, ImportOptions(format=ImportFormat.markdown, dry_run=True))
+    assert len(report.accepted) == 3 and empty.is_dir() and not any(empty.iterdir())

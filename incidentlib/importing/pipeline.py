@@ -133,32 +133,42 @@ def _as_list(value: object, *, cell: bool = True) -> list[str]:
 
 
 def _signals(value: object, lang: str, warnings: list[str]) -> list[str | dict[str, Any]]:
-    """The record's signals, verbatim: a list's items whole, each a string or ``{text, note}`` as the library writes
-    them (a note in one language is in ``lang``); a single string one signal a line.  Log lines hold ``;`` and ``|``,
-    so a signal is never split at them as a list cell is."""
+    """The record's signals, verbatim: a list's items whole (a nested list's items too), each a string or
+    ``{text, note}`` as the library writes them (a note in one language is in ``lang``); a single string one signal
+    a line.  Log lines hold ``;`` and ``|``, so a signal is never split at them as a list cell is.  What cannot be
+    a signal or a note is left out with a warning, as an unknown concept name is."""
     if value is None:
         return []
     items = value if isinstance(value, list) else [value]
     found: list[str | dict[str, Any]] = []
     for item in items:
-        if isinstance(item, dict):
+        if isinstance(item, list):
+            found.extend(_signals(item, lang, warnings))
+        elif isinstance(item, dict):
             text = item.get("text")
             if not isinstance(text, str) or not text.strip():
                 warnings.append("signals: an object without a 'text' string; left out")
                 continue
             signal: dict[str, Any] = {"text": text.strip()}
-            note = item.get("note")
-            if isinstance(note, dict):
-                note = {code: str(note[code]).strip() for code in LANGS if str(note.get(code) or "").strip()}
-            elif isinstance(note, str) and note.strip():
-                note = {lang: note.strip()}
+            note = _signal_note(item.get("note"), lang)
             if note:
                 signal["note"] = note
+            elif item.get("note") not in (None, "", {}):
+                warnings.append(f"signals: the note of {text.strip()[:40]!r} is neither text nor an object with 'en' "
+                                "and/or 'ko'; left out")
             found.append(signal)
         elif item is not None and str(item).strip():
             lines = [str(item)] if isinstance(value, list) else str(item).splitlines()
             found.extend(line.strip() for line in lines if line.strip())
     return found
+
+
+def _signal_note(note: object, lang: str) -> dict[str, str]:
+    if isinstance(note, str):
+        return {lang: note.strip()} if note.strip() else {}
+    if isinstance(note, dict):
+        return {code: str(note[code]).strip() for code in LANGS if str(note.get(code) or "").strip()}
+    return {}
 
 
 def _first_sentence(text: str, limit: int = TITLE_CHARS) -> str:
@@ -486,9 +496,8 @@ def run_import(source: Path, target: Path, options: ImportOptions, progress: Pro
         return _import_records(records, source, target, options, progress, fresh=False)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ImportFailed(f"{target} exists but is not a library directory (no {VOCAB_DIR}/ folder)")
-    if target.exists():
-        target.rmdir()  # an empty folder: the complete library is renamed into its place
-    # a new library is built whole in a sibling folder, then renamed into place in one step
+    # a new library is built whole in a sibling folder, then renamed into place in one step (over an empty folder:
+    # removing that first would leave nothing where it was when the import writes nothing, or is stopped)
     with new_directory(target) as fresh:
         _seed_library(fresh.path)
         report = _import_records(records, source, fresh.path, options, progress, fresh=True)

@@ -84,43 +84,86 @@ def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
     return [RawRecord(f"{name}#{index}", item) for index, item in enumerate(items) if isinstance(item, dict)]
 
 
-#: Field separators a CSV file may use, tried on its header line: spreadsheets in locales whose decimal mark is a comma
-#: save with ";", and ticket tools export tab-separated values.
-CSV_DELIMITERS = ",;\t"
+#: Field separators a CSV file may use: spreadsheets in locales whose decimal mark is a comma save with ";", and
+#: ticket tools export tab-separated values.
+CSV_DELIMITERS = (",", ";", "\t")
+#: Records read to choose the separator: enough to see that rows split like the header, few enough to cost nothing.
+SNIFF_RECORDS = 20
+#: Excel's first line naming the separator (``sep=;``), which is not part of the data.
+_EXCEL_SEPARATOR = re.compile(r"^sep=(.)\r?$")
 
 
 def read_csv(text: str, name: str) -> list[RawRecord]:
     """Records of a CSV file with a header row; each is located at the line it starts on.  A quoted field may span
-    lines (a ticket's description usually does) and keeps its line breaks; a quote left open is an error naming its
-    line rather than the rest of the file read into one field.  The separator is the one of :data:`CSV_DELIMITERS`
-    found most often in the header line, outside quotes (a comma when none is)."""
-    header = next((line for line in text.split("\n") if line.strip()), "")
-    unquoted = re.sub(r'"[^"]*"', "", header)
-    delimiter = max(CSV_DELIMITERS, key=unquoted.count) if any(d in unquoted for d in CSV_DELIMITERS) else ","
-    # Python's default limit (128 KiB a field) is less than a long postmortem in one cell
-    csv.field_size_limit(max(csv.field_size_limit(), len(text)))
+    lines (a ticket's description usually does) and keeps its line breaks; a quote left open is an error naming the
+    line of its record rather than the rest of the file read into that record.  A stray quote inside a field is read
+    as a character.  Blank lines, and rows whose every cell is blank, are skipped."""
+    numbered = list(enumerate(io.StringIO(text, newline=""), 1))
+    while numbered and not numbered[0][1].strip():  # blank lines before the header
+        numbered.pop(0)
+    declared = _EXCEL_SEPARATOR.match(numbered[0][1]) if numbered else None
+    if declared:
+        numbered.pop(0)
+    delimiter = declared.group(1) if declared else _separator([line for _, line in numbered])
     read: list[tuple[int, str]] = []  # the lines the reader took since the last record: (number, text)
 
     def lines() -> Iterator[str]:
-        for number, line in enumerate(io.StringIO(text, newline=""), 1):
+        for number, line in numbered:
             read.append((number, line))
             yield line
 
-    reader = csv.DictReader(lines(), delimiter=delimiter, strict=True)
-    records = []
+    limit = csv.field_size_limit()
+    # Python's default limit (128 KiB a field) is less than a long postmortem in one cell
+    csv.field_size_limit(max(limit, len(text)))
     try:
+        reader = csv.DictReader(lines(), delimiter=delimiter)
         if not reader.fieldnames:
             raise ReadError(f"{name}: CSV has no header row")
+        records, last = [], read[:0]
         read.clear()
         for row in reader:
-            start = next((number for number, line in read if line.strip()), reader.line_num)
+            last = read[:]
             read.clear()
+            if all(not (value or "").strip() for key, value in row.items() if key is not None):
+                continue
+            start = next((number for number, line in last if line.strip()), reader.line_num)
             records.append(RawRecord(f"{name}:{start}", {k: _lines(v) for k, v in row.items() if k is not None}))
+        if last and _left_open("".join(line for _, line in last), delimiter):
+            start = next(number for number, line in last if line.strip())
+            raise ReadError(f"{name}:{start}: not valid CSV: a quoted field of the record on this line is never closed "
+                            "(it would take in the rest of the file)")
     except csv.Error as exc:
-        opened = next((number for number, line in read if line.strip()), reader.line_num)
-        why = "a quoted field opened here is never closed" if "end of data" in str(exc) else str(exc)
-        raise ReadError(f"{name}:{opened}: not valid CSV: {why}") from None
+        raise ReadError(f"{name}:{reader.line_num}: not valid CSV: {exc}") from None
+    finally:
+        csv.field_size_limit(limit)
     return records
+
+
+def _separator(lines: list[str]) -> str:
+    """The one of :data:`CSV_DELIMITERS` that splits the first :data:`SNIFF_RECORDS` records into as many fields as
+    the header, most often (a header alone can mislead: a question used as a column name holds commas or
+    semicolons); ties go to the one giving the header more fields, then to the comma."""
+    sample = "".join(lines[:SNIFF_RECORDS * 4])
+
+    def fit(delimiter: str) -> tuple[float, int]:
+        rows = [row for row in csv.reader(io.StringIO(sample, newline=""), delimiter=delimiter) if row]
+        if not rows or len(rows[0]) < 2:
+            return (-1.0, 0)
+        width = len(rows[0])
+        body = rows[1:SNIFF_RECORDS + 1]
+        agreeing = sum(len(row) == width for row in body) / len(body) if body else 1.0
+        return (agreeing, width)
+
+    return max(CSV_DELIMITERS, key=fit)  # max keeps the first of equals: the comma
+
+
+def _left_open(record: str, delimiter: str) -> bool:
+    """Whether a record's text ends inside a quoted field: read leniently, such a field runs to the end of the file."""
+    try:
+        list(csv.reader(io.StringIO(record, newline=""), delimiter=delimiter, strict=True))
+    except csv.Error as exc:
+        return "end of data" in str(exc)
+    return False
 
 
 def _lines(value: str | None) -> str | None:
@@ -155,7 +198,8 @@ def read_markdown_list(text: str, name: str) -> list[RawRecord]:
     records: list[RawRecord] = []
     heading: str | None = None
     current: RawRecord | None = None
-    for number, line in enumerate(text.splitlines(), 1):
+    # lines end at a line break only (str.splitlines() also cuts at U+2028 and form feeds, which text may hold)
+    for number, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
         stripped = line.strip()
         if not stripped:
             current = None
