@@ -238,3 +238,23 @@ def test_csv_text_that_the_csv_module_refuses_is_a_series_error() -> None:
     assert [p.value for p in parse_text("seconds,mfu\r0,0.5\r1,0.6\r\n2,0.7\n", "text")] == [0.5, 0.6, 0.7]
     with pytest.raises(SeriesError, match=r"^text: not readable as CSV \(line \d+: field larger than field limit"):
         parse_text("seconds,mfu\n0," + "9" * 200_000 + "\n", "text")
+
+
+def test_a_library_without_its_own_tables_does_not_need_their_example_incidents(tmp_path: Path, data_dir: Path,
+                                                                                  library_copy: Path) -> None:
+    """A team's library (made by an import) reads the bundled shape table, whose shapes cite curated incidents as
+    examples; it validates and reads MFU curves without them.  A library's own table still must cite its incidents."""
+    from conftest import small_library
+
+    team = small_library(tmp_path / "team", data_dir, ["IL-0101"])
+    assert "IL-0025" in {i for shape in Library.open().shape_table.shapes for i in shape.incidents}
+    assert Library.check(team)[2] == []
+    points = [{"seconds": float(s), "mfu": 0.5} for s in range(0, 1200, 4)]
+    result = Library.open(team).diagnose_series(points=points)
+    assert all(incident.id == "IL-0101" for incident in result.incidents)
+    table = library_copy / "diagnosis" / "shapes.yaml"
+    doc = yaml.safe_load(table.read_text(encoding="utf-8"))
+    doc["shapes"][0]["incidents"] = ["IL-9999"]
+    table.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(TableError, match=r"shapes\[0\] \(\S+\)\.incidents: unknown incident 'IL-9999'"):
+        _ = Library.open(library_copy).shape_table

@@ -195,7 +195,10 @@ def _raise(path: Path, problems: list[str]) -> None:
 
 
 def load_shapes(root: Path, vocab: Vocabulary, incident_ids: set[str]) -> ShapeTable:
+    """The library's shape table, or the bundled one; a shape's example incidents must be in the library only when
+    the table is its own (those of the bundled table that it lacks are not shown: ``analysis.mfu``)."""
     path = table_path(root, SHAPES_FILE)
+    own = path.parent.parent.resolve() == root.resolve()
     try:
         table = ShapeTable.model_validate(_read(path))
     except ValidationError as exc:
@@ -209,7 +212,8 @@ def load_shapes(root: Path, vocab: Vocabulary, incident_ids: set[str]) -> ShapeT
             problems.append(f"{where}.id: duplicate shape id")
         seen.add(shape.id)
         _check_refs(path, where, vocab, {"symptoms": shape.symptoms, "causes": shape.causes, "components": shape.components}, problems)
-        problems += [f"{where}.incidents: unknown incident {i!r}" for i in shape.incidents if i not in incident_ids]
+        if own:  # the bundled table's examples are curated incidents, which a team's own library does not hold
+            problems += [f"{where}.incidents: unknown incident {i!r}" for i in shape.incidents if i not in incident_ids]
     missing = [f for f in FEATURES if f not in table.tolerances]
     if missing:
         problems.append(f"tolerances: missing {', '.join(missing)}")
