@@ -140,6 +140,8 @@ class ImportBody(BaseModel):
     lang: Literal["en", "ko"] = "en"
     dry_run: bool = False
     keep_near_duplicates: bool = False
+    date_format: str | None = Field(default=None, max_length=64,
+                                    description="The file's date form for strptime (e.g. %m/%d/%Y), as `--date-format`.")
 
 
 @router.post("/import", responses=ERRORS, tags=["writes"])
@@ -150,7 +152,8 @@ def import_records(body: ImportBody, library: LibraryDep, actor: EditorDep) -> d
         source = FilePath(folder) / f"upload{suffix}"
         source.write_text(body.content, encoding="utf-8")
         report = library.import_drafts(source, body.format, body.maps, id_prefix=body.id_prefix, lang=body.lang,
-                                       dry_run=body.dry_run, keep_near_duplicates=body.keep_near_duplicates, actor=actor)
+                                       dry_run=body.dry_run, keep_near_duplicates=body.keep_near_duplicates,
+                                       date_format=body.date_format, actor=actor)
     result: dict[str, Any] = report.model_dump(mode="json")
     return result
 

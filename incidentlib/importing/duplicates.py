@@ -10,6 +10,7 @@ J = 0.7 with 0.9998, one at J = 0.8 with ≈ 1; unrelated records (J ≈ 0.05) a
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -25,15 +26,17 @@ SIMILARITY_THRESHOLD = 0.6
 
 
 def normalise_url(url: str) -> str:
-    """Scheme, ``www.``, case and a trailing slash do not make a different page; a ``#fragment`` does.
+    """Scheme, ``www.``, the host's case and a trailing slash do not make a different page; a ``#fragment`` does, and
+    so does the case of the path (link shorteners and ticket systems tell ``/AbC12`` from ``/abc12``).
 
     Status-page histories link each incident as ``history#id``, so two URLs that differ only
     in their fragment name two incidents.  An empty fragment (``page#``) is dropped.
     """
-    url = url.strip().lower()
-    for prefix in ("https://", "http://"):
-        url = url.removeprefix(prefix)
-    url = url.removeprefix("www.")
+    url = url.strip()
+    url = re.sub(r"^https?://", "", url, flags=re.IGNORECASE)
+    host, slash, rest = url.partition("/")
+    host = host.lower().removeprefix("www.")
+    url = f"{host}{slash}{rest}"
     page, _, fragment = url.partition("#")
     page = page.rstrip("/")
     return f"{page}#{fragment}" if fragment else page

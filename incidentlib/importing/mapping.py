@@ -30,15 +30,16 @@ TARGETS = (
 DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
     "id": ("id",),
     "org": ("org", "organization", "company", "provider", "vendor"),
-    "date": ("date", "started_at", "start_date", "incident_date", "when"),
+    "date": ("date", "started_at", "start_date", "incident_date", "when", "created_at", "created", "opened_at"),
     "severity": ("severity",),
     "status": ("status",),
     "title": ("title", "name", "headline"),
     "summary": ("summary", "description", "blurb", "abstract"),
-    "body": ("body", "details", "narrative", "text", "content"),
+    # a description is the body when a summary column holds the summary (Jira's Summary and Description)
+    "body": ("body", "details", "narrative", "text", "content", "description"),
     "detection": ("detection",),
     "mitigation": ("mitigation", "resolution"),
-    "tags": ("tags", "categories", "category"),
+    "tags": ("tags", "labels", "categories", "category"),
     "components": ("components",),
     "causes": ("causes", "root_cause", "cause"),
     "symptoms": ("symptoms", "impact"),
@@ -125,13 +126,19 @@ def extract(record: dict[str, Any], maps: list[FieldMap],
             problems.append(f"{target}: nothing at {field_map.source!r}")
         else:
             values[target] = value
+    mapped = {m.source for m in maps}  # a column mapped to one field is not also taken for another by default
+    by_lower: dict[str, str] = {}
+    for key in record:  # exports capitalise their columns ("Summary", "Description"): default names match any case
+        if key not in mapped:
+            by_lower.setdefault(str(key).lower(), key)
     for target, candidates in DEFAULT_SOURCES.items():
         if only is not None and target not in only:
             continue
         if target in values or target in explicit or any(t.startswith(f"{target}.") for t in explicit):
             continue
         for candidate in candidates:
-            if candidate in record and record[candidate] not in (None, "", []):
-                values[target] = record[candidate]
+            found = candidate if candidate in record and candidate not in mapped else by_lower.get(candidate)
+            if found is not None and record[found] not in (None, "", []):
+                values[target] = record[found]
                 break
     return values, problems

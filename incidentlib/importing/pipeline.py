@@ -16,10 +16,10 @@ or, once the next command has run, as it would be after.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 from collections.abc import Callable
-from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from ..paths import bundled_data_dir
 from ..search.concepts import ConceptRecognizer
 from ..tagging.tagger import ConceptTagger
 from ..vocab import Vocabulary
+from .dates import parse_date
 from .duplicates import DuplicateIndex
 from .mapping import FieldMap, extract
 from .readers import ImportFormat, RawRecord, read_records
@@ -52,6 +53,14 @@ class ImportOptions(BaseModel):
     lang: str = Field(default="en", pattern=r"^(en|ko)$")
     dry_run: bool = False
     keep_near_duplicates: bool = False
+    date_format: str | None = Field(default=None, description="the file's date form, for strptime (%m/%d/%Y)")
+
+    @field_validator("date_format")
+    @classmethod
+    def _date_format(cls, value: str | None) -> str | None:
+        if value is not None and not re.search(r"%[dmyYbB]", value):
+            raise ValueError(f"{value!r} names no day, month or year (strptime codes such as %d, %m, %Y, %b)")
+        return value
 
     @field_validator("id_prefix")
     @classmethod
@@ -95,21 +104,15 @@ class ImportReport(BaseModel):
     new_tags: list[str] = Field(default_factory=list)
 
 
-def slugify(text: str) -> str:
+def slugify(text: str, kind: str = "concept") -> str:
+    """A concept id for a name: its Latin letters and digits joined by ``-``.  A name with letters of another script
+    (결제팀, "결제팀 A") also gets a short digest of the whole name, so that two such names never share an id; a name
+    with no Latin letter at all is ``kind-<digest>``.  The name itself stays the concept's label."""
     slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return slug or "unnamed"
-
-
-def parse_date(value: object) -> str:
-    if isinstance(value, datetime):
-        return value.date().isoformat()
-    if isinstance(value, date):
-        return value.isoformat()
-    text = str(value).strip()
-    match = re.match(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$", text)
-    if not match:
-        raise ValueError(f"date {text!r} is not an ISO date (YYYY-MM-DD, YYYY-MM or YYYY)")
-    return "-".join(part for part in match.groups() if part)
+    if slug.isascii() and not any(char.isalnum() and not char.isascii() for char in text):
+        return slug or kind
+    digest = hashlib.blake2b(" ".join(text.casefold().split()).encode("utf-8"), digest_size=4).hexdigest()
+    return f"{slug or kind}-{digest}"
 
 
 def _as_list(value: object, *, cell: bool = True) -> list[str]:
@@ -171,8 +174,17 @@ def _signal_note(note: object, lang: str) -> dict[str, str]:
     return {}
 
 
+#: A heading line of Markdown (``## Summary``) or Jira wiki markup (``h2. Summary``), and list or quote markers.
+_HEADING_LINE = re.compile(r"^\s*(?:#{1,6}\s+|h[1-6]\.\s+)")
+_LINE_MARKERS = re.compile(r"^\s*(?:[-*+>]\s+|\d+[.)]\s+)")
+
+
 def _first_sentence(text: str, limit: int = TITLE_CHARS) -> str:
-    sentence = re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0]
+    """The first sentence of ``text`` at most ``limit`` characters long, headings and list markers left out (a
+    write-up that opens with "h2. Summary" is not summed up by "h2.")."""
+    lines = [_LINE_MARKERS.sub("", line) for line in text.strip().splitlines() if not _HEADING_LINE.match(line)]
+    prose = " ".join(" ".join(lines).split()) or " ".join(_HEADING_LINE.sub("", text).split())
+    sentence = re.split(r"(?<=[.!?])\s+", prose, maxsplit=1)[0]
     return sentence if len(sentence) <= limit else sentence[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
@@ -212,7 +224,7 @@ class Importer:
         concept = self.vocab.resolve(name, kind)
         if concept is not None:
             return concept.id
-        slug = slugify(name)
+        slug = slugify(name, kind.value)
         existing = self.vocab.get(slug)
         if existing is not None and existing.kind == kind:
             return slug
@@ -221,7 +233,9 @@ class Importer:
             return slug
         if not create:
             return None
-        if slug in self.vocab:  # the id exists with another kind: keep ids unique
+        taken_by_another_kind = slug in self.vocab or any(
+            slug in added for other, added in self.new_concepts.items() if other != kind)
+        if taken_by_another_kind:  # keep ids unique (an organization and a tag named alike: "edge" and "edge-tag")
             slug = f"{slug}-{kind.value}"
         if slug not in pending:
             self._added.append((kind, slug))
@@ -240,11 +254,15 @@ class Importer:
         """Claim, for the first record naming it, every valid id the records name that the library does not hold."""
         for raw in records:
             given = extract(raw.data, self.maps, only=("id",))[0].get("id")
-            if isinstance(given, (str, int)) and self._id_form(str(given)) and str(given) not in self.data.incidents:
-                self._named.setdefault(str(given), raw.location)
+            own = self._own_id(str(given)) if isinstance(given, (str, int)) else None
+            if own is not None and own not in self.data.incidents:
+                self._named.setdefault(own, raw.location)
 
-    def _id_form(self, record_id: str) -> bool:
-        return re.fullmatch(rf"{self.options.id_prefix}-\d{{4,6}}", record_id) is not None
+    def _own_id(self, given: str) -> str | None:
+        """``given`` as an id of this import's prefix, its number written with at least 4 digits (a ticket key
+        ``OPS-87`` is ``OPS-0087``, still read as the same ticket); None when it is not of that form."""
+        match = re.fullmatch(rf"{self.options.id_prefix}-(\d{{1,6}})", given.strip())
+        return f"{self.options.id_prefix}-{int(match.group(1)):04d}" if match and int(match.group(1)) else None
 
     # ---- one record ------------------------------------------------------------
     def build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
@@ -267,16 +285,17 @@ class Importer:
             return None, Rejected(location=raw.location, reasons=shape)
         reasons: list[str] = []
         title, summary, body = _bilingual_texts(values, self.options.lang)
+        missed = {problem.split(":", 1)[0]: problem for problem in unmatched}  # explicit mappings that found nothing
         if not title:
-            reasons.append("no title, summary or body text (map one with --map title=…)")
+            reasons.append(missed.get("title") or "no title, summary or body text (map one with --map title=…)")
         org_name = values.get("org")
         org = self._concept(str(org_name).strip(), ConceptKind.organization, create=True) if org_name else None
         if org is None:
-            reasons.append("no organization (map one with --map org=…)")
+            reasons.append(f"no organization ({missed.get('org') or 'map one with --map org=…'})")
         urls = _as_list(values.get("source_url"))
         if not urls:
-            reasons.append("no source URL (map one with --map source_url=…)")
-        record_date = _record_date(values, reasons)
+            reasons.append(f"no source URL ({missed.get('source_url') or 'map one with --map source_url=…'})")
+        record_date = _record_date(values, reasons, self.options.date_format)
         tags = [self._concept(t, ConceptKind.tag, create=True) for t in _as_list(values.get("tags"))]
         if raw.heading:
             tags.append(self._concept(raw.heading, ConceptKind.tag, create=True))
@@ -286,18 +305,25 @@ class Importer:
 
         texts = [f"{title.get(code, '')} {summary.get(code, '')}".strip() for code in LANGS]
         duplicate = self.duplicates.find(urls, texts)
-        if duplicate and (duplicate.reason.startswith("same source URL") or not self.options.keep_near_duplicates):
+        if duplicate and duplicate.reason.startswith("same source URL"):
             return None, Rejected(location=raw.location, reasons=[duplicate.reason], duplicate_of=duplicate.of)
+        if duplicate and not self.options.keep_near_duplicates:  # a page that fires again reads the same
+            return None, Rejected(location=raw.location, duplicate_of=duplicate.of,
+                                  reasons=[f"{duplicate.reason} (--keep-near-duplicates imports it anyway)"])
 
         inferred = self._inferred([*title.values(), *summary.values(), *body.values()], concept_fields)
         suggestions = [{"concept": link["concept"], "kind": link["kind"], "evidence": link["evidence"]} for link in inferred]
-        status = str(values.get("status") or "draft")
+        status = _status(values.get("status"), warnings)
+        record_id = self._record_id(values, warnings, raw.location)
+        given = values.get("id")
+        key = str(given).strip() if isinstance(given, (str, int)) and str(given).strip() else None
+        replaced = key if key is not None and self._own_id(key) != record_id else None
         document = {
-            "id": self._record_id(values, warnings, raw.location),
+            "id": record_id,
             "status": status,
             "org": org,
             "date": record_date,
-            "severity": values.get("severity") or None,
+            "severity": _severity(values.get("severity"), warnings),
             "tags": list(dict.fromkeys(t for t in tags if t)),
             "title": title,
             "summary": summary,
@@ -306,7 +332,7 @@ class Importer:
             "signals": _signals(values.get("signals"), self.options.lang, warnings),
             "detection": _text(values, "detection", self.options.lang) or None,
             "mitigation": _text(values, "mitigation", self.options.lang) or None,
-            "sources": _sources(values, urls, org_name, title),
+            "sources": _sources(values, urls, org_name, title, replaced),
             "inferred": inferred,
         }
         document = {k: v for k, v in document.items() if v not in (None, [], {})}
@@ -344,24 +370,24 @@ class Importer:
                 for link in self.tagger.infer([text], exclude=[asserted])[0]]
 
     def _record_id(self, values: dict[str, Any], warnings: list[str], location: str) -> str:
-        """The record's own id when it has the prefix's form, the library does not hold it and no earlier record of
-        this import named it (:meth:`reserve`); else the next free one, with a warning saying why."""
+        """The record's own id (:meth:`_own_id`) when it has the prefix's form, the library does not hold it and no
+        earlier record of this import named it (:meth:`reserve`); else the next free one, with a warning saying why."""
         given = values.get("id")
         if given is None or given == "":
             return self._next_id()
-        record_id = str(given)
+        own = self._own_id(str(given)) if isinstance(given, (str, int)) else None
         if not isinstance(given, (str, int)):
             why = "is not a single value"
-        elif not self._id_form(record_id):
-            why = f"does not have the form {self.options.id_prefix}-NNNN (4 to 6 digits)"
-        elif record_id in self.data.incidents:
+        elif own is None:
+            why = f"does not have the form {self.options.id_prefix}-N (1 to 6 digits)"
+        elif own in self.data.incidents:
             why = "is an incident of the library already"
-        elif self._named.get(record_id, location) != location:
-            why = f"is named by {self._named[record_id]} earlier in this import"
+        elif self._named.get(own, location) != location:
+            why = f"is named by {self._named[own]} earlier in this import"
         else:
-            return record_id
+            return own
         new_id = self._next_id()
-        warnings.append(f"id: {record_id!r} {why}; imported as {new_id}")
+        warnings.append(f"id: {str(given)!r} {why}; imported as {new_id}")
         return new_id
 
 
@@ -391,8 +417,9 @@ def _shape_errors(values: dict[str, Any], warnings: list[str]) -> list[str]:
             errors.append(f"{name}: expected one value, got {_kind_of(values[name])}")
     for name in TEXT_FIELDS:
         value = values.get(name)
-        if isinstance(value, list):
-            errors.append(f"{name}: expected text, or an object with 'en' and/or 'ko', got a list")
+        if isinstance(value, list) and any(isinstance(item, (list, dict)) for item in value):
+            errors.append(f"{name}: expected text, a list of texts, or an object with 'en' and/or 'ko', got a list "
+                          "holding lists or objects")
         elif isinstance(value, dict) and not value:
             values[name] = None
         elif isinstance(value, dict) and set(value) - set(LANGS):
@@ -410,14 +437,18 @@ def _shape_errors(values: dict[str, Any], warnings: list[str]) -> list[str]:
     return errors
 
 
-def _text(values: dict[str, Any], name: str, lang: str) -> dict[str, str]:
-    """A text field as ``{lang: text}``: a bare value is in ``lang``; ``name.en`` / ``name.ko`` or a mapping add languages."""
+def _text(values: dict[str, Any], name: str, lang: str, lines: bool = False) -> dict[str, str]:
+    """A text field as ``{lang: text}``: a bare value is in ``lang``; ``name.en`` / ``name.ko`` or a mapping add
+    languages.  A bare value's whitespace is collapsed to single spaces unless it is the body or ``lines``; a list of
+    values (``incident_updates[].body``) is one text, its items as paragraphs."""
     found: dict[str, str] = {}
     bare = values.get(name)
+    if isinstance(bare, list):
+        bare = "\n\n".join(str(item).strip() for item in bare if item not in (None, "") and str(item).strip())
     if isinstance(bare, dict):  # already {en: …, ko: …}
         found.update({k: str(v).strip() for k, v in bare.items() if k in LANGS and v})
     elif bare not in (None, ""):
-        found[lang] = " ".join(str(bare).split()) if name != "body" else str(bare).strip()
+        found[lang] = str(bare).strip() if name == "body" or lines else " ".join(str(bare).split())
     for code in LANGS:
         value = values.get(f"{name}.{code}")
         if value not in (None, ""):
@@ -431,27 +462,62 @@ def _bilingual_texts(values: dict[str, Any], lang: str) -> tuple[dict[str, str],
     body = _text(values, "body", lang)
     title = _text(values, "title", lang)
     if not title and (summary or body):
-        base = summary or body
+        base = _text(values, "summary", lang, lines=True) or body
         title = {code: _first_sentence(value) for code, value in base.items()}
     if not summary and body:
         summary = {code: _first_sentence(value, SUMMARY_CHARS) for code, value in body.items()}
-    if not body and summary:
-        body = dict(summary)
+    if not body and summary:  # the summary's own line breaks (a description with log lines) kept in the body
+        body = _text(values, "summary", lang, lines=True)
+    if not summary and not body and title:  # a ticket or an alert with a title only
+        summary, body = dict(title), dict(title)
     return title, summary, body
 
 
-def _record_date(values: dict[str, Any], reasons: list[str]) -> str | None:
+#: Severity as tools write it, read to the library's sev1–sev4: "sev1", "SEV-2", "Sev 3", "severity 4", "S1", a bare
+#: level ("2") or one with its name ("1 - Critical", ServiceNow).  Priorities (P1) and words (Highest) are another
+#: scale; they are left out with a warning rather than mapped by a guess.
+_SEVERITY = re.compile(r"^(?:sev(?:erity)?|s)?[\s_-]*([1-4])(?:\s*(?:[-–:(].*)?)?$", re.IGNORECASE)
+
+
+def _severity(value: object, warnings: list[str]) -> str | None:
+    if value in (None, ""):
+        return None
+    match = _SEVERITY.match(" ".join(str(value).split()))
+    if match is None:
+        warnings.append(f"severity: {value!r} is not sev1 to sev4 (map a field that holds them); left out")
+        return None
+    return f"sev{match.group(1)}"
+
+
+def _status(value: object, warnings: list[str]) -> str:
+    """A record's status when it is one of the library's (draft, published), else draft: a ticket's own status
+    (resolved, Done) says where the ticket is, not whether the record was reviewed."""
+    if value in (None, ""):
+        return "draft"
+    status = str(value).strip().lower()
+    if status in ("draft", "published"):
+        return status
+    warnings.append(f"status: {value!r} is not draft or published; imported as a draft")
+    return "draft"
+
+
+def _record_date(values: dict[str, Any], reasons: list[str], date_format: str | None) -> str | None:
     if values.get("date") in (None, ""):
         return None
     try:
-        return parse_date(values["date"])
+        return parse_date(values["date"], date_format)
     except ValueError as exc:
         reasons.append(str(exc))
         return None
 
 
-def _sources(values: dict[str, Any], urls: list[str], org_name: object, title: dict[str, str]) -> list[dict[str, Any]]:
-    return [{"url": url, "title": str(values.get("source_title") or f"{org_name}: {_first_sentence(next(iter(title.values())), 80)}"),
+def _sources(values: dict[str, Any], urls: list[str], org_name: object, title: dict[str, str],
+             key: str | None) -> list[dict[str, Any]]:
+    """The record's sources; without a source title, "<key>: <title>" when the record's own id (a ticket key) was
+    replaced (so the key stays with the record), else "<org>: <title>"."""
+    heading = _first_sentence(next(iter(title.values())), 80)
+    default = f"{key}: {heading}" if key else f"{org_name}: {heading}"
+    return [{"url": url, "title": str(values.get("source_title") or default),
              "publisher": values.get("source_publisher") or str(org_name), "kind": values.get("source_kind") or "postmortem"}
             for url in urls]
 
@@ -556,8 +622,11 @@ def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[Conce
             raise ImportFailed(f"{target / rel} already exists; nothing was written")
         if rel in files:  # ids are unique within an import (Importer._record_id); never let one record replace another
             raise ImportFailed(f"two records of this import were both given {incident.id}; nothing was written")
-        files[rel] = _dump(incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-                           | {"id": incident.id, "status": incident.status.value, "org": incident.org})
+        document = incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        # a source's kind is written even when it is the default: `validate --strict` asks every source for one
+        document["sources"] = [source | {"kind": kind.kind.value}
+                               for source, kind in zip(document["sources"], incident.sources, strict=True)]
+        files[rel] = _dump(document | {"id": incident.id, "status": incident.status.value, "org": incident.org})
     if fresh:  # a private scratch folder that becomes the library only if it validates
         for rel, text in files.items():
             (target / rel).write_text(text, encoding="utf-8")

@@ -116,18 +116,20 @@ def read_csv(text: str, name: str) -> list[RawRecord]:
     # Python's default limit (128 KiB a field) is less than a long postmortem in one cell
     csv.field_size_limit(max(limit, len(text)))
     try:
-        reader = csv.DictReader(lines(), delimiter=delimiter)
-        if not reader.fieldnames:
+        reader = csv.reader(lines(), delimiter=delimiter)
+        header = next((row for row in reader if row), None)
+        if not header:
             raise ReadError(f"{name}: CSV has no header row")
+        repeated = {column for column in header if header.count(column) > 1}
         records, last = [], read[:0]
         read.clear()
         for row in reader:
             last = read[:]
             read.clear()
-            if all(not (value or "").strip() for key, value in row.items() if key is not None):
+            if not any(cell.strip() for cell in row):
                 continue
             start = next((number for number, line in last if line.strip()), reader.line_num)
-            records.append(RawRecord(f"{name}:{start}", {k: _lines(v) for k, v in row.items() if k is not None}))
+            records.append(RawRecord(f"{name}:{start}", _cells(header, row, repeated)))
         if last and _left_open("".join(line for _, line in last), delimiter):
             start = next(number for number, line in last if line.strip())
             raise ReadError(f"{name}:{start}: not valid CSV: a quoted field of the record on this line is never closed "
@@ -164,6 +166,23 @@ def _left_open(record: str, delimiter: str) -> bool:
     except csv.Error as exc:
         return "end of data" in str(exc)
     return False
+
+
+def _cells(header: list[str], row: list[str], repeated: set[str]) -> RecordData:
+    """A row as ``{column: cell}``; a column the header repeats (Jira writes ``Labels,Labels,Labels``) holds the list
+    of its non-empty cells.  Cells past the header's last column are dropped, as cells of no column."""
+    data: RecordData = {}
+    for column, cell in zip(header, row, strict=False):  # a row may be shorter or longer than the header
+        value = _lines(cell)
+        if column in repeated:
+            data.setdefault(column, [])
+            if value and value.strip():
+                data[column].append(value)
+        else:
+            data[column] = value
+    for column in header[len(row):]:  # a short row: its missing cells are empty
+        data.setdefault(column, [] if column in repeated else None)
+    return data
 
 
 def _lines(value: str | None) -> str | None:
