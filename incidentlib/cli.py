@@ -698,7 +698,7 @@ def review(
 
 #: The option of ``import`` that sets each parameter :meth:`Library.import_records` may name in an error.
 IMPORT_OPTIONS = {"format": "--format", "maps": "--map", "id_prefix": "--id-prefix", "lang": "--lang",
-                  "date_format": "--date-format"}
+                  "date_format": "--date-format", "sets": "--set"}
 
 
 def _as_option(exc: InvalidRequest, options: dict[str, str]) -> str:
@@ -722,6 +722,9 @@ def import_cmd(
     lang: LangOpt = LangChoice.en,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Report what would happen; write nothing.")] = False,
     keep_near_duplicates: Annotated[bool, typer.Option(help="Accept records that only look similar to existing ones.")] = False,
+    sets: Annotated[Optional[list[str]], typer.Option(
+        "--set", help="FIELD=VALUE for every record, {path} filled from each record, e.g. org=Acme, "
+                            "source_url=https://tickets.example/browse/{key} (repeatable).")] = None,
     date_format: Annotated[Optional[str], typer.Option(
         "--date-format", help="The file's date form, for dates whose day and month could be swapped "
                               "(strptime codes: %m/%d/%Y, %d.%m.%Y %H:%M).")] = None,
@@ -739,7 +742,7 @@ def import_cmd(
         try:
             report = Library.import_records(
                 path, target, fmt, maps or [], id_prefix=id_prefix, lang=lang.value, dry_run=dry_run,
-                keep_near_duplicates=keep_near_duplicates, date_format=date_format,
+                keep_near_duplicates=keep_near_duplicates, date_format=date_format, sets=sets or [],
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
         except InvalidRequest as exc:

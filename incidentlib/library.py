@@ -1056,7 +1056,7 @@ class Library:
     def import_records(source: Path, target: Path, fmt: str, maps: list[str], id_prefix: str = "IL", lang: str = "en",
                        dry_run: bool = False, keep_near_duplicates: bool = False,
                        progress: Callable[[int, int], None] | None = None,
-                       date_format: str | None = None) -> ImportReport:
+                       date_format: str | None = None, sets: list[str] | None = None) -> ImportReport:
         """Import a collection into ``target`` as drafts, all or nothing; bad options are an :class:`InvalidRequest`."""
         from pydantic import ValidationError
 
@@ -1070,7 +1070,7 @@ class Library:
         try:
             options: ImportOptions = ImportOptions(format=import_format, maps=maps, id_prefix=id_prefix, lang=lang,
                                                    dry_run=dry_run, keep_near_duplicates=keep_near_duplicates,
-                                                   date_format=date_format)
+                                                   date_format=date_format, sets=sets or [])
         except ValidationError as exc:
             located = [error["loc"] for error in exc.errors() if error["loc"]]
             raise InvalidRequest("; ".join(validation_reasons(exc)),
@@ -1387,7 +1387,7 @@ class Library:
 
     def import_drafts(self, source: Path, fmt: str, maps: list[str], id_prefix: str = "IL", lang: str = "en",
                       dry_run: bool = False, keep_near_duplicates: bool = False, actor: str = "local",
-                      date_format: str | None = None) -> ImportReport:
+                      date_format: str | None = None, sets: list[str] | None = None) -> ImportReport:
         """``incidentlib import`` through the write store: same formats and mapping, all or nothing.
 
         The importer runs against a scratch copy of the live library; its drafts are then stored in one
@@ -1408,7 +1408,8 @@ class Library:
                 (work / INCIDENTS_DIR / f"{incident.id}.yaml").write_text(
                     yaml.safe_dump(dump(incident), allow_unicode=True, sort_keys=False), encoding="utf-8")
             report = self.import_records(source, work, fmt, maps, id_prefix=id_prefix, lang=lang, dry_run=dry_run,
-                                         keep_near_duplicates=keep_near_duplicates, date_format=date_format)
+                                         keep_near_duplicates=keep_near_duplicates, date_format=date_format,
+                                         sets=sets)
             report.into = str(self.root)
             if dry_run or not report.accepted:
                 return report

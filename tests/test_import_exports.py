@@ -159,3 +159,31 @@ def test_capitalised_columns_are_found_without_a_mapping(tmp_path: Path, target:
     assert (record["title"]["en"], record["summary"]["en"], record["org"]) == (
         "Checkout returns 502", "Checkout failed for twenty minutes.", "acme")
     assert record["body"]["en"] == records[0]["Description"]  # the description is the body, its lines kept
+
+
+def test_set_gives_every_record_a_value_or_one_made_from_its_fields(tmp_path: Path, target: Path) -> None:
+    from typer.testing import CliRunner
+
+    from incidentlib.cli import app
+
+    export = {"result": [
+        {"number": "INC0010231", "short_description": "Disk filled on the log host", "opened_at": "2024-03-08 02:00:00",
+         "description": "The log volume filled after debug logging was left on."},
+        {"short_description": "A record without its number", "description": "Nothing to link to."}]}
+    source = tmp_path / "servicenow.json"
+    source.write_text(json.dumps(export), encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(app, ["import", str(source), "--format", "json", "--into", str(target), "--json",
+                                 "--map", "title=short_description", "--set", "org=Acme IT",
+                                 "--set", "source_url=https://acme.example/incident.do?number={number}"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    record = stored(target, report["accepted"][0]["id"])
+    assert record["org"] == "acme-it" and record["date"] == "2024-03-08"
+    assert record["sources"][0]["url"] == "https://acme.example/incident.do?number=INC0010231"
+    assert report["rejected"][0]["reasons"] == ["no source URL (source_url: --set found nothing at 'number')"]
+    both = runner.invoke(app, ["import", str(source), "--format", "json", "--into", str(target),
+                               "--map", "org=company", "--set", "org=Acme IT"])
+    assert both.exit_code == 2 and "--set 'org=Acme IT': org is also given by --map" in " ".join(both.stderr.split())
+    bad = runner.invoke(app, ["import", str(source), "--format", "json", "--into", str(target), "--set", "org"])
+    assert bad.exit_code == 2 and "--set 'org': write FIELD=VALUE" in " ".join(bad.stderr.split())

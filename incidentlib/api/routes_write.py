@@ -136,6 +136,8 @@ class ImportBody(BaseModel):
     format: Literal["yaml", "json", "jsonl", "csv", "markdown"]
     content: str = Field(max_length=MAX_IMPORT_CHARS, description="The collection's text, as the CLI would read it from a file.")
     maps: list[str] = Field(default_factory=list, description="FIELD=SOURCE, as `incidentlib import --map`.")
+    sets: list[str] = Field(default_factory=list, description="FIELD=VALUE for every record, `{path}` filled from "
+                                                              "each record, as `incidentlib import --set`.")
     id_prefix: str = "IL"
     lang: Literal["en", "ko"] = "en"
     dry_run: bool = False
@@ -153,7 +155,7 @@ def import_records(body: ImportBody, library: LibraryDep, actor: EditorDep) -> d
         source.write_text(body.content, encoding="utf-8")
         report = library.import_drafts(source, body.format, body.maps, id_prefix=body.id_prefix, lang=body.lang,
                                        dry_run=body.dry_run, keep_near_duplicates=body.keep_near_duplicates,
-                                       date_format=body.date_format, actor=actor)
+                                       date_format=body.date_format, sets=body.sets, actor=actor)
     result: dict[str, Any] = report.model_dump(mode="json")
     return result
 

@@ -10,7 +10,7 @@ language; a bare text target (``title``) uses the import's ``--lang``.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +71,49 @@ class FieldMap:
         return cls(target, source)
 
 
+#: A ``{path}`` placeholder of a ``--set`` value, filled from the record.
+_PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+
+
+@dataclass(frozen=True)
+class FieldSet:
+    """``--set FIELD=VALUE``: one value for every record of a file (an organization the export does not name), or a
+    template whose ``{path}`` placeholders are filled from each record (a ticket's URL from its number)."""
+
+    target: str
+    template: str
+
+    @classmethod
+    def parse(cls, option: str) -> FieldSet:
+        target, sep, template = option.partition("=")
+        target, template = target.strip(), template.strip()
+        if not sep or not target or not template:
+            raise MappingError(f"--set {option!r}: write FIELD=VALUE, e.g. org=Acme or "
+                               "source_url=https://tickets.example/browse/{key}")
+        if target not in TARGETS:
+            raise MappingError(f"--set {option!r}: unknown field {target!r}; fields are: {', '.join(TARGETS)}")
+        for path in _PLACEHOLDER.findall(template):
+            if any(not step or not _STEP.match(step) for step in path.split(".")):
+                raise MappingError(f"--set {option!r}: cannot read {{{path}}} as a source path (use {{a.b[0].c}})")
+        return cls(target, template)
+
+    def fill(self, record: dict[str, Any]) -> tuple[str | None, str | None]:
+        """The value for ``record``, or None and the problem (a placeholder that found nothing there)."""
+        missing: list[str] = []
+
+        def value(match: re.Match[str]) -> str:
+            found = get_path(record, match.group(1))
+            if found is _MISSING or found in (None, "", []) or isinstance(found, (list, dict)):
+                missing.append(match.group(1))
+                return ""
+            return str(found).strip()
+
+        filled = _PLACEHOLDER.sub(value, self.template)
+        if missing:
+            return None, f"{self.target}: --set found nothing at {missing[0]!r}"
+        return filled, None
+
+
 _MISSING = object()
 
 
@@ -111,22 +154,34 @@ def _split_step(step: str) -> tuple[str | None, list[int | None]]:
     return key, indexes
 
 
-def extract(record: dict[str, Any], maps: list[FieldMap],
-            only: Collection[str] | None = None) -> tuple[dict[str, object], list[str]]:
-    """Values for every target (or the targets ``only``): explicit mappings first, then the default keys.
+def extract(record: dict[str, Any], maps: list[FieldMap], only: Collection[str] | None = None,
+            sets: Sequence[FieldSet] = ()) -> tuple[dict[str, object], list[str]]:
+    """Values for every target (or the targets ``only``): ``--set`` values and explicit mappings first, then the
+    default keys.
 
-    Returns the values and a list of problems (explicit mappings that found nothing).
+    Returns the values and a list of problems (explicit mappings and placeholders that found nothing).
     """
-    explicit = {m.target: m for m in maps if only is None or m.target in only}
+    given: list[FieldMap | FieldSet] = [*maps, *sets]
+    explicit = {m.target: m for m in given if only is None or m.target in only}
     values: dict[str, object] = {}
     problems: list[str] = []
+    for field_set in sets:
+        if field_set.target in explicit:
+            filled, problem = field_set.fill(record)
+            if problem:
+                problems.append(problem)
+            else:
+                values[field_set.target] = filled
     for target, field_map in explicit.items():
+        if isinstance(field_map, FieldSet):
+            continue
         value = get_path(record, field_map.source)
         if value is _MISSING:
             problems.append(f"{target}: nothing at {field_map.source!r}")
         else:
             values[target] = value
-    mapped = {m.source for m in maps}  # a column mapped to one field is not also taken for another by default
+    # a column mapped to one field (or read by a --set template) is not also taken for another by default
+    mapped = {m.source for m in maps} | {path for m in sets for path in _PLACEHOLDER.findall(m.template)}
     by_lower: dict[str, str] = {}
     for key in record:  # exports capitalise their columns ("Summary", "Description"): default names match any case
         if key not in mapped:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
 from ..errors import ImportFailed
 from ..journal import JOURNAL_DIR, JournalBusy, commit_files, new_directory
@@ -36,7 +36,7 @@ from ..tagging.tagger import ConceptTagger
 from ..vocab import Vocabulary
 from .dates import parse_date
 from .duplicates import DuplicateIndex
-from .mapping import FieldMap, extract
+from .mapping import FieldMap, FieldSet, extract
 from .readers import ImportFormat, RawRecord, read_records
 
 ProgressFn = Callable[[int, int], None]
@@ -49,6 +49,7 @@ SUMMARY_CHARS = 400
 class ImportOptions(BaseModel):
     format: ImportFormat
     maps: list[str] = Field(default_factory=list, description="FIELD=SOURCE mappings")
+    sets: list[str] = Field(default_factory=list, description="FIELD=VALUE for every record; {path} from the record")
     id_prefix: str = "IL"
     lang: str = Field(default="en", pattern=r"^(en|ko)$")
     dry_run: bool = False
@@ -74,6 +75,16 @@ class ImportOptions(BaseModel):
     def _maps(cls, value: list[str]) -> list[str]:
         for option in value:
             FieldMap.parse(option)  # raises MappingError (a ValueError) naming the option
+        return value
+
+    @field_validator("sets")
+    @classmethod
+    def _sets(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        mapped = {FieldMap.parse(option).target for option in info.data.get("maps", [])}
+        for option in value:
+            target = FieldSet.parse(option).target  # raises MappingError naming the option
+            if target in mapped:
+                raise ValueError(f"--set {option!r}: {target} is also given by --map; give it one way")
         return value
 
 
@@ -194,6 +205,7 @@ class Importer:
         self.options = options
         try:
             self.maps = [FieldMap.parse(option) for option in options.maps]
+            self.sets = [FieldSet.parse(option) for option in options.sets]
         except ValueError as exc:
             raise ImportFailed(str(exc)) from None
         data, problems = check_library(target)
@@ -253,7 +265,7 @@ class Importer:
     def reserve(self, records: list[RawRecord]) -> None:
         """Claim, for the first record naming it, every valid id the records name that the library does not hold."""
         for raw in records:
-            given = extract(raw.data, self.maps, only=("id",))[0].get("id")
+            given = extract(raw.data, self.maps, only=("id",), sets=self.sets)[0].get("id")
             own = self._own_id(str(given)) if isinstance(given, (str, int)) else None
             if own is not None and own not in self.data.incidents:
                 self._named.setdefault(own, raw.location)
@@ -278,7 +290,7 @@ class Importer:
         return incident, outcome
 
     def _build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
-        values, unmatched = extract(raw.data, self.maps)
+        values, unmatched = extract(raw.data, self.maps, sets=self.sets)
         warnings: list[str] = list(unmatched)  # required fields that stay missing are rejected below
         shape = _shape_errors(values, warnings)
         if shape:  # a list where one name is expected would become a made-up name (["a", "b"] -> "a-b")
