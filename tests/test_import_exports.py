@@ -187,3 +187,13 @@ def test_set_gives_every_record_a_value_or_one_made_from_its_fields(tmp_path: Pa
     assert both.exit_code == 2 and "--set 'org=Acme IT': org is also given by --map" in " ".join(both.stderr.split())
     bad = runner.invoke(app, ["import", str(source), "--format", "json", "--into", str(target), "--set", "org"])
     assert bad.exit_code == 2 and "--set 'org': write FIELD=VALUE" in " ".join(bad.stderr.split())
+
+
+def test_concept_ids_for_names_in_any_script() -> None:
+    from incidentlib.importing.pipeline import slugify
+
+    assert slugify("Acme Corp", "organization") == "acme-corp"  # as before: existing ids keep matching
+    assert slugify("Société Générale", "organization") == "societe-generale"  # accents dropped, not the letters
+    korean = [slugify(name, "organization") for name in ("결제팀", "플랫폼팀", "결제팀 A", "플랫폼팀 A")]
+    assert len(set(korean)) == 4 and korean[0].startswith("organization-") and korean[2].startswith("a-")
+    assert slugify("결제팀", "organization") == korean[0]  # stable: the next import finds the same id

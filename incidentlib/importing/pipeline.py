@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -116,11 +117,13 @@ class ImportReport(BaseModel):
 
 
 def slugify(text: str, kind: str = "concept") -> str:
-    """A concept id for a name: its Latin letters and digits joined by ``-``.  A name with letters of another script
-    (결제팀, "결제팀 A") also gets a short digest of the whole name, so that two such names never share an id; a name
-    with no Latin letter at all is ``kind-<digest>``.  The name itself stays the concept's label."""
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    if slug.isascii() and not any(char.isalnum() and not char.isascii() for char in text):
+    """A concept id for a name: its Latin letters (accents dropped: Société is ``societe``) and digits joined by
+    ``-``.  A name with letters of another script (결제팀, "결제팀 A") also gets a short digest of the whole name, so
+    that two such names never share an id; a name with no Latin letter at all is ``kind-<digest>``.  The name itself
+    stays the concept's label."""
+    letters = [char for char in unicodedata.normalize("NFKD", text) if not unicodedata.combining(char)]
+    slug = re.sub(r"[^a-z0-9]+", "-", "".join(letters).lower()).strip("-")
+    if not any(char.isalnum() and not char.isascii() for char in letters):
         return slug or kind
     digest = hashlib.blake2b(" ".join(text.casefold().split()).encode("utf-8"), digest_size=4).hexdigest()
     return f"{slug or kind}-{digest}"
@@ -301,7 +304,8 @@ class Importer:
         if not title:
             reasons.append(missed.get("title") or "no title, summary or body text (map one with --map title=…)")
         org_name = values.get("org")
-        org = self._concept(str(org_name).strip(), ConceptKind.organization, create=True) if org_name else None
+        org_name = str(org_name).strip() if org_name not in (None, "") else None
+        org = self._concept(org_name, ConceptKind.organization, create=True) if org_name else None
         if org is None:
             reasons.append(f"no organization ({missed.get('org') or 'map one with --map org=…'})")
         urls = _as_list(values.get("source_url"))
