@@ -10,6 +10,7 @@ exceeds 12.  The time of day is dropped: a record's date is a calendar day (docs
 
 from __future__ import annotations
 
+import contextlib
 import re
 from datetime import UTC, date, datetime
 from email.utils import parsedate_to_datetime
@@ -18,11 +19,13 @@ from email.utils import parsedate_to_datetime
 #: Smaller numbers are more likely years or counts than instants.
 EPOCH_SECONDS = (10**9, 10**10)
 EPOCH_MILLISECONDS = (10**12, 10**13)
+#: How far past now a Unix time may be: a day, for clocks and zones; an incident that has not happened is misread.
+FUTURE_SLACK_SECONDS = 86_400
 
 _ISO = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?(?:[T ][\d:.]+(?:\s*(?:Z|UTC|GMT|[+-]\d{2}:?\d{2}))?)?$",
                   re.IGNORECASE)
-_YEAR_FIRST = re.compile(r"^(\d{4})[./](\d{1,2})[./](\d{1,2})\.?(?:[T ]+[\d:.]+.*)?$")
-_KOREAN = re.compile(r"^(\d{4})\s*년(?:\s*(\d{1,2})\s*월(?:\s*(\d{1,2})\s*일)?)?")
+_YEAR_FIRST = re.compile(r"^(\d{4})\s*[./]\s*(\d{1,2})\s*[./]\s*(\d{1,2})\.?(?:[T ]+\S.*)?$")  # 2024. 3. 5. 오후 2:22
+_KOREAN = re.compile(r"^(\d{4})\s*[년年](?:\s*(\d{1,2})\s*[월月](?:\s*(\d{1,2})\s*[일日])?)?")
 _NUMERIC = re.compile(r"^(\d{1,2})[./-](\d{1,2})[./-](\d{2}|\d{4})(?:[T ,]+.*)?$")
 _MONTHS = {name: number for number, names in enumerate(
     [("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"), ("may",), ("jun", "june"),
@@ -47,10 +50,10 @@ def parse_date(value: object, date_format: str | None = None) -> str:
         try:
             return datetime.strptime(text, date_format).date().isoformat()
         except ValueError:
-            try:
-                return _read(text)  # a value of another form that says which part is which (an ISO date)
-            except ValueError:
-                raise ValueError(f"date {text!r} does not have the form {date_format!r} (--date-format)") from None
+            if not _NUMERIC.match(text):  # a value of a form that says which part is which (an ISO date) still reads
+                with contextlib.suppress(ValueError):
+                    return _read(text)
+            raise ValueError(f"date {text!r} does not have the form {date_format!r} (--date-format)") from None
     return _read(text)
 
 
@@ -58,22 +61,26 @@ def _read(text: str) -> str:
     if re.fullmatch(r"\d{10}(?:\.\d+)?|\d{13}", text):
         return _from_epoch(float(text))
     if match := _ISO.match(text):
-        return _checked(*match.groups())
+        year, month, day = match.groups()
+        return _checked(year, month, day, text)
     if (match := _YEAR_FIRST.match(text)) or (match := _KOREAN.match(text)):
         year, month, day = match.groups()
-        return _checked(year, month and f"{int(month):02d}", day and f"{int(day):02d}")
+        return _checked(year, month and f"{int(month):02d}", day and f"{int(day):02d}", text)
     if match := _DAY_MONTH_YEAR.match(text):
         day, month, year = match.groups()
-        return _checked(_full_year(year), f"{_MONTHS[month.lower()]:02d}", f"{int(day):02d}")
+        return _checked(_full_year(year), f"{_MONTHS[month.lower()]:02d}", f"{int(day):02d}", text)
     if match := _MONTH_DAY_YEAR.match(text):
         month, day, year = match.groups()
-        return _checked(year, f"{_MONTHS[month.lower()]:02d}", f"{int(day):02d}")
+        return _checked(year, f"{_MONTHS[month.lower()]:02d}", f"{int(day):02d}", text)
     if match := _NUMERIC.match(text):
+        if len(match.group(3)) == 2:  # 24.03.05: year first (as Korean and Japanese write it) or last
+            raise ValueError(f"date {text!r} has a two-digit year and could be read several ways; give the file's "
+                             "form with --date-format (e.g. %y.%m.%d or %d.%m.%y)")
         first, second, year = (int(part) for part in match.groups())
         if first == second or first > 12 >= second:  # 12/12: the same day either way
-            return _checked(_full_year(str(year)), f"{second:02d}", f"{first:02d}")
+            return _checked(str(year), f"{second:02d}", f"{first:02d}", text)
         if second > 12 >= first:
-            return _checked(_full_year(str(year)), f"{first:02d}", f"{second:02d}")
+            return _checked(str(year), f"{first:02d}", f"{second:02d}", text)
         raise ValueError(f"date {text!r} could be day/month or month/day; give the file's form with --date-format "
                          "(e.g. %m/%d/%Y or %d/%m/%Y)")
     try:
@@ -85,11 +92,11 @@ def _read(text: str) -> str:
 
 
 def _from_epoch(number: float) -> str:
-    if EPOCH_MILLISECONDS[0] <= number < EPOCH_MILLISECONDS[1]:
-        number /= 1000
-    elif not EPOCH_SECONDS[0] <= number < EPOCH_SECONDS[1]:
-        raise ValueError(f"date {number!r} is a number but not Unix time in seconds or milliseconds")
-    return datetime.fromtimestamp(number, tz=UTC).date().isoformat()
+    """The UTC day of a Unix time (an export that writes numbers does not say its zone)."""
+    seconds = number / 1000 if EPOCH_MILLISECONDS[0] <= number < EPOCH_MILLISECONDS[1] else number
+    if not EPOCH_SECONDS[0] <= seconds <= datetime.now(tz=UTC).timestamp() + FUTURE_SLACK_SECONDS:
+        raise ValueError(f"date {number!r} is a number but not a past Unix time in seconds or milliseconds")
+    return datetime.fromtimestamp(seconds, tz=UTC).date().isoformat()
 
 
 def _full_year(year: str) -> str:
@@ -101,11 +108,11 @@ def _full_year(year: str) -> str:
     return str(full if full <= this_year else full - 100)
 
 
-def _checked(year: str, month: str | None, day: str | None) -> str:
-    """``YYYY[-MM[-DD]]``, once the calendar has such a day."""
+def _checked(year: str, month: str | None, day: str | None, text: str) -> str:
+    """``YYYY[-MM[-DD]]``, once the calendar has such a day (``text``: the value as written, for the message)."""
     parts = [part for part in (year, month, day) if part]
     try:
         date(int(year), int(month or 1), int(day or 1))
     except ValueError as exc:
-        raise ValueError(f"date {'-'.join(parts)!r} is not a day of the calendar ({exc})") from None
+        raise ValueError(f"date {text!r} is not a day of the calendar ({exc})") from None
     return "-".join(parts)

@@ -154,6 +154,16 @@ def _split_step(step: str) -> tuple[str | None, list[int | None]]:
     return key, indexes
 
 
+def default_source(record: dict[str, Any], target: str) -> str | None:
+    """The key of ``record`` a target's value is taken from when no mapping gives it (see :func:`extract`)."""
+    by_lower = {str(key).lower(): key for key in reversed(list(record))}
+    for candidate in DEFAULT_SOURCES.get(target, ()):
+        found = candidate if candidate in record else by_lower.get(candidate)
+        if found is not None and record[found] not in (None, "", []):
+            return str(found)
+    return None
+
+
 def extract(record: dict[str, Any], maps: list[FieldMap], only: Collection[str] | None = None,
             sets: Sequence[FieldSet] = ()) -> tuple[dict[str, object], list[str]]:
     """Values for every target (or the targets ``only``): ``--set`` values and explicit mappings first, then the

@@ -37,7 +37,7 @@ from ..tagging.tagger import ConceptTagger
 from ..vocab import Vocabulary
 from .dates import parse_date
 from .duplicates import DuplicateIndex
-from .mapping import FieldMap, FieldSet, extract
+from .mapping import FieldMap, FieldSet, default_source, extract
 from .readers import ImportFormat, RawRecord, read_records
 
 ProgressFn = Callable[[int, int], None]
@@ -60,8 +60,8 @@ class ImportOptions(BaseModel):
     @field_validator("date_format")
     @classmethod
     def _date_format(cls, value: str | None) -> str | None:
-        if value is not None and not re.search(r"%[dmyYbB]", value):
-            raise ValueError(f"{value!r} names no day, month or year (strptime codes such as %d, %m, %Y, %b)")
+        if value is not None and not re.search(r"%[yY]", value):
+            raise ValueError(f"{value!r} names no year (strptime codes: %Y for 2024, %y for 24; %m, %d, %b, …)")
         return value
 
     @field_validator("id_prefix")
@@ -190,7 +190,13 @@ def _signal_note(note: object, lang: str) -> dict[str, str]:
 
 #: A heading line of Markdown (``## Summary``) or Jira wiki markup (``h2. Summary``), and list or quote markers.
 _HEADING_LINE = re.compile(r"^\s*(?:#{1,6}\s+|h[1-6]\.\s+)")
-_LINE_MARKERS = re.compile(r"^\s*(?:[-*+>]\s+|\d+[.)]\s+)")
+_LINE_MARKERS = re.compile(r"^\s*(?:[-*+>]\s+|\d{1,2}[.)]\s+)")  # "2024. A year of outages." is not a list
+
+
+def _legacy_slug(text: str) -> str:
+    """The id earlier versions gave a name (ASCII letters and digits only: "Café Corp" was ``caf-corp``), looked up
+    so that a library's imported concepts keep matching."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def _first_sentence(text: str, limit: int = TITLE_CHARS) -> str:
@@ -240,9 +246,10 @@ class Importer:
         if concept is not None:
             return concept.id
         slug = slugify(name, kind.value)
-        existing = self.vocab.get(slug)
-        if existing is not None and existing.kind == kind:
-            return slug
+        for known in dict.fromkeys((slug, _legacy_slug(name))):  # ids imports made before this rule still match
+            existing = self.vocab.get(known) if known else None
+            if existing is not None and existing.kind == kind:
+                return known
         pending = self.new_concepts.get(kind, {})
         if slug in pending:
             return slug
@@ -275,9 +282,13 @@ class Importer:
 
     def _own_id(self, given: str) -> str | None:
         """``given`` as an id of this import's prefix, its number written with at least 4 digits (a ticket key
-        ``OPS-87`` is ``OPS-0087``, still read as the same ticket); None when it is not of that form."""
+        ``OPS-87`` is ``OPS-0087``, still read as the same ticket; 4 to 6 digits stay as written); None when it is
+        not of that form."""
         match = re.fullmatch(rf"{self.options.id_prefix}-(\d{{1,6}})", given.strip())
-        return f"{self.options.id_prefix}-{int(match.group(1)):04d}" if match and int(match.group(1)) else None
+        if match is None or not int(match.group(1)):
+            return None
+        digits = match.group(1)
+        return f"{self.options.id_prefix}-{digits.zfill(4)}"  # IL-000123 stays as written; OPS-87 is OPS-0087
 
     # ---- one record ------------------------------------------------------------
     def build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
@@ -300,7 +311,8 @@ class Importer:
             return None, Rejected(location=raw.location, reasons=shape)
         reasons: list[str] = []
         title, summary, body = _bilingual_texts(values, self.options.lang)
-        missed = {problem.split(":", 1)[0]: problem for problem in unmatched}  # explicit mappings that found nothing
+        # explicit mappings that found nothing, by field (title.en counts for the title)
+        missed = {problem.split(":", 1)[0].split(".", 1)[0]: problem for problem in unmatched}
         if not title:
             reasons.append(missed.get("title") or "no title, summary or body text (map one with --map title=…)")
         org_name = values.get("org")
@@ -311,7 +323,7 @@ class Importer:
         urls = _as_list(values.get("source_url"))
         if not urls:
             reasons.append(f"no source URL ({missed.get('source_url') or 'map one with --map source_url=…'})")
-        record_date = _record_date(values, reasons, self.options.date_format)
+        record_date = self._record_date(raw, values, reasons, warnings)
         tags = [self._concept(t, ConceptKind.tag, create=True) for t in _as_list(values.get("tags"))]
         if raw.heading:
             tags.append(self._concept(raw.heading, ConceptKind.tag, create=True))
@@ -361,6 +373,23 @@ class Importer:
                             suggestions=[f"{s['kind']}:{s['concept']} ({s['evidence']})" for s in suggestions],
                             warnings=warnings)
         return validated, accepted
+
+    def _record_date(self, raw: RawRecord, values: dict[str, Any], reasons: list[str], warnings: list[str]) -> str | None:
+        """The record's date; one that cannot be read rejects the record when a ``--map``/``--set`` asked for it, and
+        is left out with a warning naming its column when it was only found by a common name (a ``created`` column
+        may hold something else)."""
+        if values.get("date") in (None, ""):
+            return None
+        try:
+            return parse_date(values["date"], self.options.date_format)
+        except ValueError as exc:
+            if any(given.target == "date" for given in self.maps) or any(given.target == "date" for given in self.sets):
+                reasons.append(str(exc))
+            else:
+                column = default_source(raw.data, "date")
+                warnings.append(f"{exc} (column {column!r}, read as the date for its name; map one with "
+                                "--map date=…); left out")
+            return None
 
     def _asserted_concepts(self, values: dict[str, Any], warnings: list[str]) -> dict[str, list[str]]:
         """Components, causes and symptoms the record names that the vocabulary knows (others become warnings)."""
@@ -492,7 +521,7 @@ def _bilingual_texts(values: dict[str, Any], lang: str) -> tuple[dict[str, str],
 #: Severity as tools write it, read to the library's sev1–sev4: "sev1", "SEV-2", "Sev 3", "severity 4", "S1", a bare
 #: level ("2") or one with its name ("1 - Critical", ServiceNow).  Priorities (P1) and words (Highest) are another
 #: scale; they are left out with a warning rather than mapped by a guess.
-_SEVERITY = re.compile(r"^(?:sev(?:erity)?|s)?[\s_-]*([1-4])(?:\s*(?:[-–:(].*)?)?$", re.IGNORECASE)
+_SEVERITY = re.compile(r"^(?:sev(?:erity)?|s)?[\s_-]*([1-4])(?:\s*[-–:]\s*[^\W\d_].*|\s*\(.*\))?$", re.IGNORECASE)
 
 
 def _severity(value: object, warnings: list[str]) -> str | None:
@@ -515,16 +544,6 @@ def _status(value: object, warnings: list[str]) -> str:
         return status
     warnings.append(f"status: {value!r} is not draft or published; imported as a draft")
     return "draft"
-
-
-def _record_date(values: dict[str, Any], reasons: list[str], date_format: str | None) -> str | None:
-    if values.get("date") in (None, ""):
-        return None
-    try:
-        return parse_date(values["date"], date_format)
-    except ValueError as exc:
-        reasons.append(str(exc))
-        return None
 
 
 def _sources(values: dict[str, Any], urls: list[str], org_name: object, title: dict[str, str],
@@ -638,11 +657,8 @@ def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[Conce
             raise ImportFailed(f"{target / rel} already exists; nothing was written")
         if rel in files:  # ids are unique within an import (Importer._record_id); never let one record replace another
             raise ImportFailed(f"two records of this import were both given {incident.id}; nothing was written")
-        document = incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-        # a source's kind is written even when it is the default: `validate --strict` asks every source for one
-        document["sources"] = [source | {"kind": kind.kind.value}
-                               for source, kind in zip(document["sources"], incident.sources, strict=True)]
-        files[rel] = _dump(document | {"id": incident.id, "status": incident.status.value, "org": incident.org})
+        files[rel] = _dump(incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+                           | {"id": incident.id, "status": incident.status.value, "org": incident.org})
     if fresh:  # a private scratch folder that becomes the library only if it validates
         for rel, text in files.items():
             (target / rel).write_text(text, encoding="utf-8")
