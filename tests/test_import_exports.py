@@ -242,3 +242,12 @@ def test_ids_given_to_names_by_earlier_versions_still_match(tmp_path: Path, targ
                 "summary": "The ordering service lost its database."}]
     report = run_import(jsonl(tmp_path / "cafe.jsonl", records), target, ImportOptions(format=ImportFormat.jsonl))
     assert report.new_organizations == [] and stored(target, report.accepted[0].id)["org"] == "caf-corp"
+
+
+def test_a_body_made_from_a_summary_keeps_its_lines_and_not_its_stray_spaces(tmp_path: Path, target: Path) -> None:
+    records = [{"title": "Queue backed up", "org": "acme", "source_url": "https://e.example/s",
+                "summary": "Lag  grew.\n\n\n\nERROR 1040:   too many connections\nERROR 2013"}]
+    report = run_import(jsonl(tmp_path / "spaces.jsonl", records), target, ImportOptions(format=ImportFormat.jsonl))
+    record = stored(target, report.accepted[0].id)
+    assert record["body"]["en"] == "Lag grew.\n\nERROR 1040: too many connections\nERROR 2013"
+    assert record["summary"]["en"] == "Lag grew. ERROR 1040: too many connections ERROR 2013"

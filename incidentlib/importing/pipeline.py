@@ -493,7 +493,13 @@ def _text(values: dict[str, Any], name: str, lang: str, lines: bool = False) -> 
     if isinstance(bare, dict):  # already {en: …, ko: …}
         found.update({k: str(v).strip() for k, v in bare.items() if k in LANGS and v})
     elif bare not in (None, ""):
-        found[lang] = str(bare).strip() if name == "body" or lines else " ".join(str(bare).split())
+        if name == "body":
+            found[lang] = str(bare).strip()
+        elif lines:  # spaces collapsed within each line, the line breaks kept (blank lines at most one in a row)
+            kept = "\n".join(" ".join(line.split()) for line in str(bare).strip().splitlines())
+            found[lang] = re.sub(r"\n{3,}", "\n\n", kept)
+        else:
+            found[lang] = " ".join(str(bare).split())
     for code in LANGS:
         value = values.get(f"{name}.{code}")
         if value not in (None, ""):
