@@ -220,7 +220,7 @@ def test_review_cases_of_ids_dates_severities_and_names(tmp_path: Path, target: 
          "source_url": "https://e.example/3"}]
     report = run_import(jsonl(tmp_path / "review.jsonl", records), target, ImportOptions(format=ImportFormat.jsonl))
     assert not report.rejected
-    assert [row.id for row in report.accepted][0] == "IL-000123" and not report.accepted[0].warnings
+    assert report.accepted[0].id == "IL-000123" and not report.accepted[0].warnings
     assert report.accepted[1].warnings == [
         "date 'alice' is not a date this import reads (YYYY-MM-DD, YYYY-MM, YYYY, a month by name, or Unix time); "
         "give the file's form with --date-format (column 'created', read as the date for its name; map one with "
