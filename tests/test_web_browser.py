@@ -301,3 +301,49 @@ def test_review_queue_sign_in_diff_accept_publish_sign_out(browser: Any, tab: Pa
         assert page.locator(".done").inner_text().strip() == "Signed out."
         assert page.get_by_label("Editor token").count() == 1
         assert page.context.cookies() == []
+
+
+def test_import_page_previews_an_uploaded_export_and_files_it_for_review(browser: Any, tab: Page, tmp_path: Path,
+                                                                          data_dir: Path) -> None:
+    import subprocess
+
+    from _server import executable
+    from conftest import small_library
+
+    library = small_library(tmp_path / "lib", data_dir, REVIEW_IDS)
+    made = subprocess.run([executable(), "token", "create", "--role", "editor", "--name", "web-importer", "--data", str(library)],
+                          capture_output=True, text=True, check=True)
+    token = made.stdout.strip()
+    export = tmp_path / "tickets.csv"
+    export.write_text("Key,Summary,Description,Created,Company,Link\n"
+                      'OPS-87,NCCL all-reduce hung on one rack,"Watchdog caught collective operation timeout.\n'
+                      'The leaf switch had flapped.",05/Mar/24 2:22 PM,meta,https://tickets.example/OPS-87\n', encoding="utf-8")
+    with running_server("--data", str(library), "--cache", str(tmp_path / "cache"), "--no-mcp") as base:
+        page = tab.page
+        _sign_in(page, base, token)
+        page.goto(f"{base}/ui/import?lang=en")
+        page.get_by_label("File", exact=True).set_input_files(str(export))
+        page.get_by_label("Id prefix").fill("OPS")
+        page.get_by_label("Field mapping, one FIELD=SOURCE a line").fill("id=Key\ntitle=Summary\nbody=Description\norg=Company")
+        page.get_by_role("button", name="Preview").click()
+        page.wait_for_selector(".import-report")
+        assert "1 record(s) would be added, 0 rejected." in page.locator(".done").inner_text()
+        assert "tickets.csv:2" in page.locator(".import-accepted").inner_text()
+        assert "The leaf switch had flapped." in page.locator("#import-content").input_value()
+        _shot(page, "import-preview-light")
+        page.get_by_role("button", name="Import as drafts").click()
+        page.wait_for_selector(".import-report")
+        assert "1 draft(s) added" in page.locator(".done").inner_text()
+        page.get_by_role("link", name="Review them").click()
+        page.wait_for_selector("#draft-OPS-0087")
+        assert "NCCL all-reduce hung on one rack" in page.locator("#draft-OPS-0087").inner_text()
+
+        phone = Page(browser, width=PHONE_WIDTH, height=844)
+        try:  # the form and its report fit a phone
+            _sign_in(phone.page, base, token)
+            phone.page.goto(f"{base}/ui/import?lang=ko")
+            overflow = phone.page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"the import page scrolls sideways by {overflow}px at {PHONE_WIDTH}px"
+            assert phone.errors == []
+        finally:
+            phone.close()

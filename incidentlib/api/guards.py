@@ -55,7 +55,8 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 # UTF-8); 256 KiB leaves room for forms and MCP messages and refuses bulk uploads.
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 # Routes whose documented input is larger than the default body limit (with room for JSON framing).
-LARGE_BODY_LIMITS = {"/diagnose/series": MAX_SERIES_BYTES + 1024 * 1024, "/import": MAX_IMPORT_BYTES + 1024 * 1024}
+LARGE_BODY_LIMITS = {"/diagnose/series": MAX_SERIES_BYTES + 1024 * 1024, "/import": MAX_IMPORT_BYTES + 1024 * 1024,
+                     "/ui/import": MAX_IMPORT_BYTES + 1024 * 1024}
 # How long a refused client should wait before retrying, in seconds.
 BUSY_RETRY_AFTER_SECONDS = 1
 # Forget the bucket of clients idle this long, so the table stays small.

@@ -1,8 +1,8 @@
 """The web app for people: server-rendered pages over the :class:`~incidentlib.library.Library`.
 
 Search as you type, "have we seen this?", incident pages with the related list and an
-interactive neighbourhood graph, topic pages with a timeline, clusters with a map, and the
-review queue. Templates are Jinja2; the little JavaScript there is (``static/app.js``) only
+interactive neighbourhood graph, topic pages with a timeline, clusters with a map, the
+review queue and the import page. Templates are Jinja2; the little JavaScript there is (``static/app.js``) only
 enhances pages that work without it.
 """
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from ._import import router as import_router
 from ._review import router as review_router
 from ._routes import router
 
@@ -23,6 +24,7 @@ def install(app: FastAPI) -> None:
     """Serve the pages at ``/`` and ``/ui/…`` and their assets at ``/ui/static``."""
     app.include_router(router)
     app.include_router(review_router)
+    app.include_router(import_router)
     app.mount("/ui/static", StaticFiles(directory=str(STATIC_DIR)), name="ui-static")
 
 

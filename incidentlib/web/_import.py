@@ -1,0 +1,147 @@
+"""The import page: a team's export, uploaded or pasted, previewed as a dry run and then filed as drafts.
+
+It runs the same import as ``incidentlib import`` and ``POST /import`` (:meth:`Library.import_drafts`: formats,
+``--map``, ``--set``, ``--date-format``, the duplicate checks, all or nothing) and shows its report: every record
+accepted or rejected with its location in the file, its warnings and reasons.  Importing needs the reviewer's
+sign-in of the review queue (an editor token in the ``/ui`` cookie) and the form's per-session token, as every
+other write of these pages does (:mod:`incidentlib.web._review`).  The drafts then wait in the review queue.
+
+The uploaded file is read once: after a preview its text is put in the paste box, so that "Import" sends what was
+previewed without choosing the file again.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+from starlette.datastructures import UploadFile
+
+from ..errors import AuthError, DataError, IncidentlibError, InvalidRequest, WriteError
+from ..importing import ImportFormat, ImportReport
+from ..library import Library
+from ..requests import MAX_IMPORT_BYTES, MAX_IMPORT_CHARS
+from ._i18n import texts
+from ._review import COOKIE_PATH, REVIEW_ROLE, SESSION_COOKIE, _reviewer, _session, csrf_token
+from ._routes import AcceptLanguage, Lang, _lang, _library, _page
+
+router = APIRouter(include_in_schema=False)
+
+IMPORT_HREF = "/ui/import"
+#: The form's fields: the file, the paste box, format, id prefix, language, date form, maps, sets, action, csrf.
+MAX_IMPORT_FIELDS = 16
+#: A file's suffix by format, so that the importer's messages name a file of the kind the team sent.
+SUFFIXES = {ImportFormat.markdown: ".md"}
+#: What the form starts with: the importer's own defaults.
+DEFAULTS = {"format": ImportFormat.csv.value, "id_prefix": "IL", "record_lang": "en", "date_format": "", "maps": "",
+            "sets": "", "content": "", "filename": ""}
+#: The characters kept of an uploaded file's name, which the report's locations quote (``tickets.csv:12``).
+_NAME_CHARS = re.compile(r"[^\w.\-]+")
+
+
+def _options(form: dict[str, str]) -> dict[str, str]:
+    return {key: form.get(key, default) for key, default in DEFAULTS.items()}
+
+
+def _render(request: Request, library: Library, lang: str, session: str | None, *, status_code: int = 200,
+            error: str | None = None, report: ImportReport | None = None, values: dict[str, str] | None = None) -> Response:
+    t = texts(lang)
+    reviewer, expired = _reviewer(library, session)
+    context: dict[str, Any] = {
+        "reviewer": reviewer, "error": error or (t["session_ended"] + " " + expired if expired else None),
+        "report": report, "values": values or dict(DEFAULTS), "formats": [f.value for f in ImportFormat],
+        "max_chars": MAX_IMPORT_CHARS}
+    if reviewer is not None and session is not None:
+        context["csrf"] = csrf_token(session)
+    response = _page(request, "import.html", lang, t["import_title"], status_code=status_code, **context)
+    response.headers["Cache-Control"] = "no-store"  # holds the per-session form token and the team's data
+    if expired:
+        response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
+    return response
+
+
+@router.get(IMPORT_HREF, response_class=HTMLResponse)
+def import_page(request: Request, lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+    """The form (for a signed-in editor), or where to sign in."""
+    return _render(request, _library(request), _lang(lang, accept_language), _session(request))
+
+
+async def _read_upload(upload: UploadFile) -> str:
+    """The uploaded file as text; ``InvalidRequest`` naming the file when it is too large or not UTF-8."""
+    raw = await upload.read(MAX_IMPORT_BYTES + 1)
+    name = upload.filename or "the file"
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InvalidRequest(f"{name}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start}); convert the file "
+                             "to UTF-8 first", parameter="file") from None
+    if len(text) > MAX_IMPORT_CHARS:
+        raise InvalidRequest(f"{name}: {len(text):,} characters, more than the {MAX_IMPORT_CHARS:,} one import takes "
+                             "here; split the file, or use `incidentlib import`", parameter="file")
+    return text
+
+
+@router.post(IMPORT_HREF, response_class=HTMLResponse)
+async def import_records(request: Request) -> Response:
+    """Preview (a dry run) or import the export; the report either way, nothing stored unless all of it can be."""
+    # the paste box may hold a whole collection: a form field's default limit (1 MiB) is lifted to the import's own
+    form = await request.form(max_files=1, max_fields=MAX_IMPORT_FIELDS, max_part_size=MAX_IMPORT_BYTES)
+    fields = {key: value for key, value in form.items() if isinstance(value, str)}
+    upload = form.get("file")
+    library = _library(request)
+    lang = _lang(fields.get("lang"), request.headers.get("accept-language"))
+    t = texts(lang)
+    session = _session(request)
+    values = _options(fields)
+    if session is None:
+        return _render(request, library, lang, None, status_code=401, error=t["sign_in_first"], values=values)
+    if not hmac.compare_digest(fields.get("csrf", ""), csrf_token(session)):
+        return _render(request, library, lang, session, status_code=403, error=t["csrf_refused"], values=values)
+    try:
+        actor = library.authorize(session, REVIEW_ROLE)
+    except AuthError as exc:
+        response = _render(request, library, lang, None, status_code=401, error=f"{t['session_ended']} {exc}",
+                           values=values)
+        response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
+        return response
+    dry_run = fields.get("action") != "import"
+    try:
+        if isinstance(upload, UploadFile) and upload.filename:
+            values["content"] = await _read_upload(upload)
+            values["filename"] = _NAME_CHARS.sub("_", Path(upload.filename).name)[:80]
+        if not values["content"].strip():
+            raise InvalidRequest(t["import_nothing"], parameter="content")
+        report = _run(library, values, dry_run, actor)
+    except (InvalidRequest, DataError, WriteError) as exc:
+        status = 409 if isinstance(exc, WriteError) else 422
+        return _render(request, library, lang, session, status_code=status, error=f"{t['write_refused']} {exc}",
+                       values=values)
+    except IncidentlibError as exc:  # an embedder or a store that cannot be reached: said, not a bare 500
+        return _render(request, library, lang, session, status_code=503, error=f"{t['write_refused']} {exc}",
+                       values=values)
+    if report.written:
+        values["content"] = ""  # imported: a second click must not file the same records again
+    return _render(request, library, lang, session, report=report, values=values)
+
+
+def _run(library: Library, values: dict[str, str], dry_run: bool, actor: str) -> ImportReport:
+    try:
+        fmt = ImportFormat(values["format"])
+    except ValueError:
+        raise InvalidRequest(f"format: {values['format']!r} is not one of {', '.join(f.value for f in ImportFormat)}",
+                             parameter="format") from None
+    lines = {key: [line.strip() for line in values[key].splitlines() if line.strip()] for key in ("maps", "sets")}
+    with tempfile.TemporaryDirectory(prefix="incidentlib-web-import-") as folder:
+        suffix = SUFFIXES.get(fmt, "." + fmt.value)
+        name = _NAME_CHARS.sub("_", Path(values["filename"]).name)[:80].strip("._") or f"pasted{suffix}"
+        source = Path(folder) / name
+        source.write_text(values["content"], encoding="utf-8")
+        return library.import_drafts(source, fmt.value, lines["maps"], id_prefix=values["id_prefix"].strip() or "IL",
+                                     lang=values["record_lang"], dry_run=dry_run, actor=actor,
+                                     date_format=values["date_format"].strip() or None, sets=lines["sets"])

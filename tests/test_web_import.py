@@ -1,0 +1,97 @@
+"""The import page through the ASGI app: an editor previews an export, imports it as drafts, and finds them in the
+review queue; without a sign-in or the form's token nothing is read or stored."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import small_library
+from fakes import HashEmbedder
+from fastapi.testclient import TestClient
+
+from incidentlib import Library
+from incidentlib.api import ServiceSettings, create_app
+from incidentlib.loader import load_library
+
+BASE_URL = "http://127.0.0.1:8000"
+# A ticket export as a team has it: organizations the library knows, a Jira date, a description over two lines,
+# one record without its link.
+EXPORT = ("Key,Summary,Description,Created,Company,Link\r\n"
+          'OPS-87,NCCL all-reduce hung on one rack,"Watchdog caught collective operation timeout.\r\n'
+          'The rack\'s leaf switch had flapped.",05/Mar/24 2:22 PM,meta,https://tickets.example/OPS-87\r\n'
+          "OPS-88,Checkout errors after a config push,A bad config was rolled back.,06/Mar/24 9:00 AM,meta,\r\n")
+FORM = {"format": "csv", "id_prefix": "OPS", "record_lang": "en", "maps": "id=Key\ntitle=Summary\nbody=Description\norg=Company",
+        "sets": "", "date_format": "", "lang": "en"}
+
+
+@pytest.fixture()
+def lib(tmp_path: Path, data_dir: Path) -> Library:
+    return Library(load_library(small_library(tmp_path / "lib", data_dir, ["IL-0001", "IL-0025"])), embedder=HashEmbedder())
+
+
+@pytest.fixture()
+def client(lib: Library) -> TestClient:
+    return TestClient(create_app(lib, ServiceSettings(mount_mcp=False)), base_url=BASE_URL, follow_redirects=False)
+
+
+def sign_in(client: TestClient, lib: Library) -> str:
+    token = lib.create_token("importer-kim", "editor").token
+    assert client.post("/ui/review/sign-in", data={"token": token, "lang": "en"}).status_code == 303
+    page = client.get("/ui/import", params={"lang": "en"})
+    assert page.status_code == 200 and "importer-kim" in page.text and page.headers["cache-control"] == "no-store"
+    found = re.search(r'name="csrf" value="([0-9a-f]{64})"', page.text)
+    assert found
+    return found.group(1)
+
+
+def test_preview_then_import_files_drafts_for_review(client: TestClient, lib: Library) -> None:
+    csrf = sign_in(client, lib)
+    before = {item.id for item in lib.list_incidents().items}
+    preview = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview"},
+                          files={"file": ("tickets.csv", EXPORT.encode("utf-8"), "text/csv")})
+    assert preview.status_code == 200, preview.text
+    assert "Preview: nothing was stored" in preview.text and "1 record(s) would be added, 1 rejected." in preview.text
+    assert "tickets.csv:2" in preview.text and "OPS-0087" in preview.text  # located in the team's own file
+    assert "tickets.csv:4" in preview.text and "no source URL" in preview.text
+    assert "The rack&#39;s leaf switch had flapped." in preview.text  # the file's text is in the paste box now
+    assert {item.id for item in lib.list_incidents().items} == before  # a preview stores nothing
+    content = re.search(r'<textarea id="import-content"[^>]*>(.*?)</textarea>', preview.text, re.DOTALL)
+    assert content
+    done = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "import", "filename": "tickets.csv",
+                                           "content": EXPORT})
+    assert done.status_code == 200 and "1 draft(s) added, 1 record(s) rejected." in done.text
+    assert 'href="/ui/review?lang=en"' in done.text
+    record = lib.detail("OPS-0087")
+    assert record.status == "draft" and record.date == "2024-03-05"
+    assert "leaf switch had flapped" in (record.body or "")
+    queue = client.get("/ui/review", params={"lang": "en"})
+    assert "OPS-0087" in queue.text and "NCCL all-reduce hung on one rack" in queue.text
+
+
+def test_no_sign_in_no_form_token_no_import(client: TestClient, lib: Library) -> None:
+    page = client.get("/ui/import", params={"lang": "ko"})
+    assert page.status_code == 200 and 'name="csrf"' not in page.text and "편집자 로그인" in page.text
+    refused = client.post("/ui/import", data={**FORM, "action": "import", "content": EXPORT})
+    assert refused.status_code == 401 and "Sign in with an editor token first." in refused.text
+    sign_in(client, lib)
+    forged = client.post("/ui/import", data={**FORM, "csrf": "0" * 64, "action": "import", "content": EXPORT})
+    assert forged.status_code == 403 and "nothing was changed" in forged.text
+    assert all(item.status != "draft" for item in lib.list_incidents().items)
+
+
+def test_what_cannot_be_imported_is_said_on_the_page(client: TestClient, lib: Library) -> None:
+    csrf = sign_in(client, lib)
+    empty = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview", "content": "  "})
+    assert empty.status_code == 422 and "Choose a file or paste the collection" in empty.text
+    latin1 = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview"},
+                         files={"file": ("old.csv", "title\ncafé\n".encode("latin-1"), "text/csv")})
+    assert latin1.status_code == 422 and "old.csv:2: not UTF-8 text" in latin1.text
+    bad_map = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview", "content": EXPORT,
+                                              "maps": "oops"})
+    assert bad_map.status_code == 422 and "--map &#39;oops&#39;: write FIELD=SOURCE" in bad_map.text
+    new_org = EXPORT.replace(",meta,https", ",Acme Payments,https")
+    vocab = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "import", "content": new_org})
+    assert vocab.status_code == 422 and "acme-payments" in vocab.text  # new vocabulary is curated in git
+    assert all(item.status != "draft" for item in lib.list_incidents().items)
