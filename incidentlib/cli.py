@@ -712,6 +712,12 @@ def _as_option(exc: InvalidRequest, options: dict[str, str]) -> str:
     return rest if rest.startswith(option) else f"{option}: {rest}"
 
 
+def _place(location: str) -> int:
+    """A report row's place in its file: the line (``file:12``) or the item (``file#3``)."""
+    number = location.rsplit(":", 1)[-1].rsplit("#", 1)[-1]
+    return int(number) if number.isdigit() else 0
+
+
 @app.command("import")
 def import_cmd(
     path: Annotated[Path, typer.Argument(help="The collection to import.")],
@@ -754,13 +760,19 @@ def import_cmd(
     if as_json:
         emit_json(report)
     else:
-        for item in report.accepted:
+        # in the file's order, accepted and rejected records together, as a reader goes through the file
+        places = sorted([(_place(row.location), False, n) for n, row in enumerate(report.accepted)]
+                        + [(_place(row.location), True, n) for n, row in enumerate(report.rejected)])
+        for _, rejected, n in places:
+            if rejected:
+                refused = report.rejected[n]
+                out.print(f"[red]✗[/red] {refused.location}: {escape('; '.join(refused.reasons))}")
+                continue
+            item = report.accepted[n]
             out.print(f"[green]✓[/green] {item.id} ← {item.location}: {escape(item.title)} [dim]({item.status}; "
                       f"{len(item.suggestions)} suggestion(s))[/dim]")
             for warning in item.warnings:
                 out.print(f"    [yellow]![/yellow] {escape(warning)}")
-        for rejected in report.rejected:
-            out.print(f"[red]✗[/red] {rejected.location}: {escape('; '.join(rejected.reasons))}")
         if report.new_organizations or report.new_tags:
             out.print(f"new organizations: {', '.join(report.new_organizations) or '—'}; new tags: {', '.join(report.new_tags) or '—'}")
         if report.dry_run or report.written:

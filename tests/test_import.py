@@ -189,6 +189,13 @@ def test_import_command(tmp_path: Path, target: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["written"] and len(report["accepted"]) == 2 and len(report["rejected"]) == 1
+    mixed = jsonl(tmp_path / "mixed.jsonl", [
+        {"title": "First", "org": "acme", "source_url": "https://e.example/m1", "summary": "A cache tier fell over."},
+        {"title": "Second, without a link", "org": "acme", "summary": "Nothing to cite."},
+        {"title": "Third", "org": "acme", "source_url": "https://e.example/m3", "summary": "A certificate expired."}])
+    in_order = runner.invoke(app, ["import", str(mixed), "--format", "jsonl", "--into", str(target), "--dry-run"])
+    rows = [line.split()[0] for line in in_order.stdout.splitlines() if line.startswith(("✓", "✗"))]
+    assert rows == ["✓", "✗", "✓"]  # the report follows the file, rejected rows among the others
     again = runner.invoke(app, ["import", str(source), "--format", "markdown", "--into", str(target)])
     assert again.exit_code == 1  # everything is now a duplicate
     assert "same source URL" in again.stdout
