@@ -339,7 +339,7 @@ def test_import_page_previews_an_uploaded_export_and_files_it_for_review(browser
         assert "NCCL all-reduce hung on one rack" in page.locator("#draft-OPS-0087").inner_text()
 
         phone = Page(browser, width=PHONE_WIDTH, height=844)
-        try:  # the form and its report fit a phone
+        try:  # the form fits a phone
             _sign_in(phone.page, base, token)
             phone.page.goto(f"{base}/ui/import?lang=ko")
             overflow = phone.page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")

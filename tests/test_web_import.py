@@ -3,6 +3,7 @@ review queue; without a sign-in or the form's token nothing is read or stored.""
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from fastapi.testclient import TestClient
 from incidentlib import Library
 from incidentlib.api import ServiceSettings, create_app
 from incidentlib.loader import load_library
+from incidentlib.requests import MAX_IMPORT_CHARS
 
 BASE_URL = "http://127.0.0.1:8000"
 # A ticket export as a team has it: organizations the library knows, a Jira date, a description over two lines,
@@ -57,11 +59,14 @@ def test_preview_then_import_files_drafts_for_review(client: TestClient, lib: Li
     assert "tickets.csv:4" in preview.text and "no source URL" in preview.text
     assert "The rack&#39;s leaf switch had flapped." in preview.text  # the file's text is in the paste box now
     assert {item.id for item in lib.list_incidents().items} == before  # a preview stores nothing
-    content = re.search(r'<textarea id="import-content"[^>]*>(.*?)</textarea>', preview.text, re.DOTALL)
-    assert content
-    done = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "import", "filename": "tickets.csv",
-                                           "content": EXPORT})
+    # what a browser sends back: the paste box as parsed (one newline after <textarea> is dropped) and the file's name
+    content = re.search(r'<textarea id="import-content"[^>]*>\n?(.*?)</textarea>', preview.text, re.DOTALL)
+    filename = re.search(r'name="filename" value="([^"]*)"', preview.text)
+    assert content and filename and html.unescape(content.group(1)) == EXPORT
+    done = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "import", "filename": filename.group(1),
+                                           "content": html.unescape(content.group(1))})
     assert done.status_code == 200 and "1 draft(s) added, 1 record(s) rejected." in done.text
+    assert "tickets.csv:2" in done.text and "tickets.csv:4" in done.text  # the same places as the preview
     assert 'href="/ui/review?lang=en"' in done.text
     record = lib.detail("OPS-0087")
     assert record.status == "draft" and record.date == "2024-03-05"
@@ -92,6 +97,15 @@ def test_what_cannot_be_imported_is_said_on_the_page(client: TestClient, lib: Li
                                               "maps": "oops"})
     assert bad_map.status_code == 422 and "--map &#39;oops&#39;: write FIELD=SOURCE" in bad_map.text
     new_org = EXPORT.replace(",meta,https", ",Acme Payments,https")
+    warned = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview", "content": new_org})
+    assert warned.status_code == 200 and "Importing here will refuse these records" in warned.text  # said at preview
     vocab = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "import", "content": new_org})
     assert vocab.status_code == 422 and "acme-payments" in vocab.text  # new vocabulary is curated in git
+    too_long = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview",
+                                               "content": "x" * (MAX_IMPORT_CHARS + 1)})
+    assert too_long.status_code == 422 and "more than the 5,000,000 one import takes here" in too_long.text
+    assert "x" * 1000 in too_long.text  # the paste is given back to be cut, not lost
+    leading = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview"},
+                          files={"file": ("t.csv", ("\n" + EXPORT).encode("utf-8"), "text/csv")})
+    assert '<textarea id="import-content" name="content" rows="10" maxlength="5000000" spellcheck="false">\n\nKey,' in leading.text
     assert all(item.status != "draft" for item in lib.list_incidents().items)

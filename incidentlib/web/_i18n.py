@@ -176,6 +176,11 @@ _TEXT: dict[str, tuple[str, str]] = {
                      "초안 {accepted}건을 추가했고 기록 {rejected}건을 거절했습니다."),
     "import_to_review": ("Review them", "검토하러 가기"),
     "import_new_concepts": ("New organizations and tags", "새 조직과 태그"),
+    "import_new_concepts_refused": ("Importing here will refuse these records: vocabulary is curated in git. Add the "
+                                    "concepts to vocab/ there, or import on the command line, which adds them for review.",
+                                    "여기서 가져오면 이 기록들은 거절됩니다. 어휘는 git에서 관리합니다. 그곳의 vocab/에 개념을 "
+                                    "추가하거나, 검토용으로 개념을 추가하는 명령줄 가져오기를 쓰세요."),
+    "import_keep_near": ("Keep records that only look like existing ones", "기존 기록과 비슷해 보이기만 하는 기록도 받기"),
     "import_accepted": ("Accepted", "받아들인 기록"),
     "import_rejected": ("Rejected", "거절한 기록"),
     "import_where": ("Where in the file", "파일의 위치"),

@@ -7,7 +7,8 @@ sign-in of the review queue (an editor token in the ``/ui`` cookie) and the form
 other write of these pages does (:mod:`incidentlib.web._review`).  The drafts then wait in the review queue.
 
 The uploaded file is read once: after a preview its text is put in the paste box, so that "Import" sends what was
-previewed without choosing the file again.
+previewed without choosing the file again.  The form's body is received whole before the sign-in and the form token
+are checked (it is one multipart body); nothing of it is decoded or imported before they are.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from ..errors import AuthError, DataError, IncidentlibError, InvalidRequest, WriteError
@@ -39,7 +41,7 @@ MAX_IMPORT_FIELDS = 16
 SUFFIXES = {ImportFormat.markdown: ".md"}
 #: What the form starts with: the importer's own defaults.
 DEFAULTS = {"format": ImportFormat.csv.value, "id_prefix": "IL", "record_lang": "en", "date_format": "", "maps": "",
-            "sets": "", "content": "", "filename": ""}
+            "sets": "", "content": "", "filename": "", "keep_near_duplicates": ""}
 #: The characters kept of an uploaded file's name, which the report's locations quote (``tickets.csv:12``).
 _NAME_CHARS = re.compile(r"[^\w.\-]+")
 
@@ -117,7 +119,11 @@ async def import_records(request: Request) -> Response:
             values["filename"] = _NAME_CHARS.sub("_", Path(upload.filename).name)[:80]
         if not values["content"].strip():
             raise InvalidRequest(t["import_nothing"], parameter="content")
-        report = _run(library, values, dry_run, actor)
+        if len(values["content"]) > MAX_IMPORT_CHARS:  # a paste, held to what a file may hold
+            raise InvalidRequest(f"{len(values['content']):,} characters, more than the {MAX_IMPORT_CHARS:,} one import "
+                                 "takes here; split the collection, or use `incidentlib import`", parameter="content")
+        # the import reads, checks and writes for seconds at this size: in a worker thread, so the server goes on
+        report = await run_in_threadpool(_run, library, values, dry_run, actor)
     except (InvalidRequest, DataError, WriteError) as exc:
         status = 409 if isinstance(exc, WriteError) else 422
         return _render(request, library, lang, session, status_code=status, error=f"{t['write_refused']} {exc}",
@@ -144,4 +150,5 @@ def _run(library: Library, values: dict[str, str], dry_run: bool, actor: str) ->
         source.write_text(values["content"], encoding="utf-8")
         return library.import_drafts(source, fmt.value, lines["maps"], id_prefix=values["id_prefix"].strip() or "IL",
                                      lang=values["record_lang"], dry_run=dry_run, actor=actor,
+                                     keep_near_duplicates=bool(values["keep_near_duplicates"]),
                                      date_format=values["date_format"].strip() or None, sets=lines["sets"])
