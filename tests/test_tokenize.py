@@ -1,6 +1,8 @@
 import random
 import re
 
+import pytest
+
 import incidentlib.search.tokenize as tk
 from incidentlib.search.chunks import incident_chunks
 from incidentlib.search.tokenize import tokenize
@@ -74,3 +76,19 @@ def test_word_scan_follows_the_glued_particle_rule() -> None:
         assert found == reference, text
         glued_dropped += len(re.findall(r"[^\s\uac00-\ud7a3](?:가|를|이|의|으로)(?![\uac00-\ud7a3])", text))
     assert glued_dropped > 100  # the generated texts do glue particles to words and marks
+
+
+@pytest.mark.parametrize(("text", "family"), [
+    ("pod OOMKilled", "<oom_kill>"), ("Out of memory: Killed process 4412 (python)", "<oom_kill>"),
+    ("the OOM killer took the trainer", "<oom_kill>"), ("it was oom-killed twice", "<oom_kill>"),
+    ("Back-off restarting failed container", "<k8s_backoff>"), ("CrashLoopBackOff", "<k8s_backoff>"),
+    ("the exporter was in a crash loop", "<k8s_backoff>"), ("image pull backoff on every new node", "<k8s_backoff>"),
+])
+def test_an_error_family_is_one_feature_however_it_is_written(text: str, family: str) -> None:
+    # the message as the system logs it and as a person describes it match each other
+    assert family in tokenize(text)
+
+
+@pytest.mark.parametrize("text", ["a crash dump was written", "the docker image pulled fine", "zoom killed it"])
+def test_words_near_a_family_are_not_it(text: str) -> None:
+    assert not [token for token in tokenize(text) if token in ("<oom_kill>", "<k8s_backoff>")]

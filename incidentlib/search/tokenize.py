@@ -107,9 +107,13 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str], tuple[str, ...], re.Pattern[str] | 
          ("http", "status", "internal server error", "bad gateway", "service unavailable", "gateway timeout"), r"5\d\d"),
         ("http_4xx", r"\b(?:http(?:/[\d.]+)?|status(?: code)?)[\s:=]+4\d\d\b|\b4\d\d (?:forbidden|not found|unauthorized|too many requests)",
          ("http", "status", "forbidden", "not found", "unauthorized", "too many requests"), r"4\d\d"),
-        ("k8s_backoff", r"\b(?:crashloopbackoff|imagepullbackoff|errimagepull|back-off restarting)",
-         ("crashloopbackoff", "imagepullbackoff", "errimagepull", "back-off restarting"), None),
-        ("oom_kill", r"\boomkilled\b|out of memory: kill(?:ed)? process|oom-kill", ("oomkilled", "out of memory: kill", "oom-kill"), None),
+        # the event as Kubernetes writes it and as people write it ("a crash loop", "image pull backoff")
+        ("k8s_backoff", r"\b(?:crashloopbackoff|imagepullbackoff|errimagepull|back-off restarting|crash[\s-]?loop(?:s|ing)?\b|"
+                        r"image[\s-]?pull[\s-]?back[\s-]?off)",
+         ("crash", "imagepullbackoff", "errimagepull", "back-off restarting", "image"), None),
+        # the kernel's and Kubernetes' words for it, and people's ("OOM killed", "the OOM killer")
+        ("oom_kill", r"\boomkilled\b|out of memory: kill(?:ed)? process|\boom[\s-]?kill(?:ed|er|s)?\b",
+         ("oomkilled", "out of memory: kill", "oom-kill", "oom kill", "oomkill"), None),
     )
 )
 # Case-insensitive matching equates the dotless ı and the dotted İ with i, which ``str.lower`` does not
