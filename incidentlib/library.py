@@ -851,32 +851,62 @@ class Library:
         classifier = fit_cached(examples_for(records), engine.embedder, engine.cache_dir)
         return ConceptTagger(self.vocab, classifier)
 
-    def tag(self, ids: list[str] | None = None, write: bool = True, lang: str = "en") -> list[TagResult]:
+    def tag(self, ids: list[str] | None = None, write: bool = True, lang: str = "en",
+            actor: str = "local") -> list[TagResult]:
         """Infer components, causes and symptoms for records (default: every draft) and store them in
-        each file's ``inferred:`` block; curated links are never touched or re-proposed, rejected ones
-        never proposed again.  Confidence: noisy-OR of the alias match and the classifier probability."""
+        each record's ``inferred:`` block; curated links are never touched or re-proposed, rejected ones
+        never proposed again.  Confidence: noisy-OR of the alias match and the classifier probability.
+
+        A library with a write store (docs/storage.md) stores them there, one change per record in its history,
+        which a running server sees: its records are the store's, and a file edited beside it would be read by
+        nobody.  A library of files alone has them written into its files."""
         from .tagging.store import write_inferred
 
         check_lang(lang)
+        self.refresh()
         chosen = [self.get(i) for i in ids] if ids else [i for i in self.data.incidents.values() if i.is_draft]
         found = self.tagger.infer_incidents(chosen)
         results = []
         for incident, links in zip(chosen, found, strict=True):
-            stored = write_inferred(self.root / "incidents" / f"{incident.id}.yaml", links) if write else \
-                incident.model_copy(update={"inferred": links})
+            if not write:
+                stored = incident.model_copy(update={"inferred": links})
+            elif self._store.exists:
+                stored = Incident.model_validate(self._writer.store_inferred(incident.id, links, actor))
+            else:
+                stored = write_inferred(self._record_file(incident.id), links)
             results.append(TagResult(id=incident.id, inferred=[self._inferred_view(link, lang) for link in stored.proposed()]))
+        if write and self._store.exists:
+            self.refresh()
         return results
 
     def review(self, incident_id: str, accept: list[str] | None = None, reject: list[str] | None = None,
-               lang: str = "en") -> ReviewResult:
+               lang: str = "en", actor: str = "local") -> ReviewResult:
         """Accept proposed inferred links (they become curated links of their kind) or reject them
-        (kept, marked rejected, so they are not proposed again)."""
+        (kept, marked rejected, so they are not proposed again): all of them or none.  Through the write store when
+        the library has one (as :meth:`tag`)."""
         from .tagging.store import review_links
 
+        self.refresh()
         incident = self.get(incident_id)
-        stored, accepted, rejected = review_links(self.root / "incidents" / f"{incident.id}.yaml", set(accept or []), set(reject or []))
+        chosen_accept, chosen_reject = set(accept or []), set(reject or [])
+        if self._store.exists:
+            from .tagging.store import review_document
+
+            # the same checks as a file's review, on the record as stored, before anything is changed
+            _, accepted, rejected = review_document(dump(incident), chosen_accept, chosen_reject, incident.id)
+            stored = Incident.model_validate(self._writer.review_concepts(incident.id, chosen_accept, chosen_reject, actor))
+            self.refresh()
+        else:
+            stored, accepted, rejected = review_links(self._record_file(incident.id), chosen_accept, chosen_reject)
         return ReviewResult(id=incident.id, accepted=accepted, rejected=rejected,
                             remaining=[self._inferred_view(link, lang) for link in stored.proposed()])
+
+    def _record_file(self, incident_id: str) -> Path:
+        """The YAML file of a record of a library without a write store."""
+        path = self.root / INCIDENTS_DIR / f"{incident_id}.yaml"
+        if not path.is_file():
+            raise InvalidRequest(f"{incident_id}: no file {path} to write the inferred links into", parameter="ids")
+        return path
 
     def evaluate_similar(self, labels: str, k: int = 5, name: str | None = None,
                          tagger_for: dict[str, ConceptTagger] | None = None) -> SimilarEvalReport:

@@ -23,7 +23,7 @@ from .errors import LibraryError
 from .field_sets import FieldSetSharer
 from .gc_pause import collector_paused
 from .journal import recover
-from .models import CONCEPT_FIELDS, Concept, ConceptKind, Incident
+from .models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident
 from .overlaid import OverlaidRecords
 from .parsed_cache import YAML_LOADER, DataFiles
 from .start_snapshot import snapshot_key
@@ -312,6 +312,7 @@ def _load_incidents(root: Path, problems: list[Problem], files: DataFiles, share
 
 def _check_incident_links(root: Path, incidents: dict[str, Incident], vocab: Vocabulary, problems: list[Problem]) -> None:
     for incident in incidents.values():
+        check_texts(f"{INCIDENTS_DIR}/{incident.id}.yaml", incident, problems)
         check_references(f"{INCIDENTS_DIR}/{incident.id}.yaml", incident, incidents, vocab, problems)
 
 
@@ -356,8 +357,27 @@ def check_incident(file: str, doc: object, incident_ids: Collection[str], vocab:
     except ValidationError as exc:
         return None, _pydantic_problems(file, exc)
     problems: list[Problem] = []
+    check_texts(file, incident, problems)
     check_references(file, incident, incident_ids, vocab, problems)
     return incident, problems
+
+
+#: The texts of an incident that are read, searched and compared, by field.
+_TEXT_FIELDS = ("title", "summary", "body", "detection", "mitigation")
+
+
+def check_texts(file: str, incident: Incident, problems: list[Problem]) -> None:
+    """Append to ``problems`` every language of a text that holds only spaces: such a record says nothing, and
+    there is nothing of it to search or compare (a language with no text is left out instead)."""
+    texts = [(name, getattr(incident, name)) for name in _TEXT_FIELDS]
+    texts += [(f"lessons[{n}]", lesson) for n, lesson in enumerate(incident.lessons)]
+    texts += [(f"signals[{n}].note", signal.note) for n, signal in enumerate(incident.signals)]
+    for name, text in texts:
+        for lang in LANGS:
+            value = getattr(text, lang, None) if text is not None else None
+            if value is not None and not value.strip():
+                problems.append(Problem(file=file, field=f"{name}.{lang}",
+                                        message="blank text (only spaces): write the text, or leave the language out"))
 
 
 def _did_you_mean(close: list[str]) -> str:

@@ -21,6 +21,7 @@ from incidentlib.errors import (
     IncidentNotFound,
     PreconditionFailed,
     PreconditionRequired,
+    ReviewError,
     StateConflict,
     ValidationFailed,
 )
@@ -160,6 +161,63 @@ def test_invalid_writes_name_the_field_and_store_nothing(root: Path) -> None:
     assert caught.value.problems[0].field == "sources"
     assert lib.record(record.id).etag == record.etag
     assert [c.action for c in lib.history(record.id).items] == ["create"]
+
+
+def test_a_text_of_spaces_is_refused_naming_the_field(root: Path) -> None:
+    """A draft whose texts are only spaces has nothing to search or compare: it was stored, and broke `similar` for
+    every query (no passage to score)."""
+    lib = open_lib(root)
+    blank = {**draft(), "title": {"ko": "   "}, "summary": {"ko": " "}, "body": {"ko": "\t"}}
+    with pytest.raises(ValidationFailed) as caught:
+        lib.create_draft(blank)
+    assert {p.field for p in caught.value.problems} == {"title.ko", "summary.ko", "body.ko"}
+    assert all("blank text" in p.message for p in caught.value.problems)
+    record = lib.create_draft(draft())
+    with pytest.raises(ValidationFailed) as caught:
+        lib.update_incident(record.id, {"mitigation": {"en": "  "}}, record.etag)
+    assert [p.field for p in caught.value.problems] == ["mitigation.en"]
+    assert lib.similar(text="a job hung on a collective", k=3).results  # and similar answers
+
+
+def test_an_etag_may_be_given_bare_as_people_copy_it(root: Path) -> None:
+    lib = open_lib(root)
+    record = lib.create_draft(draft())
+    bare = record.etag.strip('"')
+    updated = lib.update_incident(record.id, {"severity": "sev2"}, bare)  # without the quotes HTTP puts around it
+    assert updated.record["severity"] == "sev2"
+    with pytest.raises(PreconditionFailed):
+        lib.update_incident(record.id, {"severity": "sev3"}, bare)  # still refused once stale
+    listed = lib.update_incident(record.id, {"severity": "sev3"}, f'"0000000000000000", {updated.etag}')
+    assert listed.record["severity"] == "sev3"
+
+
+def test_tag_and_review_go_through_the_write_store_where_its_records_are(root: Path) -> None:
+    """In a library with a write store, `tag` and `review` change the records as stored (a file edited beside the
+    store was read by nobody, and the next write from a server put the store's copy back), in the history, and a
+    second instance (a server) sees them; a draft that lives only in the store is tagged too."""
+    lib, server = open_lib(root), open_lib(root)
+    filed = lib.create_draft({**draft(), "body": {"en": "NCCL timed out on every rank after a GPU fell off the bus."}})
+    files_before = sorted(p.name for p in (root / "incidents").iterdir())
+    tagged = lib.tag([filed.id])
+    proposed = [view.concept.id for view in tagged[0].inferred]
+    assert "nccl" in proposed
+    assert sorted(p.name for p in (root / "incidents").iterdir()) == files_before  # no file written or made
+    assert [c.action for c in lib.history(filed.id).items] == ["create", "tag"]
+    server.refresh()
+    assert "nccl" in {link.concept for link in server.get(filed.id).proposed()}
+    other = next(concept for concept in proposed if concept != "nccl")
+    with pytest.raises(ReviewError):  # one unknown concept: nothing of the review is stored
+        lib.review(filed.id, accept=["nccl"], reject=["no-such-concept"])
+    assert "nccl" not in lib.get(filed.id).components
+    result = lib.review(filed.id, accept=["nccl"], reject=[other])
+    assert result.accepted == ["nccl"] and result.rejected == [other]
+    server.refresh()
+    stored = server.get(filed.id)
+    assert "nccl" in stored.components and other not in {link.concept for link in stored.proposed()}
+    assert [c.action for c in lib.history(filed.id).items] == ["create", "tag", "review-concepts"]
+    again = lib.tag([filed.id])  # a rejected concept is not proposed again, an accepted one is curated now
+    assert other not in {view.concept.id for view in again[0].inferred}
+    assert "nccl" not in {view.concept.id for view in again[0].inferred}
 
 
 def test_publish_applies_the_published_rules(root: Path) -> None:

@@ -24,7 +24,7 @@ from ..errors import (
     ValidationFailed,
 )
 from ..loader import INCIDENTS_DIR, LibraryData, Problem, check_incident
-from ..models import INCIDENT_ID_RE, Incident
+from ..models import INCIDENT_ID_RE, Incident, InferredLink
 from .overlay import OverlayRecord, OverlayStore, Transaction
 
 #: Digits in a new id's number (IL-0001); the models accept 4 to 6.
@@ -45,6 +45,13 @@ def etag(doc: Doc) -> str:
     """A strong ETag: the first 16 hex digits of SHA-256 over the canonical JSON of the document."""
     canonical = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return '"' + hashlib.sha256(canonical.encode()).hexdigest()[:16] + '"'
+
+
+def _etag_matches(if_match: str, current: str) -> bool:
+    """Whether an ``If-Match`` value names ``current`` (or is ``*``): one tag or a comma-separated list, quoted as
+    HTTP writes them or bare as people copy them; a weak ``W/`` tag is compared by its value."""
+    wanted = {tag.strip().removeprefix("W/").strip('"') for tag in if_match.split(",")}
+    return "*" in wanted or current.strip('"') in wanted
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -198,7 +205,7 @@ class Writer:
                 if_match: str | None = None) -> Doc:
         with self.store.write() as tx:
             before = self._current(tx, incident_id)
-            if if_match is not None and if_match.strip() not in (etag(before), "*"):
+            if if_match is not None and not _etag_matches(if_match, etag(before)):
                 raise PreconditionFailed(f"If-Match: {incident_id} changed since you read it "
                                          f"(current ETag {etag(before)}); read it again and reapply your edit")
             after = self._check(tx, edit(copy.deepcopy(before)))
@@ -281,6 +288,26 @@ class Writer:
             except ReviewError as exc:
                 raise StateConflict(f"inferred: {exc}") from None
         return self._change(incident_id, "accept-concept" if accept else "reject-concept", actor, edit)
+
+    def store_inferred(self, incident_id: str, links: list[InferredLink], actor: str) -> Doc:
+        """The tagger's proposals for a record, merged as ``incidentlib tag`` merges them into a file (rejected links
+        stay rejected, curated concepts are never proposed), as one change of the record's history."""
+        from ..tagging.store import inferred_document
+
+        return self._change(incident_id, "tag", actor, lambda doc: inferred_document(doc, links))
+
+    def review_concepts(self, incident_id: str, accept: set[str], reject: set[str], actor: str) -> Doc:
+        """Accept and reject several proposed links at once (``incidentlib review``): all of them, as one change, or
+        none when one of them is not a proposed link of the record."""
+        from ..errors import ReviewError
+        from ..tagging.store import review_document
+
+        def edit(doc: Doc) -> Doc:
+            try:
+                return review_document(doc, accept, reject, str(doc["id"]))[0]
+            except ReviewError as exc:
+                raise StateConflict(f"inferred: {exc}") from None
+        return self._change(incident_id, "review-concepts", actor, edit)
 
     def import_drafts(self, docs: list[Doc], actor: str) -> list[Doc]:
         """Store already-built import drafts in one transaction: all or nothing."""

@@ -36,8 +36,9 @@ def merge_inferred(existing: list[InferredLink], found: list[InferredLink], cura
     return [*[link for link in found if link.concept not in blocked], *rejected]
 
 
-def write_inferred(path: Path, links: list[InferredLink]) -> Incident:
-    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+def inferred_document(document: dict[str, Any], links: list[InferredLink]) -> dict[str, Any]:
+    """``document`` with ``links`` as its proposals (:func:`merge_inferred`); the input is not changed."""
+    document = dict(document)
     curated = {*document.get("components", []), *document.get("causes", []), *document.get("symptoms", [])}
     current = [InferredLink.model_validate(x) for x in document.get("inferred", [])]
     merged = merge_inferred(current, links, curated)
@@ -45,7 +46,11 @@ def write_inferred(path: Path, links: list[InferredLink]) -> Incident:
     if merged:
         document["inferred"] = [link.model_dump(mode="json", exclude_defaults=True) | {"confidence": link.confidence}
                                 for link in merged]
-    return _write(path, document)
+    return document
+
+
+def write_inferred(path: Path, links: list[InferredLink]) -> Incident:
+    return _write(path, inferred_document(yaml.safe_load(path.read_text(encoding="utf-8")), links))
 
 
 def review_document(document: dict[str, Any], accept: set[str], reject: set[str],
