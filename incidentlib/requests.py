@@ -45,6 +45,8 @@ MAX_IMPORT_CHARS = 5_000_000
 #: Its body in bytes: 4 bytes per character is the UTF-8 worst case (JSON escapes of control
 #: characters aside), which keeps a full-size Korean collection inside the limit.
 MAX_IMPORT_BYTES = 4 * MAX_IMPORT_CHARS
+#: The formats an import reads (``incidentlib.importing.ImportFormat``'s values), for the adapters that offer them.
+IMPORT_FORMATS = ("csv", "json", "jsonl", "yaml", "markdown")
 #: Alerts diagnosed per webhook call: Alertmanager groups a few dozen at most by default.
 # Longest lifetime of an API token: ten years is "does not expire" for any real deployment, and
 # keeps the expiry date representable (a date past year 9999 cannot be stored).
@@ -216,6 +218,7 @@ __all__ = [
     "CONCEPT_FIELDS",
     "CONCEPT_FILTERS",
     "FILTER_PARAMS",
+    "IMPORT_FORMATS",
     "LANGS",
     "MAX_AGENT_K",
     "MAX_AGENT_LIMIT",

@@ -497,3 +497,9 @@ def test_a_dry_run_into_an_empty_folder_leaves_it_there(tmp_path: Path) -> None:
     empty.mkdir()
     report = run_import(source, empty, ImportOptions(format=ImportFormat.markdown, dry_run=True))
     assert len(report.accepted) == 3 and empty.is_dir() and not any(empty.iterdir())
+
+
+def test_the_formats_the_adapters_offer_are_the_formats_the_importer_reads() -> None:
+    from incidentlib.requests import IMPORT_FORMATS
+
+    assert sorted(IMPORT_FORMATS) == sorted(f.value for f in ImportFormat)

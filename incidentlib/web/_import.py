@@ -25,9 +25,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from ..errors import AuthError, DataError, IncidentlibError, InvalidRequest, WriteError
-from ..importing import ImportFormat, ImportReport
 from ..library import Library
-from ..requests import MAX_IMPORT_BYTES, MAX_IMPORT_CHARS
+from ..requests import IMPORT_FORMATS, MAX_IMPORT_BYTES, MAX_IMPORT_CHARS
 from ._i18n import texts
 from ._review import COOKIE_PATH, REVIEW_ROLE, SESSION_COOKIE, _reviewer, _session, csrf_token
 from ._routes import AcceptLanguage, Lang, _lang, _library, _page
@@ -37,10 +36,10 @@ router = APIRouter(include_in_schema=False)
 IMPORT_HREF = "/ui/import"
 #: The form's fields: the file, the paste box, format, id prefix, language, date form, maps, sets, action, csrf.
 MAX_IMPORT_FIELDS = 16
-#: A file's suffix by format, so that the importer's messages name a file of the kind the team sent.
-SUFFIXES = {ImportFormat.markdown: ".md"}
+#: A file's suffix by format, for a pasted text (an uploaded file keeps its own name).
+SUFFIXES = {"markdown": ".md"}
 #: What the form starts with: the importer's own defaults.
-DEFAULTS = {"format": ImportFormat.csv.value, "id_prefix": "IL", "record_lang": "en", "date_format": "", "maps": "",
+DEFAULTS = {"format": "csv", "id_prefix": "IL", "record_lang": "en", "date_format": "", "maps": "",
             "sets": "", "content": "", "filename": "", "keep_near_duplicates": ""}
 #: The characters kept of an uploaded file's name, which the report's locations quote (``tickets.csv:12``).
 _NAME_CHARS = re.compile(r"[^\w.\-]+")
@@ -51,12 +50,12 @@ def _options(form: dict[str, str]) -> dict[str, str]:
 
 
 def _render(request: Request, library: Library, lang: str, session: str | None, *, status_code: int = 200,
-            error: str | None = None, report: ImportReport | None = None, values: dict[str, str] | None = None) -> Response:
+            error: str | None = None, report: Any = None, values: dict[str, str] | None = None) -> Response:
     t = texts(lang)
     reviewer, expired = _reviewer(library, session)
     context: dict[str, Any] = {
         "reviewer": reviewer, "error": error or (t["session_ended"] + " " + expired if expired else None),
-        "report": report, "values": values or dict(DEFAULTS), "formats": [f.value for f in ImportFormat],
+        "report": report, "values": values or dict(DEFAULTS), "formats": IMPORT_FORMATS,
         "max_chars": MAX_IMPORT_CHARS}
     if reviewer is not None and session is not None:
         context["csrf"] = csrf_token(session)
@@ -136,19 +135,18 @@ async def import_records(request: Request) -> Response:
     return _render(request, library, lang, session, report=report, values=values)
 
 
-def _run(library: Library, values: dict[str, str], dry_run: bool, actor: str) -> ImportReport:
-    try:
-        fmt = ImportFormat(values["format"])
-    except ValueError:
-        raise InvalidRequest(f"format: {values['format']!r} is not one of {', '.join(f.value for f in ImportFormat)}",
-                             parameter="format") from None
+def _run(library: Library, values: dict[str, str], dry_run: bool, actor: str) -> Any:
+    """The import's report (``incidentlib.importing.ImportReport``)."""
+    fmt = values["format"]
+    if fmt not in IMPORT_FORMATS:
+        raise InvalidRequest(f"format: {fmt!r} is not one of {', '.join(IMPORT_FORMATS)}", parameter="format")
     lines = {key: [line.strip() for line in values[key].splitlines() if line.strip()] for key in ("maps", "sets")}
     with tempfile.TemporaryDirectory(prefix="incidentlib-web-import-") as folder:
-        suffix = SUFFIXES.get(fmt, "." + fmt.value)
+        suffix = SUFFIXES.get(fmt, "." + fmt)
         name = _NAME_CHARS.sub("_", Path(values["filename"]).name)[:80].strip("._") or f"pasted{suffix}"
         source = Path(folder) / name
         source.write_text(values["content"], encoding="utf-8")
-        return library.import_drafts(source, fmt.value, lines["maps"], id_prefix=values["id_prefix"].strip() or "IL",
+        return library.import_drafts(source, fmt, lines["maps"], id_prefix=values["id_prefix"].strip() or "IL",
                                      lang=values["record_lang"], dry_run=dry_run, actor=actor,
                                      keep_near_duplicates=bool(values["keep_near_duplicates"]),
                                      date_format=values["date_format"].strip() or None, sets=lines["sets"])
