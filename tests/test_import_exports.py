@@ -251,3 +251,20 @@ def test_a_body_made_from_a_summary_keeps_its_lines_and_not_its_stray_spaces(tmp
     record = stored(target, report.accepted[0].id)
     assert record["body"]["en"] == "Lag grew.\n\nERROR 1040: too many connections\nERROR 2013"
     assert record["summary"]["en"] == "Lag grew. ERROR 1040: too many connections ERROR 2013"
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_bilingual_archive_stores_each_text_under_its_own_language(tmp_path: Path, target: Path, lang: str) -> None:
+    records = [{"title": "NCCL all-reduce hung on one rack", "org": "acme", "source_url": "https://e.example/l1",
+                "summary": "The leaf switch flapped and every rank waited."},
+               {"title": "GPU 노드에서 NCCL all-reduce 타임아웃", "org": "acme", "source_url": "https://e.example/l2",
+                "summary": "리프 스위치가 흔들려서 모든 랭크가 기다렸다. Xid 79 도 보였다."},
+               {"title": "Checkout 502 after the 결제 release", "org": "acme", "source_url": "https://e.example/l3",
+                "summary": "The payments release broke the checkout path."}]
+    report = run_import(jsonl(tmp_path / "mixed.jsonl", records), target,
+                        ImportOptions(format=ImportFormat.jsonl, lang=lang))
+    stored_langs = [sorted(stored(target, row.id)["title"]) for row in report.accepted]
+    # English text is English and Korean text Korean whatever --lang says; a text with a Korean word in English
+    # prose is English (--lang decides only where the letters do not)
+    assert stored_langs == [["en"], ["ko"], ["en"]]
+    assert stored(target, report.accepted[1].id)["summary"] == {"ko": records[1]["summary"]}

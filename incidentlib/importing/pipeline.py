@@ -482,9 +482,28 @@ def _shape_errors(values: dict[str, Any], warnings: list[str]) -> list[str]:
     return errors
 
 
+#: Share of a text's letters that are Hangul from which it is read as Korean.  A Korean write-up names its parts in
+#: Latin letters (GPU, NCCL, Xid) and a Hangul syllable is a whole part of a word, so a third of the letters is
+#: already a Korean text; an English text that quotes a Korean name stays far below it.
+KOREAN_SHARE = 0.3
+_HANGUL_SYLLABLE = re.compile(r"[\uac00-\ud7a3]")
+_LATIN_LETTER = re.compile(r"[A-Za-z]")
+
+
+def language_of(text: str, default: str) -> str:
+    """``ko`` for a text of Korean (:data:`KOREAN_SHARE` of its letters Hangul), ``en`` for one of Latin letters,
+    ``default`` (``--lang``) for one with neither: a bilingual team's archive mixes the two, and a Korean text
+    stored as English is searched, shown and checked as English."""
+    hangul = len(_HANGUL_SYLLABLE.findall(text))
+    latin = len(_LATIN_LETTER.findall(text))
+    if hangul + latin == 0:
+        return default
+    return "ko" if hangul >= KOREAN_SHARE * (hangul + latin) else "en"
+
+
 def _text(values: dict[str, Any], name: str, lang: str, lines: bool = False) -> dict[str, str]:
-    """A text field as ``{lang: text}``: a bare value is in ``lang``; ``name.en`` / ``name.ko`` or a mapping add
-    languages.  A bare value's whitespace is collapsed to single spaces unless it is the body or ``lines``; a list of
+    """A text field as ``{lang: text}``: a bare value is in the language its letters say (:func:`language_of`;
+    ``lang`` for a text without letters); ``name.en`` / ``name.ko`` or a mapping add languages.  A bare value's whitespace is collapsed to single spaces unless it is the body or ``lines``; a list of
     values (``incident_updates[].body``) is one text, its items as paragraphs."""
     found: dict[str, str] = {}
     bare = values.get(name)
@@ -493,13 +512,14 @@ def _text(values: dict[str, Any], name: str, lang: str, lines: bool = False) -> 
     if isinstance(bare, dict):  # already {en: …, ko: …}
         found.update({k: str(v).strip() for k, v in bare.items() if k in LANGS and v})
     elif bare not in (None, ""):
+        code = language_of(str(bare), lang)
         if name == "body":
-            found[lang] = str(bare).strip()
+            found[code] = str(bare).strip()
         elif lines:  # spaces collapsed within each line, the line breaks kept (blank lines at most one in a row)
             kept = "\n".join(" ".join(line.split()) for line in str(bare).strip().splitlines())
-            found[lang] = re.sub(r"\n{3,}", "\n\n", kept)
+            found[code] = re.sub(r"\n{3,}", "\n\n", kept)
         else:
-            found[lang] = " ".join(str(bare).split())
+            found[code] = " ".join(str(bare).split())
     for code in LANGS:
         value = values.get(f"{name}.{code}")
         if value not in (None, ""):
