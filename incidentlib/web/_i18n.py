@@ -158,7 +158,7 @@ _TEXT: dict[str, tuple[str, str]] = {
                      "…또는 텍스트 붙여 넣기 (미리 보기 뒤에는 파일의 내용이 여기에 있습니다)"),
     "import_format": ("Format", "형식"),
     "import_id_prefix": ("Id prefix", "ID 접두사"),
-    "import_record_lang": ("Language of the records", "기록의 언어"),
+    "import_record_lang": ("Language of texts whose letters do not tell it", "글자로 알 수 없는 텍스트의 언어"),
     "import_date_format": ("Date form", "날짜 형식"),
     "import_maps": ("Field mapping, one FIELD=SOURCE a line", "필드 대응, 한 줄에 FIELD=SOURCE 하나"),
     "import_sets": ("Values for every record, one FIELD=VALUE a line ({path} from each record)",
