@@ -505,6 +505,13 @@ def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache:
         out.print(f"✓ {report.embedder}: {report.chunks} chunks ({report.action}, {report.index_kind}) in {report.path}")
 
 
+def _local_actor() -> str:
+    """The name a write from this shell is recorded under in the history, as the write commands record it."""
+    import getpass
+
+    return f"local:{getpass.getuser()}"
+
+
 def _concept_label(ref: ConceptRef) -> str:
     """A concept's label, with ``(inferred)`` when no curator asserted the link (and ``(broader)``, see
     :meth:`ConceptRef.marked_label`)."""
@@ -660,14 +667,21 @@ def tag(
 ) -> None:
     """Infer components, causes and symptoms for untagged records; store them as inferred links (never curated)."""
     library = open_library(data, embedder, cache)
-    results = library.tag(ids or None, write=not dry_run, lang=lang.value)
+    results = library.tag(ids or None, write=not dry_run, lang=lang.value, actor=_local_actor())
     if as_json:
         emit_json(results)
         return
     for result in results:
+        if result.problem:
+            out.print(f"[red]✗[/red] [bold]{result.id}[/bold] {escape(result.problem)}")
+            continue
         labels = ", ".join(f"{v.concept.kind} {v.concept.label} {v.confidence:.2f} ({v.method})" for v in result.inferred)
         out.print(f"[bold]{result.id}[/bold] {escape(labels) or '—'}")
-    out.print(f"{'would store' if dry_run else 'stored'} inferred links for {len(results)} record(s)")
+    stored = [result for result in results if not result.problem]
+    out.print(f"{'would store' if dry_run else 'stored'} inferred links for {len(stored)} record(s)"
+              + (f"; {len(results) - len(stored)} refused (above)" if len(stored) < len(results) else ""))
+    if len(stored) < len(results):
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -680,7 +694,7 @@ def review(
     """List a record's inferred links, or accept / reject them."""
     library = open_library(data, DEFAULT_EMBEDDER, None)
     if accept or reject:
-        result = library.review(incident_id, accept=accept, reject=reject, lang=lang.value)
+        result = library.review(incident_id, accept=accept, reject=reject, lang=lang.value, actor=_local_actor())
         remaining = result.remaining
     else:
         remaining = library.detail(incident_id, lang=lang.value).inferred

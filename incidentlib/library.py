@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from .embeddings import DEFAULT_BACKEND, Embedder, EmbedderConfig
-from .errors import FilterError, ImportInterrupted, IncidentNotFound, InvalidRequest, UnknownNodeError
+from .errors import (
+    FilterError,
+    ImportInterrupted,
+    IncidentNotFound,
+    InvalidRequest,
+    UnknownNodeError,
+    ValidationFailed,
+)
 from .facets import Facets, incident_values, passes
 from .gc_pause import built_for_process_lifetime, release_frozen
 from .graph.export import MEDIA_TYPES, ExportFormat, export_graphml, export_jsonl, export_rdf
@@ -868,16 +875,26 @@ class Library:
         found = self.tagger.infer_incidents(chosen)
         results = []
         for incident, links in zip(chosen, found, strict=True):
-            if not write:
-                stored = incident.model_copy(update={"inferred": links})
-            elif self._store.exists:
-                stored = Incident.model_validate(self._writer.store_inferred(incident.id, links, actor))
-            else:
-                stored = write_inferred(self._record_file(incident.id), links)
+            try:
+                if not write:
+                    stored = incident.model_copy(update={"inferred": links})
+                elif self._in_store(incident.id):
+                    stored = Incident.model_validate(self._writer.store_inferred(incident.id, links, actor))
+                else:
+                    stored = write_inferred(self._record_file(incident.id), links)
+            except ValidationFailed as exc:  # a record the rules refuse (stored before them) is said, not the end
+                problems = "; ".join(f"{p.field}: {p.message}" if p.field else p.message for p in exc.problems)
+                results.append(TagResult(id=incident.id, inferred=[], problem=f"not stored: {problems}"))
+                continue
             results.append(TagResult(id=incident.id, inferred=[self._inferred_view(link, lang) for link in stored.proposed()]))
         if write and self._store.exists:
             self.refresh()
         return results
+
+    def _in_store(self, incident_id: str) -> bool:
+        """Whether the record was ever written through the write store, which then holds its current version: a
+        record of the YAML files alone stays in its file, where a curator edits it."""
+        return self._store.exists and self._store.record(incident_id) is not None
 
     def review(self, incident_id: str, accept: list[str] | None = None, reject: list[str] | None = None,
                lang: str = "en", actor: str = "local") -> ReviewResult:
@@ -889,7 +906,7 @@ class Library:
         self.refresh()
         incident = self.get(incident_id)
         chosen_accept, chosen_reject = set(accept or []), set(reject or [])
-        if self._store.exists:
+        if self._in_store(incident.id):
             from .tagging.store import review_document
 
             # the same checks as a file's review, on the record as stored, before anything is changed
@@ -1460,6 +1477,12 @@ class Library:
         """
         import yaml
 
+        self.refresh()
+        live = set(self.data.incidents)  # the merged view: the files and the store, deletions applied
+        refused = [problem for record in self._store.records() if not record.deleted
+                   for problem in check_incident(f"{STORE_FILE}#{record.id}", record.doc, live, self.vocab)[1]]
+        if refused:  # a record the rules refuse would make the YAML library impossible to open
+            raise ValidationFailed(refused)
         written, removed = [], []
         with self._store.write() as tx:
             for record in (tx.record(i) for i in sorted(tx.ids())):

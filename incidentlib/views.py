@@ -72,6 +72,7 @@ class TagResult(View):
 
     id: str
     inferred: list[InferredView]
+    problem: str | None = None  # why nothing was stored for this record (a record the write rules refuse)
 
 
 class ReviewResult(View):

@@ -268,3 +268,14 @@ def test_a_bilingual_archive_stores_each_text_under_its_own_language(tmp_path: P
     # prose is English (--lang decides only where the letters do not)
     assert stored_langs == [["en"], ["ko"], ["en"]]
     assert stored(target, report.accepted[1].id)["summary"] == {"ko": records[1]["summary"]}
+
+
+def test_a_language_of_only_spaces_is_missing_not_imported(tmp_path: Path, target: Path) -> None:
+    records = [{"title": {"en": "Power feed lost", "ko": "  "}, "org": "acme", "source_url": "https://e.example/b1",
+                "summary": {"en": "One of two feeds dropped.", "ko": " "}, "body.ko": "   "},
+               {"title": "   ", "summary": " ", "org": "acme", "source_url": "https://e.example/b2"}]
+    dry = run_import(jsonl(tmp_path / "blank.jsonl", records), target, ImportOptions(format=ImportFormat.jsonl, dry_run=True))
+    real = run_import(jsonl(tmp_path / "blank.jsonl", records), target, ImportOptions(format=ImportFormat.jsonl))
+    assert len(dry.accepted) == len(real.accepted) == 1 and real.written  # the dry run says what the import does
+    assert stored(target, real.accepted[0].id)["title"] == {"en": "Power feed lost"}
+    assert [row.reasons for row in real.rejected] == [["no title, summary or body text (map one with --map title=…)"]]

@@ -220,6 +220,41 @@ def test_tag_and_review_go_through_the_write_store_where_its_records_are(root: P
     assert "nccl" not in {view.concept.id for view in again[0].inferred}
 
 
+def test_tag_leaves_a_record_of_the_files_in_its_file_and_says_which_records_it_refused(root: Path) -> None:
+    import yaml
+
+    from incidentlib.store import OverlayStore
+
+    lib = open_lib(root)
+    lib.create_draft(draft())  # the store exists from here on
+    yaml_only = root / "incidents" / "IL-0002.yaml"
+    doc = yaml.safe_load(yaml_only.read_text(encoding="utf-8"))
+    yaml_only.write_text(yaml.safe_dump({**doc, "status": "draft"}, allow_unicode=True), encoding="utf-8")
+    lib = open_lib(root)
+    before = yaml_only.read_text(encoding="utf-8")
+    result = lib.tag(["IL-0002"])
+    assert result[0].problem is None and yaml_only.read_text(encoding="utf-8") != before  # written into its file
+    assert OverlayStore.for_library(root).record("IL-0002") is None  # and not taken over by the store
+    # a record the rules refuse, stored before they existed: said, and the others are tagged
+    blank = lib.create_draft(draft("wombat"))
+    store = OverlayStore.for_library(root)
+    with store.write() as tx:
+        stored = tx.record(blank.id)
+        assert stored is not None
+        tx.put(blank.id, "update", "legacy", stored.doc, {**stored.doc, "title": {"en": "   "}})
+    good = lib.create_draft(draft("quokka"))
+    lib = open_lib(root)
+    results = {r.id: r for r in lib.tag([blank.id, good.id])}
+    assert results[blank.id].problem and "title.en: blank text" in results[blank.id].problem
+    assert results[good.id].problem is None and [c.action for c in lib.history(good.id).items] == ["create", "tag"]
+    again = lib.tag([good.id])  # the same proposals again: nothing new in the history
+    assert again[0].problem is None and [c.action for c in lib.history(good.id).items] == ["create", "tag"]
+    with pytest.raises(ValidationFailed) as refused:  # and export-yaml will not write a file the library refuses
+        lib.export_yaml()
+    assert any(p.field == "title.en" for p in refused.value.problems)
+    assert store.record(blank.id) is not None and not (root / "incidents" / f"{blank.id}.yaml").exists()
+
+
 def test_publish_applies_the_published_rules(root: Path) -> None:
     lib = open_lib(root)
     record = lib.create_draft(draft())

@@ -509,9 +509,9 @@ def _text(values: dict[str, Any], name: str, lang: str, lines: bool = False) -> 
     bare = values.get(name)
     if isinstance(bare, list):
         bare = "\n\n".join(str(item).strip() for item in bare if item not in (None, "") and str(item).strip())
-    if isinstance(bare, dict):  # already {en: …, ko: …}
-        found.update({k: str(v).strip() for k, v in bare.items() if k in LANGS and v})
-    elif bare not in (None, ""):
+    if isinstance(bare, dict):  # already {en: …, ko: …}; a language of only spaces is missing
+        found.update({k: str(v).strip() for k, v in bare.items() if k in LANGS and v and str(v).strip()})
+    elif bare not in (None, "") and str(bare).strip():
         code = language_of(str(bare), lang)
         if name == "body":
             found[code] = str(bare).strip()
@@ -522,7 +522,7 @@ def _text(values: dict[str, Any], name: str, lang: str, lines: bool = False) -> 
             found[code] = " ".join(str(bare).split())
     for code in LANGS:
         value = values.get(f"{name}.{code}")
-        if value not in (None, ""):
+        if value not in (None, "") and str(value).strip():
             found[code] = str(value).strip()
     return found
 

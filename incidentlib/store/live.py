@@ -294,7 +294,14 @@ class Writer:
         stay rejected, curated concepts are never proposed), as one change of the record's history."""
         from ..tagging.store import inferred_document
 
-        return self._change(incident_id, "tag", actor, lambda doc: inferred_document(doc, links))
+        with self.store.write() as tx:
+            before = self._current(tx, incident_id)
+            proposed = inferred_document(copy.deepcopy(before), links)
+            if proposed == before:  # the same proposals again: no change, no line in the history
+                return before
+            after = self._check(tx, proposed)
+            tx.put(after["id"], "tag", actor, before, after)
+        return after
 
     def review_concepts(self, incident_id: str, accept: set[str], reject: set[str], actor: str) -> Doc:
         """Accept and reject several proposed links at once (``incidentlib review``): all of them, as one change, or
