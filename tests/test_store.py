@@ -255,6 +255,20 @@ def test_tag_leaves_a_record_of_the_files_in_its_file_and_says_which_records_it_
     assert store.record(blank.id) is not None and not (root / "incidents" / f"{blank.id}.yaml").exists()
 
 
+def test_a_new_record_is_a_draft_and_only_a_removed_record_is_restored(root: Path) -> None:
+    lib = open_lib(root)
+    with pytest.raises(ValidationFailed) as caught:
+        lib.create_draft({**draft(), "status": "published"})
+    assert [p.field for p in caught.value.problems] == ["status"] and "publish it" in caught.value.problems[0].message
+    record = lib.create_draft(draft())
+    with pytest.raises(StateConflict, match="not deleted or rejected"):
+        lib.restore(record.id)  # it is live: 409, not "no incident"
+    with pytest.raises(StateConflict, match="not deleted or rejected"):
+        lib.restore("IL-0001")  # a record of the files, never removed
+    lib.reject(record.id)
+    assert lib.restore(record.id).id == record.id
+
+
 def test_publish_applies_the_published_rules(root: Path) -> None:
     lib = open_lib(root)
     record = lib.create_draft(draft())

@@ -182,3 +182,21 @@ def test_the_cookie_is_secure_when_the_page_is_https(lib: Library) -> None:
                         follow_redirects=False)
     response = secure.post("/ui/review/sign-in", data={"token": lib.create_token("ann", "admin").token, "lang": "en"})
     assert response.status_code == 303 and "Secure" in response.headers["set-cookie"]  # an admin may review too
+
+
+def test_a_draft_of_the_files_shows_its_first_store_change_as_an_edit(client: TestClient, lib: Library, tmp_path: Path) -> None:
+    import yaml
+
+    path = lib.root / "incidents" / "IL-0002.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    path.write_text(yaml.safe_dump({**doc, "status": "draft"}, allow_unicode=True), encoding="utf-8")
+    fresh = Library(load_library(lib.root), embedder=HashEmbedder())
+    app_client = TestClient(create_app(fresh, ServiceSettings(mount_mcp=False)), base_url=BASE_URL, follow_redirects=False)
+    current = fresh.record("IL-0002")
+    fresh.update_incident("IL-0002", {"severity": "sev2"}, current.etag, actor="alice")
+    signed_in(app_client, fresh.create_token("reviewer-bo", "editor").token)
+    page = html.unescape(app_client.get("/ui/review", params={"lang": "en"}).text)
+    article = page[page.index('id="draft-IL-0002"'):]
+    article = article[: article.index("</article>")]
+    assert "Filed by" not in article  # filed in the files, not by alice
+    assert "alice" in article and "severity" in article  # her change is listed as an edit

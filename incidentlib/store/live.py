@@ -184,6 +184,10 @@ class Writer:
                                                     message=f"incident id {wanted!r} must look like IL-0001")])
                 if wanted in self._base().incidents or tx.record(wanted) is not None:
                     raise StateConflict(f"id: incident {wanted!r} already exists")
+            if doc.get("status") not in (None, "draft"):  # said, rather than a 201 for a record not as asked
+                raise ValidationFailed([Problem(file="request body", field="status", message=(
+                    f"a new record is a draft, not {doc['status']!r}: create it, then publish it once it meets "
+                    "the published rules"))])
             incident_id = wanted or self._next_id(tx, DEFAULT_PREFIX)
             stored = self._check(tx, {**doc, "id": incident_id, "status": "draft"})
             tx.put(incident_id, "create", actor, None, stored)
@@ -243,6 +247,10 @@ class Writer:
     def restore(self, incident_id: str, actor: str) -> Doc:
         """Bring back a deleted or rejected record as it was."""
         with self.store.write() as tx:
+            key = incident_id.strip().upper()
+            record = tx.record(key)
+            if (record is not None and not record.deleted) or (record is None and key in self._base().incidents):
+                raise StateConflict(f"{key} is not deleted or rejected: there is nothing to restore")
             doc = self._current(tx, incident_id, deleted=True)
             stored = self._check(tx, doc)
             tx.put(stored["id"], "restore", actor, None, stored)

@@ -53,6 +53,8 @@ REVIEW_ROLE = "editor"
 #: Form bodies of these pages are small: a token, an ETag and a language.
 MAX_FORM_FIELDS = 8
 REVIEW_HREF = "/ui/review"
+#: The history actions that file a draft; any other first change is an edit of a draft filed in the YAML files.
+FILING_ACTIONS = ("create", "import")
 
 IncidentId = Annotated[str, Path(max_length=MAX_ID_CHARS)]
 ConceptId = Annotated[str, Path(max_length=MAX_REF_CHARS)]
@@ -101,9 +103,10 @@ def _queue(library: Library, lang: str) -> list[dict[str, Any]]:
     for stored in library.drafts():
         record = stored.record
         changes = library.history(stored.id).items
-        filed = changes[0] if changes else None
+        # a draft of the YAML files (a CLI import) was filed before the store saw it: its first change is an edit
+        filed = changes[0] if changes and changes[0].action in FILING_ACTIONS else None
         edits = [{"action": c.action, "actor": c.actor, "at": c.at, "fields": field_changes(c.before, c.after)}
-                 for c in changes[1:]]
+                 for c in changes[1 if filed is not None else 0:]]
         proposed = []
         for link in record.get("inferred") or []:
             if link.get("status", "proposed") != "proposed":
