@@ -195,6 +195,13 @@ def _rel(root: Path, path: Path) -> str:
         return str(path)
 
 
+#: What a record's nested object holds, by its model's name, for messages that should not name our classes.
+_SHAPES = {"Text": "an object with 'en' and/or 'ko' text", "BilingualText": "an object with 'en' and 'ko' text",
+           "Source": "an object with url and title", "Signal": "a string or an object with text",
+           "RelatedLink": "an object with id and reason", "InferredLink": "an object with concept, kind, evidence, "
+           "method and confidence"}
+
+
 def _pydantic_problems(file: str, exc: ValidationError, prefix: str = "") -> list[Problem]:
     found = []
     for error in exc.errors():
@@ -202,6 +209,9 @@ def _pydantic_problems(file: str, exc: ValidationError, prefix: str = "") -> lis
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown field (check the spelling; see docs/data-format.md)"
+        elif error["type"] == "model_type":  # "a valid dictionary or instance of Text" names a class of ours
+            message = f"expected {_SHAPES.get(str(error.get('ctx', {}).get('class_name')), 'an object of fields')}, " \
+                      f"got {type(error.get('input')).__name__}"
         found.append(Problem(file=file, field=f"{prefix}{field}" if field else prefix or None, message=message))
     return found
 

@@ -260,6 +260,10 @@ def test_a_new_record_is_a_draft_and_only_a_removed_record_is_restored(root: Pat
     with pytest.raises(ValidationFailed) as caught:
         lib.create_draft({**draft(), "status": "published"})
     assert [p.field for p in caught.value.problems] == ["status"] and "publish it" in caught.value.problems[0].message
+    with pytest.raises(ValidationFailed) as caught:
+        lib.create_draft({**draft(), "title": "Checkpoint stalls"})  # a string where a text object belongs
+    assert [(p.field, p.message) for p in caught.value.problems] == [
+        ("title", "expected an object with 'en' and/or 'ko' text, got str")]  # not our class's name
     record = lib.create_draft(draft())
     with pytest.raises(StateConflict, match="not deleted or rejected"):
         lib.restore(record.id)  # it is live: 409, not "no incident"
