@@ -659,14 +659,27 @@ class SimilarityIndex:
             pieces = [" ".join(text.split())]
         return self.engine.embedder.encode_documents(pieces)
 
+    @cached_property
+    def _has_passages(self) -> np.ndarray:
+        """Whether each incident has a kept passage (every incident with a text does)."""
+        order, starts = self._layout
+        return np.append(starts[1:], len(order)) > starts
+
     def _dense_scores(self, passages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per incident: mean over query passages of the best candidate passage; and that passage's chunk."""
+        """Per incident: mean over query passages of the best candidate passage; and that passage's chunk.  An
+        incident without a passage scores the lowest cosine, -1, and no chunk (-1); :meth:`rank` never returns it."""
         vectors, order, starts = self._passages
-        similarity = passages @ vectors.T  # (query passages × kept passages)
-        best_per_query = np.maximum.reduceat(similarity, starts, axis=1)  # (query passages × incidents)
-        scores = best_per_query.mean(axis=0)
-        coverage = similarity.max(axis=0)  # how well each candidate passage answers some query passage
-        return scores, order[first_argmax(coverage, starts)]
+        filled = self._has_passages
+        scores = np.full(len(starts), -1.0, dtype=np.float32)
+        chunks = np.full(len(starts), -1, dtype=np.int64)
+        if filled.any():
+            similarity = passages @ vectors.T  # (query passages × kept passages)
+            # the filled incidents' starts: each segment between two of them is one incident's passages
+            best_per_query = np.maximum.reduceat(similarity, starts[filled], axis=1)  # (query passages × incidents)
+            scores[filled] = best_per_query.mean(axis=0)
+            coverage = similarity.max(axis=0)  # how well each candidate passage answers some query passage
+            chunks[filled] = order[first_argmax(coverage, starts[filled])]
+        return scores, chunks
 
     # ---- graph ------------------------------------------------------------------
     @cached_property
@@ -864,7 +877,9 @@ class SimilarityIndex:
     def rank(self, query: Query, k: int, allowed: set[str] | None = None) -> list[Evidence]:
         """The ``k`` best candidates by fused, standardised evidence, averaged over each candidate's
         neighbourhood (see the module docstring)."""
-        mask = np.ones(len(self.ids), dtype=bool)
+        # an incident without a passage (every text blank, stored before the write rules refused that) has nothing
+        # to compare or show: it is never a result, and the others are ranked as without it
+        mask = self._has_passages.copy()
         if allowed is not None:
             mask &= np.array([i in allowed for i in self.ids], dtype=bool)
         if query.exclude is not None and query.exclude in self.position:
