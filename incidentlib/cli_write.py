@@ -130,6 +130,7 @@ def register(app: typer.Typer) -> None:
         with tempfile.NamedTemporaryFile("w", suffix=f"-{current.id}.yaml", delete=False, encoding="utf-8") as handle:
             handle.write(text)
         path = Path(handle.name)
+        done = False  # saved, or nothing to save: the edited file can go
         try:
             while True:
                 subprocess.run([*editor.split(), str(path)], check=True)
@@ -142,14 +143,17 @@ def register(app: typer.Typer) -> None:
                     raise
                 patch = _edit_patch(current.record, after)
                 if not patch:
+                    done = True
                     out.print(f"no changes to {current.id}")
                     return
                 if remote:
                     record = StoredRecord.model_validate(remote.call(
                         "PATCH", f"/incidents/{current.id}", json=patch, headers={"If-Match": current.etag}))
+                    done = True
                     break
                 try:
                     record = library.update_incident(current.id, patch, current.etag, actor=_actor(actor))  # type: ignore[union-attr]
+                    done = True
                     break
                 except ValidationFailed as exc:
                     for problem in exc.problems:
@@ -158,7 +162,11 @@ def register(app: typer.Typer) -> None:
                         continue
                     raise
         finally:
-            path.unlink(missing_ok=True)
+            if done:
+                path.unlink(missing_ok=True)
+            elif path.exists():  # refused (stale, invalid) or stopped: the edit is the user's work, kept
+                err.print(f"[yellow]your edit is kept in {path}[/yellow]; nothing was saved. Run `incidentlib edit "
+                          f"{current.id}` again to edit the current version, and copy your changes from that file")
         _print_record(record, "saved", as_json)
 
     @app.command()

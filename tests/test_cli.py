@@ -208,3 +208,36 @@ def test_similar_reads_a_whole_write_up_from_a_file_or_standard_input(search_lib
     assert binary.exit_code == 2 and "not UTF-8" in binary.output
     both = run("similar", "IL-0025", "--text-file", str(source), *common)
     assert both.exit_code == 2 and "one of" in both.output
+
+
+def test_an_edit_refused_as_stale_is_kept_for_the_user(tmp_path: Path, data_dir: Path) -> None:
+    """`incidentlib edit` while someone else saves the same record: nothing is saved, and the edit is not thrown away."""
+    import re
+
+    from conftest import small_library
+
+    from incidentlib import Library
+
+    root = small_library(tmp_path / "lib", data_dir, ["IL-0001", "IL-0025"])
+    filed = Library.open(root).create_draft({  # a draft of the write store, as a library that is written to has
+        "org": "meta", "title": {"en": "Checkpoint stalls"}, "summary": {"en": "Jobs stalled."},
+        "body": {"en": "The storage tier stopped answering."},
+        "sources": [{"url": "https://example.com/pm", "title": "Postmortem"}]})
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys\nfrom pathlib import Path\nfrom incidentlib import Library\n"
+        "path = Path(sys.argv[1])\n"
+        "path.write_text(path.read_text(encoding='utf-8').replace('status: draft', 'status: draft\\nseverity: sev2'),"
+        " encoding='utf-8')\n"
+        f"lib = Library.open({str(root)!r})\n"  # meanwhile a colleague saves the same record
+        f"current = lib.record({filed.id!r})\n"
+        f"lib.update_incident({filed.id!r}, {{'severity': 'sev4'}}, current.etag, actor='colleague')\n", encoding="utf-8")
+    result = runner.invoke(app, ["edit", filed.id, "--data", str(root)],
+                           env={"EDITOR": f"{sys.executable} {editor}", "VISUAL": ""})
+    assert result.exit_code != 0
+    said = " ".join(result.output.split())
+    assert "changed since you read it" in said and "nothing was saved" in said
+    kept = re.search(r"your edit is kept in (\S+?);", said)
+    assert kept and "severity: sev2" in Path(kept.group(1)).read_text(encoding="utf-8")
+    assert Library.open(root).get(filed.id).severity.value == "sev4"  # the colleague's save stands
+    Path(kept.group(1)).unlink()
