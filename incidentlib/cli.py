@@ -507,9 +507,9 @@ def index(data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache:
 
 def _local_actor() -> str:
     """The name a write from this shell is recorded under in the history, as the write commands record it."""
-    import getpass
+    from .cli_write import _actor
 
-    return f"local:{getpass.getuser()}"
+    return _actor(None)
 
 
 def _concept_label(ref: ConceptRef) -> str:

@@ -59,16 +59,25 @@ class FieldMap:
 
     @classmethod
     def parse(cls, option: str) -> FieldMap:
-        target, sep, source = option.partition("=")
-        target, source = target.strip(), source.strip()
-        if not sep or not target or not source:
-            raise MappingError(f"--map {option!r}: write FIELD=SOURCE, e.g. title=headline or source_url=links[0].href")
-        if target not in TARGETS:
-            raise MappingError(f"--map {option!r}: unknown field {target!r}; fields are: {', '.join(TARGETS)}")
-        for step in source.split("."):
-            if not step or not _STEP.match(step):
-                raise MappingError(f"--map {option!r}: cannot read source path {source!r} (use a.b[0].c or a[].b)")
+        target, source = _field_option("--map", option, "FIELD=SOURCE, e.g. title=headline or source_url=links[0].href")
+        if not _is_path(source):
+            raise MappingError(f"--map {option!r}: cannot read source path {source!r} (use a.b[0].c or a[].b)")
         return cls(target, source)
+
+
+def _field_option(flag: str, option: str, form: str) -> tuple[str, str]:
+    """``FIELD`` and what follows ``=`` of a ``--map``/``--set`` option; :class:`MappingError` naming the option."""
+    target, sep, value = option.partition("=")
+    target, value = target.strip(), value.strip()
+    if not sep or not target or not value:
+        raise MappingError(f"{flag} {option!r}: write {form}")
+    if target not in TARGETS:
+        raise MappingError(f"{flag} {option!r}: unknown field {target!r}; fields are: {', '.join(TARGETS)}")
+    return target, value
+
+
+def _is_path(path: str) -> bool:
+    return all(step and _STEP.match(step) for step in path.split("."))
 
 
 #: A ``{path}`` placeholder of a ``--set`` value, filled from the record.
@@ -85,15 +94,10 @@ class FieldSet:
 
     @classmethod
     def parse(cls, option: str) -> FieldSet:
-        target, sep, template = option.partition("=")
-        target, template = target.strip(), template.strip()
-        if not sep or not target or not template:
-            raise MappingError(f"--set {option!r}: write FIELD=VALUE, e.g. org=Acme or "
-                               "source_url=https://tickets.example/browse/{key}")
-        if target not in TARGETS:
-            raise MappingError(f"--set {option!r}: unknown field {target!r}; fields are: {', '.join(TARGETS)}")
+        target, template = _field_option("--set", option,
+                                         "FIELD=VALUE, e.g. org=Acme or source_url=https://tickets.example/browse/{key}")
         for path in _PLACEHOLDER.findall(template):
-            if any(not step or not _STEP.match(step) for step in path.split(".")):
+            if not _is_path(path):
                 raise MappingError(f"--set {option!r}: cannot read {{{path}}} as a source path (use {{a.b[0].c}})")
         return cls(target, template)
 
@@ -154,14 +158,31 @@ def _split_step(step: str) -> tuple[str | None, list[int | None]]:
     return key, indexes
 
 
-def default_source(record: dict[str, Any], target: str) -> str | None:
-    """The key of ``record`` a target's value is taken from when no mapping gives it (see :func:`extract`)."""
-    by_lower = {str(key).lower(): key for key in reversed(list(record))}
-    for candidate in DEFAULT_SOURCES.get(target, ()):
-        found = candidate if candidate in record else by_lower.get(candidate)
-        if found is not None and record[found] not in (None, "", []):
-            return str(found)
-    return None
+class _Defaults:
+    """The keys of a record that targets no mapping gives are taken from: a target's common names
+    (:data:`DEFAULT_SOURCES`) in any case (exports capitalise their columns: "Summary", "Description"), a column
+    mapped to one field (or read by a ``--set`` template) never taken for another."""
+
+    def __init__(self, record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence[FieldSet]) -> None:
+        self.record = record
+        self.mapped = {m.source for m in maps} | {path for m in sets for path in _PLACEHOLDER.findall(m.template)}
+        self.by_lower: dict[str, str] = {}
+        for key in record:
+            if key not in self.mapped:
+                self.by_lower.setdefault(str(key).lower(), key)
+
+    def key(self, target: str) -> str | None:
+        for candidate in DEFAULT_SOURCES.get(target, ()):
+            found = candidate if candidate in self.record and candidate not in self.mapped else self.by_lower.get(candidate)
+            if found is not None and self.record[found] not in (None, "", []):
+                return found
+        return None
+
+
+def default_source(record: dict[str, Any], target: str, maps: Sequence[FieldMap] = (),
+                   sets: Sequence[FieldSet] = ()) -> str | None:
+    """The key of ``record`` a target's value is taken from when no mapping gives it (as :func:`extract` takes it)."""
+    return _Defaults(record, maps, sets).key(target)
 
 
 def extract(record: dict[str, Any], maps: list[FieldMap], only: Collection[str] | None = None,
@@ -190,20 +211,13 @@ def extract(record: dict[str, Any], maps: list[FieldMap], only: Collection[str] 
             problems.append(f"{target}: nothing at {field_map.source!r}")
         else:
             values[target] = value
-    # a column mapped to one field (or read by a --set template) is not also taken for another by default
-    mapped = {m.source for m in maps} | {path for m in sets for path in _PLACEHOLDER.findall(m.template)}
-    by_lower: dict[str, str] = {}
-    for key in record:  # exports capitalise their columns ("Summary", "Description"): default names match any case
-        if key not in mapped:
-            by_lower.setdefault(str(key).lower(), key)
-    for target, candidates in DEFAULT_SOURCES.items():
+    defaults = _Defaults(record, maps, sets)
+    for target in DEFAULT_SOURCES:
         if only is not None and target not in only:
             continue
         if target in values or target in explicit or any(t.startswith(f"{target}.") for t in explicit):
             continue
-        for candidate in candidates:
-            found = candidate if candidate in record and candidate not in mapped else by_lower.get(candidate)
-            if found is not None and record[found] not in (None, "", []):
-                values[target] = record[found]
-                break
+        found = defaults.key(target)
+        if found is not None:
+            values[target] = record[found]
     return values, problems

@@ -45,6 +45,11 @@ DEFAULTS = {"format": "csv", "id_prefix": "IL", "record_lang": "en", "date_forma
 _NAME_CHARS = re.compile(r"[^\w.\-]+")
 
 
+def _safe_name(name: str) -> str:
+    """A file name reduced to its last part and plain characters, for the report's locations (never a path)."""
+    return _NAME_CHARS.sub("_", Path(name).name)[:80].strip("._")
+
+
 def _options(form: dict[str, str]) -> dict[str, str]:
     return {key: form.get(key, default) for key, default in DEFAULTS.items()}
 
@@ -115,7 +120,7 @@ async def import_records(request: Request) -> Response:
     try:
         if isinstance(upload, UploadFile) and upload.filename:
             values["content"] = await _read_upload(upload)
-            values["filename"] = _NAME_CHARS.sub("_", Path(upload.filename).name)[:80]
+            values["filename"] = _safe_name(upload.filename)
         if not values["content"].strip():
             raise InvalidRequest(t["import_nothing"], parameter="content")
         if len(values["content"]) > MAX_IMPORT_CHARS:  # a paste, held to what a file may hold
@@ -143,7 +148,7 @@ def _run(library: Library, values: dict[str, str], dry_run: bool, actor: str) ->
     lines = {key: [line.strip() for line in values[key].splitlines() if line.strip()] for key in ("maps", "sets")}
     with tempfile.TemporaryDirectory(prefix="incidentlib-web-import-") as folder:
         suffix = SUFFIXES.get(fmt, "." + fmt)
-        name = _NAME_CHARS.sub("_", Path(values["filename"]).name)[:80].strip("._") or f"pasted{suffix}"
+        name = _safe_name(values["filename"]) or f"pasted{suffix}"  # the hidden field comes back from the browser
         source = Path(folder) / name
         source.write_text(values["content"], encoding="utf-8")
         return library.import_drafts(source, fmt, lines["maps"], id_prefix=values["id_prefix"].strip() or "IL",
