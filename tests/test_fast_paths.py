@@ -113,6 +113,14 @@ def test_names_are_recognised_in_the_english_plural(recognizer: ConceptRecognize
     assert recognizer.spans(name) and not recognizer.spans(f"{name}s")
 
 
+def test_an_xid_is_recognised_as_the_kernel_writes_it(recognizer: ConceptRecognizer) -> None:
+    line = "[1834567.123456] NVRM: Xid (PCI:0000:c3:00): 79, pid=99812, name=torchrun"
+    spans = recognizer.spans(line)
+    assert spans == recognizer.reference_spans(line)
+    assert {m.concept_id for m, _, _ in spans} >= {"gpu-fell-off-bus", "xid-errors"}
+    assert "gpu-fell-off-bus" not in {m.concept_id for m, _, _ in recognizer.spans("Xid (PCI:0000:c3:00): 790")}
+
+
 def _same_tokens_with_and_without_gates(texts: list[str]) -> int:
     placeholders = 0
     for text in texts:
@@ -163,3 +171,27 @@ def test_a_rejected_record_keeps_the_vocabulary_an_accepted_one_added(tmp_path: 
     report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, maps=["tags=tags"], dry_run=True))
     assert len(report.accepted) == 1 and len(report.rejected) == 2
     assert report.new_organizations == ["zeta-labs"] and report.new_tags == ["queues"]
+
+
+def test_korean_names_are_words_with_their_particles_not_parts_of_other_words(recognizer: ConceptRecognizer) -> None:
+    def found(text: str) -> dict[str, str]:
+        spans = recognizer.spans(text)
+        assert spans == recognizer.reference_spans(text), text
+        return {mention.concept_id: mention.matched for mention, _, _ in spans}
+
+    # particles and endings glued after a name keep it
+    assert found("러스터에서 메타데이터 서버가 멈췄다")["shared-filesystem"] == "러스터"
+    assert found("노드에서 재시작했다")["job-failure"] == "재시작"
+    assert "server-hardware" in found("노드들이 빠졌다") and "server-hardware" in found("노드간 통신")
+    # a name inside a longer word is not that name: Lustre in "cluster", Meta in "metadata", Ray in "upgrade"/"latency"
+    assert "shared-filesystem" not in found("클러스터가 멈췄다")
+    assert "meta" not in found("메타데이터가 손상됐다") and found("메타의 장애")["meta"] == "메타"
+    assert "anyscale" not in found("업그레이드 후 레이턴시가 늘었다")
+    assert "message-queue" not in found("업스트림 장애") and "software-bug" not in found("디버그 로그")
+    # a name that starts in Latin letters keeps the Latin word boundary on that side, the Korean rule on the other
+    latin_korean = [(name, concept) for name, concept in recognizer.names()
+                    if name[0].isascii() and name[0].isalpha() and "\uac00" <= name[-1] <= "\ud7a3"]
+    assert latin_korean
+    name, concept = latin_korean[0]
+    assert found(f"{name}가 멈췄다")[concept] == name
+    assert concept not in found(f"X{name} 멈춤") and concept not in found(f"{name}데이터")

@@ -183,6 +183,14 @@ def test_non_interoperable_json_is_422_not_500(client, path: str, body: bytes) -
     assert isinstance(detail, list) and detail[0]["loc"] == ["body"] and "invalid JSON" in detail[0]["msg"]
 
 
+def test_a_body_that_is_not_utf8_is_named_so(client) -> None:
+    for path in ("/similar", "/diagnose"):
+        response = client.post(path, content=b'{"text": "\xff\xfe disk"}', headers=JSON)
+        assert response.status_code == 422, path
+        message = response.json()["detail"][0]["msg"]
+        assert "not UTF-8" in message and "byte 10" in message and "number" not in message
+
+
 def test_validation_errors_never_echo_input_and_always_encode(client) -> None:
     response = client.post("/diagnose", content=json.dumps({"text": "x" * 2500}), headers=JSON)
     assert response.status_code == 422 and "xxxx" not in response.text

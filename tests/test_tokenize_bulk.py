@@ -48,7 +48,8 @@ def random_texts(count: int, seed: int) -> list[str]:
 
 
 EDGE_CASES = ["", " ", "\x00", "\n\x00\n", "a\x00b 장애가", "İP 10.0.0.1 pıd 9", "타임아웃이\x00\n를", "Xid\n79", "Xid 79\x00",
-              "foo[ 1.234]7", "ab 12.cd 34", "a_Xid 79", "장애Xid 79", "12345٣ Xid 1234٣", "x4<x16", "HTTP 503 Service Unavailable"]
+              "foo[ 1.234]7", "ab 12.cd 34", "a_Xid 79", "장애Xid 79", "12345٣ Xid 1234٣", "x4<x16", "HTTP 503 Service Unavailable",
+              "NVRM: Xid (PCI:0000:c3:00): 79, pid=1", "Xid (pci:0000:3b:00.0):\n48", "(PCI:0000:3b:00)"]
 
 
 def _same(texts: list[str]) -> None:

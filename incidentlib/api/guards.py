@@ -210,6 +210,8 @@ def check_strict_json(body: bytes) -> None:
         document = json.loads(body, parse_constant=_no_constant, parse_float=_finite)
     except StrictJSONError:
         raise
+    except UnicodeDecodeError as exc:  # a ValueError too, but about the bytes, not a number
+        raise StrictJSONError(f"the body is not UTF-8 (byte {exc.start} of it)") from None
     except ValueError as exc:  # json.JSONDecodeError, or an integer with too many digits
         if isinstance(exc, json.JSONDecodeError):
             return

@@ -3,8 +3,9 @@
 Latin-script names match on word boundaries, case-insensitively (``NCCL``,
 ``InfiniBand``, ``ECC errors``), also with an English plural ending (``config changes``,
 ``GPUs``, ``power outages``: a postmortem names several of a thing as often as one), and acronyms also at
-a CamelCase boundary (``WorkNCCL``); Hangul names match as substrings, because
-particles attach to the end of Korean words (InfiniBand 패브릭에서).  Very short
+a CamelCase boundary (``WorkNCCL``); Hangul names match where a Korean word begins and may
+be followed by a particle or ending glued to them (InfiniBand 패브릭에서, 재시작했다), but not by
+the rest of a longer word (``러스터`` for Lustre is not found in 클러스터, nor ``메타`` in 메타데이터).  Very short
 Latin aliases (under three letters) must match in their written case, so ``IB``
 is recognised but the word "ib" inside other text is not.
 """
@@ -20,7 +21,7 @@ from ..models import ConceptKind
 from ..vocab import Vocabulary
 
 #: Shortest name recognised: a one-character name (one Hangul syllable, one letter) would match inside
-#: almost any text, since Hangul names match as substrings.
+#: almost any text (a Hangul name may be followed by any particle or ending).
 MIN_NAME_CHARS = 2
 #: Latin names shorter than this must match in their written case ("IB" but not "ib").
 CASE_SENSITIVE_BELOW = 3
@@ -28,6 +29,23 @@ RECOGNISED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.sympto
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 _HANGUL_PAIR = re.compile(r"[\uac00-\ud7a3]{2}")
 _HANGUL_PAIRS = re.compile(r"(?=([\uac00-\ud7a3]{2}))")  # every pair of adjacent syllables, overlapping
+#: Syllables that can begin what Korean glues after a noun: a particle (가, 를, 에서, 까지, 처럼, 마다 …), the copula
+#: and the light verbs that make a noun a verb (이다, 였다, 하다/했다/해, 되다/됐다/돼, 시키다, 당하다, 받다), the plural
+#: 들 and the bound nouns of "for / per / between / within / during" (용, 별, 당, 간, 내, 중).  A Hangul name followed
+#: by any other syllable is the start of a longer word (메타 in 메타데이터, 레이 in 레이턴시), which is another word.
+#: Over the bundled library's Korean texts, names followed by a syllable outside this set were, but for a handful of
+#: compounds written without a space (전력망, 카카오톡), parts of other words.
+HANGUL_ENDING_STARTS = "이가은는을를의에께한로으와과도만까부보처마나며고랑라야였했됐되된하해돼할될들적시받당용별간내중조뿐밖씩엔인임입일란면든"
+#: A Hangul name must not continue a Hangul word (러스터 is not Lustre inside 클러스터: Korean glues particles and
+#: endings after a word, not before it) nor run into a longer one (see HANGUL_ENDING_STARTS).
+_HANGUL_BEFORE = r"(?<![\uac00-\ud7a3])"
+_HANGUL_AFTER = rf"(?:(?![\uac00-\ud7a3])|(?=[{HANGUL_ENDING_STARTS}]))"
+#: An NVIDIA error code named "Xid 79" or "SXid 12028": the kernel writes the device between the two words,
+#: "NVRM: Xid (PCI:0000:3b:00): 79", and the name matches that too.
+_DEVICE_CODE = re.compile(r"(s?xid) (\d+)", re.IGNORECASE)
+_LATIN_BEFORE = r"(?<![A-Za-z0-9_])"
+_WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+_LATIN_AFTER = r"(?![A-Za-z0-9_])"
 #: The characters of a word for the boundary rules (``(?<![A-Za-z0-9_])`` in the patterns); in lowercased text.
 _WORD_RUN = re.compile(r"[a-z0-9_]+")
 #: The same words from the UTF-8 bytes of lowercased text: every other byte becomes a space (a non-ASCII
@@ -105,7 +123,7 @@ class ConceptRecognizer:
                 for name in dict.fromkeys(n for n in concept.names() if n and len(n) >= MIN_NAME_CHARS):
                     hangul = bool(_HANGUL.search(name))
                     sensitive = hangul or len(name) < CASE_SENSITIVE_BELOW
-                    needle = name if sensitive else name.lower() if name.isascii() else ""
+                    needle = "" if _DEVICE_CODE.fullmatch(name) else name if sensitive else name.lower() if name.isascii() else ""
                     names.append(_Name(name, concept.id, kind.value, not sensitive, needle))
         # longer names first, so "InfiniBand fabric" is credited before "fabric"-like aliases
         names.sort(key=lambda item: -len(item.name))
@@ -126,7 +144,9 @@ class ConceptRecognizer:
             # a name's last word may carry a plural ending (plural_ending): a one-word name, or a two-word name's
             # second word, is keyed in the plural too (one more key, not a lookup more per text)
             endings = _PLURAL_ENDINGS if item.folded and plural_ending(item.name, item.kind)[0] else (b"",)
-            if len(words) > 1:
+            if _DEVICE_CODE.fullmatch(item.name):  # its two words need not be adjacent (_DEVICE_CODE)
+                self._by_word[words[0]].append(position)
+            elif len(words) > 1:
                 for ending in endings if len(words) == 2 else (b"",):
                     self._by_words[(words[0], words[1] + ending)].append(position)
             elif words:
@@ -152,9 +172,15 @@ class ConceptRecognizer:
     def _compile(name: str, kind: str) -> re.Pattern[str]:
         escaped = re.escape(name)
         if _HANGUL.search(name):
-            return re.compile(escaped)
+            # each end is bounded by the rule of its own script ("NVIDIA 드라이버" starts as a Latin word does)
+            before = _HANGUL_BEFORE if _HANGUL.match(name) else _LATIN_BEFORE if _WORD_CHAR.match(name) else ""
+            after = _HANGUL_AFTER if _HANGUL.match(name[-1]) else _LATIN_AFTER if _WORD_CHAR.match(name[-1]) else ""
+            return re.compile(before + escaped + after)
         if len(name) < CASE_SENSITIVE_BELOW:
             return re.compile(rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])")
+        code = _DEVICE_CODE.fullmatch(name)
+        if code:
+            return re.compile(rf"(?i:(?<![A-Za-z0-9_]){code.group(1)}\s*(?:\(pci:[^()]*\)\s*:?\s*)?{code.group(2)}(?![A-Za-z0-9_]))")
         ending, written_case = plural_ending(name, kind)
         pattern = rf"(?i:(?<![A-Za-z0-9_]){escaped}{'' if written_case else ending}(?![A-Za-z0-9_]))"
         if written_case:
