@@ -27,7 +27,10 @@
     ├── GraphStoreError (also RuntimeError) -> CLI exit 2, HTTP 503 (the graph store cannot be opened or reached)
     ├── SearchBackendError (also RuntimeError) -> CLI exit 2, HTTP 503 (the search backend cannot be opened or reached)
     ├── SparqlTimeout                       -> HTTP 503
-    ├── SparqlBusy                          -> HTTP 503 with Retry-After
+    ├── Busy                                -> HTTP 503 with Retry-After
+    │   ├── SparqlBusy                      every SPARQL slot is taken
+    │   │   └── GraphNotReady               the graph is still built after start
+    │   └── TaggerNotReady                  the concept tagger pasted text needs is still prepared after start
     ├── WriteError                          -> a write that cannot be applied
     │   ├── PreconditionFailed              -> HTTP 412 (stale If-Match)
     │   ├── PreconditionRequired            -> HTTP 428 (no If-Match)
@@ -267,12 +270,21 @@ class SparqlTimeout(IncidentlibError):
     """The query ran longer than the configured limit and was stopped."""
 
 
-class SparqlBusy(IncidentlibError):
-    """Every SPARQL slot is taken; the caller should retry after ``retry_after`` seconds."""
+class Busy(IncidentlibError):
+    """What the request needs is not available yet; the caller should retry after ``retry_after`` seconds."""
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class SparqlBusy(Busy):
+    """Every SPARQL slot is taken; the caller should retry after ``retry_after`` seconds."""
+
+
+class TaggerNotReady(Busy):
+    """The concept tagger that pasted text needs (similar and diagnose by text) is still being fitted or loaded
+    after the server started (``serve`` prepares it in the background); retry after ``retry_after`` seconds."""
 
 
 class GraphNotReady(SparqlBusy):

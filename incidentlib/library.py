@@ -27,6 +27,7 @@ from .errors import (
     ImportInterrupted,
     IncidentNotFound,
     InvalidRequest,
+    TaggerNotReady,
     UnknownNodeError,
     ValidationFailed,
 )
@@ -128,6 +129,13 @@ COMPACT_AFTER_IDLE_S = 5.0
 # requests look for changes many times a second, and each try against a server that does not answer costs its
 # timeout; searches do not need the store and go on meanwhile.
 GRAPH_RETRY_S = 5.0
+#: How long a server request that needs the concept tagger waits for the background preparation before it is refused
+#: (expect_background_tagger): long enough for a tagger loaded from its cache a moment after start, short enough
+#: that requests waiting for a first fit (minutes) do not hold the heavy routes' slots.
+TAGGER_WAIT_SECONDS = 2.0
+#: Retry-After of that refusal: a tagger loaded from its cache is ready within seconds; a first fit takes minutes,
+#: and a client retrying every 10 s costs nothing.
+TAGGER_RETRY_AFTER_SECONDS = 10
 
 logger = logging.getLogger(__name__)
 assert set(get_args(SearchModeName)) == {m.value for m in SearchMode}
@@ -167,6 +175,7 @@ class Library:
         self._compaction: threading.Thread | None = None
         self._graph_ready = threading.Event()  # set by prepare_graph (see graph_ready)
         self._tagger_ready = threading.Event()  # set by prepare_tagger (see tagger_ready)
+        self._tagger_in_background = threading.Event()  # a server prepares it (see expect_background_tagger)
         self._facets_of: tuple[str, Facets] | None = None  # the content hash of the data they are for, and they (see _facets)
         # each live write's step: the content hash before -> (the one after, the incidents it changed); see _carry_facets
         self._facet_steps: dict[str, tuple[str, frozenset[str]]] = {}
@@ -489,10 +498,26 @@ class Library:
         except Exception:  # a background warm-up must not take the process down
             logger.exception("warm_similar: the similarity index could not be loaded")
 
+    def expect_background_tagger(self) -> None:
+        """Say that :meth:`prepare_tagger` will run in the background (``serve`` does, after its first answer).
+        From now on a request that needs the tagger before it is ready waits at most ``TAGGER_WAIT_SECONDS`` and
+        is then refused with :class:`TaggerNotReady` (HTTP 503 with Retry-After), instead of fitting it on a
+        request thread: a fit takes minutes on a first start, and requests waiting for it would hold every slot of
+        the heavy routes, searches included.  Without this call (the CLI) the first request fits it."""
+        self._tagger_in_background.set()
+
+    def _tagger_for_request(self) -> ConceptTagger:
+        if self._tagger_in_background.is_set() and not self._tagger_ready.wait(TAGGER_WAIT_SECONDS):
+            raise TaggerNotReady("the concept tagger that pasted text needs is still being prepared after the server "
+                                 f"started (GET /health says when: tagger_ready); retry in {TAGGER_RETRY_AFTER_SECONDS} s",
+                                 TAGGER_RETRY_AFTER_SECONDS)
+        return self.tagger
+
     def prepare_tagger(self) -> None:
         """Fit (or load from the cache beside the index) the concept tagger that pasted text needs, so
         the first ``similar``/``diagnose`` by text does not pay for it. Errors are logged, not raised:
         the request that needs the tagger will then meet the error itself."""
+        self._tagger_in_background.set()
         try:
             with self._background:
                 _ = self.tagger
@@ -752,7 +777,7 @@ class Library:
         service = SearchService(self._search_engine, self._knowledge, self._recognizer)
         self._recognizer = service.recognizer
         # pasted text gets the same concept inference as stored records (trained on first use)
-        service.tagger_factory = lambda: self.tagger
+        service.tagger_factory = self._tagger_for_request
         return service
 
     def build_index(self, progress: ProgressFn | None = None, save_snapshot: bool = True,

@@ -202,3 +202,24 @@ def test_the_graph_process_builds_at_a_lower_priority() -> None:
     from incidentlib.api.sparql_runner import GRAPH_BUILD_NICENESS
 
     assert during == min(before + GRAPH_BUILD_NICENESS, 19)  # 19: the lowest priority there is
+
+
+def test_pasted_text_before_the_background_tagger_is_ready_is_refused_at_once(
+        tmp_path: Path, data_dir: Path, hashed_tagger: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import incidentlib.library as library_module
+
+    small = small_library(tmp_path / "small", data_dir, IDS)
+    library = Library(load_library(small), SearchConfig(cache_dir=seed_tagger(hashed_tagger, tmp_path / "cache")),
+                      embedder=HashEmbedder())
+    library.build_index()
+    monkeypatch.setattr(library_module, "TAGGER_WAIT_SECONDS", 0.05)
+    library.expect_background_tagger()  # what serve's start does; the preparation itself has not run
+    client = TestClient(create_app(library, ServiceSettings(mount_mcp=False)), base_url="http://127.0.0.1:8000")
+    refused = client.post("/similar", json={"text": "NCCL watchdog timeout on rank 3", "k": 3})
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == str(library_module.TAGGER_RETRY_AFTER_SECONDS)
+    assert "tagger" in refused.json()["detail"] and not library.tagger_ready
+    assert client.get("/search", params={"q": "NCCL watchdog timeout", "k": 3}).status_code == 200  # searches go on
+    assert client.post("/similar", json={"incident_id": "IL-0025", "k": 3}).status_code == 200  # no tagger needed
+    library.prepare_tagger()
+    answered = client.post("/similar", json={"text": "NCCL watchdog timeout on rank 3", "k": 3})
+    assert answered.status_code == 200 and answered.json()["results"]

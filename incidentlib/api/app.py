@@ -96,6 +96,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sparql_runner.start(library)  # forks the SPARQL graph process now, before any request thread exists
+        library.expect_background_tagger()  # requests before it is ready are refused, not left to fit it
         # the server answers searches from here on; graph requests wait for this build (Library.prepare_graph).
         # These threads share the GIL with the requests, so they begin once the first request is answered (or
         # after BACKGROUND_DELAY_SECONDS without one): the first answers do not wait behind them.

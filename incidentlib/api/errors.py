@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 
 from ..errors import (
     AuthError,
+    Busy,
     Forbidden,
     GraphStoreError,
     ImportFailed,
@@ -31,7 +32,6 @@ from ..errors import (
     PreconditionRequired,
     ReadError,
     SearchBackendError,
-    SparqlBusy,
     SparqlError,
     SparqlTimeout,
     StateConflict,
@@ -55,7 +55,7 @@ STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
     (MappingError, 422),
     (ImportFailed, 422),
     (SparqlTimeout, 503),
-    (SparqlBusy, 503),
+    (Busy, 503),  # SPARQL slots taken, or the graph or the tagger still prepared after start
     (GraphStoreError, 503),  # the shared store is down or unreachable: the replica is fine, retry
     (SearchBackendError, 503),  # the shared search engine is down or unreachable: likewise
 )
@@ -147,7 +147,7 @@ def install(app: FastAPI) -> None:
             content["detail"] = [{"loc": _location(exc), "msg": str(exc), "type": "value_error"}]
         if isinstance(exc, ValidationFailed):
             content["problems"] = [p.model_dump() for p in exc.problems]
-        if isinstance(exc, SparqlBusy):
+        if isinstance(exc, Busy):
             headers["Retry-After"] = str(exc.retry_after)
         elif isinstance(exc, SparqlTimeout):
             headers["Retry-After"] = str(TIMEOUT_RETRY_AFTER_SECONDS)
