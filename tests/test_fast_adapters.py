@@ -223,3 +223,10 @@ def test_pasted_text_before_the_background_tagger_is_ready_is_refused_at_once(
     library.prepare_tagger()
     answered = client.post("/similar", json={"text": "NCCL watchdog timeout on rank 3", "k": 3})
     assert answered.status_code == 200 and answered.json()["results"]
+
+
+def test_diagnosis_of_text_the_library_cannot_read_has_no_evidence(fake_library: Library) -> None:
+    gibberish = fake_library.diagnose(text="asdf qwer zxcv")
+    assert gibberish.confidence == "low" and gibberish.note.startswith("No evidence: no word of the text")
+    read = fake_library.diagnose(text="Watchdog caught collective operation timeout on NCCL")
+    assert read.causes and not read.note.startswith("No evidence")

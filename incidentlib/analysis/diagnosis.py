@@ -67,6 +67,7 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
         symptom_ids.append(concept.id)
     recognised = []
     similar: list[EvidenceIncident] = []
+    readable = True
     if text and text.strip():
         for mention in recognizer.recognise(text):
             if mention.kind == "symptom" and mention.concept_id not in symptom_ids:
@@ -75,6 +76,8 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
                 recognised.append(kg.concept_ref(mention.concept_id, lang))
         response = library.similar(text=text, k=SIMILAR_DEPTH, lang=lang)
         similar = [EvidenceIncident(id=r.id, title=r.title, score=r.score) for r in response.results if r.score > 0]
+        # the library could read something of the text: a word some similar incident also has, or a concept by name
+        readable = bool(symptom_ids or recognised) or any(r.why.matched_terms for r in response.results if r.why)
 
     # the published incidents' curated concepts, read from the library's columns (no record is read or kept for them)
     facets = library._facets
@@ -119,7 +122,7 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
 
     causes = rank("causes", "cause")
     components = rank("components", "component")
-    confidence, note = _confidence(causes, symptom_ids, similar, lang)
+    confidence, note = _confidence(causes, symptom_ids, similar, lang, readable)
     signals = match_signals(library.data, facets, text, lang) if text else []
     return Diagnosis(
         symptoms=[kg.concept_ref(s, lang) for s in symptom_ids], recognised=recognised, causes=causes,
@@ -128,10 +131,17 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
     )
 
 
-def _confidence(causes: list[Candidate], symptom_ids: list[str], similar: list[EvidenceIncident], lang: str) -> tuple[str, str]:
+def _confidence(causes: list[Candidate], symptom_ids: list[str], similar: list[EvidenceIncident], lang: str,
+                readable: bool = True) -> tuple[str, str]:
     if not causes:
         return "low", ("근거가 없습니다: 라이브러리에서 맞는 사례를 찾지 못했습니다." if lang == "ko"
                        else "No evidence: nothing in the library matches these symptoms or this text.")
+    if not readable:
+        # the scores are relative to the nearest incidents, which are near by embedding alone: they say nothing
+        return "low", ("근거가 없습니다: 글의 어떤 단어도, 어떤 개념 이름도 라이브러리 사례와 겹치지 않아 아래 순위는 "
+                       "임베딩이 가장 가까운 사례에서 나온 것일 뿐입니다." if lang == "ko"
+                       else "No evidence: no word of the text and no concept named in it occurs in the library's "
+                            "incidents, so the ranking below only reflects the incidents nearest by embedding.")
     best = causes[0]
     if best.support < LOW_SUPPORT or best.score < LOW_SCORE:
         level = "low"
