@@ -195,3 +195,17 @@ def test_korean_names_are_words_with_their_particles_not_parts_of_other_words(re
     name, concept = latin_korean[0]
     assert found(f"{name}가 멈췄다")[concept] == name
     assert concept not in found(f"X{name} 멈춤") and concept not in found(f"{name}데이터")
+
+
+def test_error_messages_as_programs_print_them_name_their_symptom(recognizer: ConceptRecognizer) -> None:
+    def found(text: str) -> set[str]:
+        spans = recognizer.spans(text)
+        assert spans == recognizer.reference_spans(text), text
+        return {mention.concept_id for mention, _, _ in spans}
+
+    assert "dns-resolution-failure" in found("dial tcp: lookup payments-db.prod.internal on 172.20.0.10:53: no such host")
+    assert "dns-resolution-failure" in found("curl: (6) Could not resolve host: api.example.com")
+    assert "dns-resolution-failure" in found("socket.gaierror: [Errno -3] Temporary failure in name resolution")
+    assert "disk-full" in found("OSError: [Errno 28] No space left on device")
+    assert "disk-full" in found("The node had condition: [DiskPressure]") and "disk-full" in found("디스크 공간 부족으로 쓰기 실패")
+    assert "boot-loop" in found("파드가 크래시루프백오프 상태로 멈췄다")
