@@ -139,7 +139,14 @@ def test_every_concept_scored_by_one_product_equals_each_model_and_the_evidence_
         picked = [(model.evidence(t, c), by_sentence(t, c)) for t in texts for c in model.concepts]
         assert all(new == old for new, old in picked) and any(new for new, _ in picked)
         state = model.__getstate__()
-        assert "_stacked" not in state and "_sentences_memo" not in state and "_models" in state
+        assert "_stacked" not in state and "_sentences_memo" not in state
+        assert "_models" not in state and "_vectorizer" not in state  # no scikit-learn object: read back without it
+        read_back = pickle.loads(pickle.dumps(model))
+        assert np.allclose(read_back.probabilities(texts), model.probabilities(texts), rtol=0, atol=1e-6)
+        assert [read_back.evidence(t, c) for t in texts[:3] for c in model.concepts] == \
+            [model.evidence(t, c) for t in texts[:3] for c in model.concepts]
+        # the TF-IDF the model reads text with is scikit-learn's own transform
+        assert np.allclose(model._lexical(texts).toarray(), model._vectorizer.transform(texts).toarray(), rtol=0, atol=1e-12)
         if embedder is None:
             again = pickle.loads(pickle.dumps(model))
             assert np.array_equal(again.probabilities(texts), model.probabilities(texts))

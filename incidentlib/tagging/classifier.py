@@ -115,8 +115,12 @@ class ConceptClassifier:
         # sklearn loads here, not at import: a search that never classifies should not pay its ~1 s import
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        self._vectorizer = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None, sublinear_tf=True)
+        self._vectorizer: TfidfVectorizer | None = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None,
+                                                                   sublinear_tf=True)
         self._models: list[LogisticRegression] = []
+        # what scoring needs, kept after a fit and pickled instead of the scikit-learn objects (see __getstate__)
+        self._vocabulary: dict[str, int] = {}
+        self._idf = np.zeros(0)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings, remembered (:class:`EmbeddingMemo`): cross-fitting and tagging embed the same records again."""
@@ -130,10 +134,46 @@ class ConceptClassifier:
                 _EMBEDDINGS.remember(key, vector)
         return np.stack([vectors[key] for key in keys])
 
+    def _lexical(self, texts: Sequence[str]) -> sparse.csr_matrix:
+        """The fitted TF-IDF vectors of ``texts``, as scikit-learn's ``TfidfVectorizer.transform`` computes them
+        (sublinear ``tf = 1 + ln count``, times ``idf``, rows L2-normalised), from the vocabulary and ``idf`` alone:
+        a model read back from its cache scores text without importing scikit-learn (about 3 s of a CLI call)."""
+        from scipy import sparse  # imported when a model is fitted or used
+
+        vocabulary = self._vocabulary
+        indptr = [0]
+        columns: list[int] = []
+        counted: list[int] = []
+        for text in texts:
+            counts: dict[int, int] = {}
+            for token in tokenize(text):
+                column = vocabulary.get(token)
+                if column is not None:
+                    counts[column] = counts.get(column, 0) + 1
+            for column in sorted(counts):
+                columns.append(column)
+                counted.append(counts[column])
+            indptr.append(len(columns))
+        counts_array = np.asarray(counted, dtype=np.float64)
+        columns_array = np.asarray(columns, dtype=np.int64)
+        values = (1.0 + np.log(counts_array)) * self._idf[columns_array] if len(columns_array) else counts_array
+        matrix = sparse.csr_matrix((values, columns_array, np.asarray(indptr, dtype=np.int64)),
+                                   shape=(len(texts), len(vocabulary)))
+        norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+        norms[norms == 0] = 1.0
+        return sparse.csr_matrix(sparse.diags(1 / norms) @ matrix)
+
     def _features(self, texts: Sequence[str], fit: bool = False) -> sparse.csr_matrix:
         from scipy import sparse  # imported when a model is fitted or used
 
-        lexical = self._vectorizer.fit_transform(texts) if fit else self._vectorizer.transform(texts)
+        if fit:
+            vectorizer = self._vectorizer
+            assert vectorizer is not None  # fit() makes one
+            lexical = vectorizer.fit_transform(texts)
+            self._vocabulary = dict(vectorizer.vocabulary_)
+            self._idf = np.asarray(vectorizer.idf_, dtype=np.float64)
+        else:
+            lexical = self._lexical(texts)
         if self.embedder is None:
             return sparse.csr_matrix(lexical)
         dense = self._embed(texts)
@@ -144,6 +184,10 @@ class ConceptClassifier:
             return self
         for transient in self._TRANSIENT:  # made from the previous fit's models and vocabulary
             self.__dict__.pop(transient, None)
+        if self._vectorizer is None:  # read back from a cache: fitted again from the start
+            from sklearn.feature_extraction.text import TfidfVectorizer
+
+            self._vectorizer = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None, sublinear_tf=True)
         counts: dict[str, set[str]] = {}
         for example in examples:
             for concept in example.concepts:
@@ -151,6 +195,7 @@ class ConceptClassifier:
         self.concepts = sorted(c for c, records in counts.items() if len(records) >= MIN_POSITIVE_RECORDS)
         features = self._features([e.text for e in examples], fit=True)
         self._models = []
+        self.__dict__.pop("_weights_saved", None)
         for concept in self.concepts:
             target = np.array([concept in e.concepts for e in examples], dtype=int)
             from sklearn.linear_model import LogisticRegression
@@ -162,9 +207,19 @@ class ConceptClassifier:
 
     #: Caches of a fitted model, rebuilt on demand and never pickled (see ``__getstate__``).
     _TRANSIENT = ("_stacked", "_sentences_memo")
+    #: The scikit-learn objects of a fit: not pickled, so that reading a model back imports no scikit-learn.
+    _FITTING = ("_vectorizer", "_models")
 
     def __getstate__(self) -> dict[str, object]:
-        return {key: value for key, value in self.__dict__.items() if key not in self._TRANSIENT}
+        state = {key: value for key, value in self.__dict__.items() if key not in (*self._TRANSIENT, *self._FITTING)}
+        if self._models or "_weights_saved" not in state:
+            state["_weights_saved"] = self._weights() if self._models else None
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_vectorizer", None)
+        self.__dict__.setdefault("_models", [])
 
     def _weights(self) -> tuple[np.ndarray, np.ndarray]:
         """Every concept's model as one matrix: (features × concepts) coefficients and the intercepts, so that one
@@ -172,23 +227,27 @@ class ConceptClassifier:
         per text)."""
         stacked = self.__dict__.get("_stacked")
         if stacked is None:
-            stacked = (np.stack([m.coef_[0] for m in self._models], axis=1),
-                       np.array([m.intercept_[0] for m in self._models]))
+            saved = self.__dict__.get("_weights_saved")
+            stacked = saved if saved is not None and not self._models else (
+                np.stack([m.coef_[0] for m in self._models], axis=1), np.array([m.intercept_[0] for m in self._models]))
             self.__dict__["_stacked"] = stacked
         return stacked
+
+    @property
+    def _fitted(self) -> bool:
+        return bool(self._models) or self.__dict__.get("_weights_saved") is not None
 
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
         """(texts × concepts) matrix of probabilities; zero columns when nothing was learnt.
 
         Each concept's binary logistic regression gives ``P = 1 / (1 + exp(-(x·w + b)))`` (what its ``predict_proba``
         computes), all concepts at once from :meth:`_weights`."""
-        if not self._models or not texts:
+        if not self._fitted or not self.concepts or not texts:
             return np.zeros((len(texts), len(self.concepts)), dtype=np.float32)
-        from scipy.special import expit  # type: ignore[import-untyped]
-
         coefficients, intercepts = self._weights()
         features = self._features(texts)
-        return np.asarray(expit(np.asarray(features @ coefficients) + intercepts), dtype=np.float32)
+        logits = np.asarray(features @ coefficients) + intercepts
+        return np.asarray(np.exp(-np.logaddexp(0.0, -logits)), dtype=np.float32)  # 1 / (1 + e^-x), without overflow
 
     def _sentence_vectors(self, text: str) -> tuple[list[str], sparse.csr_matrix | None]:
         """``text``'s sentences and their lexical vectors (``None`` when it has no sentence), one transform for all of
@@ -197,7 +256,7 @@ class ConceptClassifier:
         if memo is not None and memo[0] == text:
             return memo[1], memo[2]
         found = split_sentences(text)
-        vectors = self._vectorizer.transform(found) if found else None
+        vectors = self._lexical(found) if found else None
         self.__dict__["_sentences_memo"] = (text, found, vectors)
         return found, vectors
 
@@ -205,7 +264,7 @@ class ConceptClassifier:
         """The sentence of ``text`` whose words weigh most for ``concept`` in the lexical half of the model (the first
         such sentence; a sentence without any known word never counts)."""
         index = self.concepts.index(concept)
-        weights = self._models[index].coef_[0][: len(self._vectorizer.vocabulary_)]
+        weights = self._weights()[0][: len(self._vocabulary), index]
         found, vectors = self._sentence_vectors(text)
         if vectors is None:  # no sentence
             return ""

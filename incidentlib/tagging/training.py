@@ -24,7 +24,7 @@ from ..storage import atomic_write_bytes
 from .classifier import ConceptClassifier, Example, training_examples
 from .tagger import incident_text
 
-CACHE_VERSION = "2"  # 2: liblinear solver
+CACHE_VERSION = "3"  # 2: liblinear solver; 3: pickled without the scikit-learn objects
 #: Records chosen per concept to train on.  The fit is one logistic regression per concept over every training
 #: example, so its cost grows as concepts × records: a library of 100,000 curated records (200,000 examples, 134
 #: concepts) held 6.7 GB after 900 s (1,065 s of CPU) and had not finished, where 200 a concept take 472 s and 423 MB
