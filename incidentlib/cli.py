@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, get_args
@@ -710,6 +711,8 @@ def review(
         out.print("no proposed inferred links")
 
 
+#: Records an import's report shows with the same problem before it counts the rest (``--json`` lists every one).
+REPEATS_SHOWN = 3
 #: The option of ``import`` that sets each parameter :meth:`Library.import_records` may name in an error.
 IMPORT_OPTIONS = {"format": "--format", "maps": "--map", "id_prefix": "--id-prefix", "lang": "--lang",
                   "date_format": "--date-format", "sets": "--set"}
@@ -777,16 +780,31 @@ def import_cmd(
         # in the file's order, accepted and rejected records together, as a reader goes through the file
         places = sorted([(_place(row.location), False, n) for n, row in enumerate(report.accepted)]
                         + [(_place(row.location), True, n) for n, row in enumerate(report.rejected)])
+        # a problem every record of an export shares (no organisation column, an unknown status) is said a few
+        # times, then counted: fifty identical lines hide the one record that differs
+        said: Counter[str] = Counter()
         for _, rejected, n in places:
             if rejected:
                 refused = report.rejected[n]
-                out.print(f"[red]✗[/red] {refused.location}: {escape('; '.join(refused.reasons))}")
+                reasons = "; ".join(refused.reasons)
+                said[reasons] += 1
+                if said[reasons] <= REPEATS_SHOWN:
+                    out.print(f"[red]✗[/red] {refused.location}: {escape(reasons)}")
                 continue
             item = report.accepted[n]
             out.print(f"[green]✓[/green] {item.id} ← {item.location}: {escape(item.title)} [dim]({item.status}; "
                       f"{len(item.suggestions)} suggestion(s))[/dim]")
             for warning in item.warnings:
-                out.print(f"    [yellow]![/yellow] {escape(warning)}")
+                said[warning] += 1
+                if said[warning] <= REPEATS_SHOWN:
+                    out.print(f"    [yellow]![/yellow] {escape(warning)}")
+        for problem, count in said.items():
+            if count > REPEATS_SHOWN:
+                out.print(f"[yellow]…[/yellow] {count - REPEATS_SHOWN} more record(s) with: {escape(problem)} "
+                          "[dim](--json lists every record)[/dim]")
+        if report.unread_columns:
+            out.print(f"not imported (no field is taken from them): {escape(', '.join(report.unread_columns))} "
+                      "[dim](--map FIELD=COLUMN takes one, e.g. --map body=description)[/dim]")
         if report.new_organizations or report.new_tags:
             out.print(f"new organizations: {', '.join(report.new_organizations) or '—'}; new tags: {', '.join(report.new_tags) or '—'}")
         if report.dry_run or report.written:

@@ -9,7 +9,7 @@ import yaml
 from conftest import small_library
 from typer.testing import CliRunner
 
-from incidentlib.cli import app
+from incidentlib.cli import REPEATS_SHOWN, app
 from incidentlib.importing import FieldMap, ImportFailed, ImportFormat, ImportOptions, MappingError, run_import
 from incidentlib.importing.mapping import get_path
 from incidentlib.importing.readers import read_csv
@@ -503,3 +503,27 @@ def test_the_formats_the_adapters_offer_are_the_formats_the_importer_reads() -> 
     from incidentlib.requests import IMPORT_FORMATS
 
     assert sorted(IMPORT_FORMATS) == sorted(f.value for f in ImportFormat)
+
+
+def test_an_export_s_shared_problem_is_said_a_few_times_then_counted_and_unread_columns_are_named(
+        tmp_path: Path, target: Path) -> None:
+    tickets = [{"key": f"OPS-{n}", "summary": f"Ticket {n}: the cache tier fell over again", "status": "Resolved",
+                "priority": "P2", "service": "checkout", "assignee": "" if n % 2 else "kim"} for n in range(1, 9)]
+    source = jsonl(tmp_path / "tickets.jsonl", tickets)
+    runner = CliRunner()
+    refused = runner.invoke(app, ["import", str(source), "--format", "jsonl", "--into", str(target), "--dry-run"])
+    lines = refused.stdout.splitlines()
+    assert refused.exit_code == 1 and sum(line.startswith("✗") for line in lines) == REPEATS_SHOWN
+    assert f"… {8 - REPEATS_SHOWN} more record(s) with: no organization" in refused.stdout
+    assert "not imported (no field is taken from them): key, priority, service, assignee" in refused.stdout
+    accepted = runner.invoke(app, ["import", str(source), "--format", "jsonl", "--into", str(target), "--dry-run",
+                                   "--set", "org=acme", "--set", "source_url=https://tickets.example/{key}"])
+    assert accepted.exit_code == 0, accepted.output
+    assert sum(line.startswith("    !") for line in accepted.stdout.splitlines()) == REPEATS_SHOWN
+    assert f"… {8 - REPEATS_SHOWN} more record(s) with: status: 'Resolved'" in accepted.stdout
+    # key is read by the --set template, summary and status by their defaults; the rest is named, empty values not
+    assert "not imported (no field is taken from them): priority, service, assignee" in accepted.stdout
+    report = json.loads(runner.invoke(app, ["import", str(source), "--format", "jsonl", "--into", str(target), "--dry-run",
+                                            "--set", "org=acme", "--set", "source_url=https://tickets.example/{key}",
+                                            "--json"]).stdout)
+    assert report["unread_columns"] == ["priority", "service", "assignee"] and len(report["accepted"]) == 8

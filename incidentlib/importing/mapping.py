@@ -185,6 +185,18 @@ def default_source(record: dict[str, Any], target: str, maps: Sequence[FieldMap]
     return _Defaults(record, maps, sets).key(target)
 
 
+def unread_keys(record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence[FieldSet] = ()) -> list[str]:
+    """The keys of ``record`` with a value that no field is taken from: not the first step of a mapping's path or of
+    a ``--set`` placeholder, and not the key a default gives a target (:func:`extract`).  An import reports them:
+    a column nothing maps (``service``, ``priority``) is dropped, and the user should know before it is."""
+    read = {_split_step(path.split(".", 1)[0])[0] for path in (*(m.source for m in maps),
+                                                                 *(p for m in sets for p in _PLACEHOLDER.findall(m.template)))}
+    explicit = {m.target for m in maps} | {m.target for m in sets}
+    defaults = _Defaults(record, maps, sets)
+    read |= {defaults.key(target) for target in DEFAULT_SOURCES if target not in explicit}
+    return [key for key, value in record.items() if key not in read and value not in (None, "", [], {})]
+
+
 def extract(record: dict[str, Any], maps: list[FieldMap], only: Collection[str] | None = None,
             sets: Sequence[FieldSet] = ()) -> tuple[dict[str, object], list[str]]:
     """Values for every target (or the targets ``only``): ``--set`` values and explicit mappings first, then the

@@ -37,7 +37,7 @@ from ..tagging.tagger import ConceptTagger
 from ..vocab import Vocabulary
 from .dates import parse_date
 from .duplicates import DuplicateIndex
-from .mapping import FieldMap, FieldSet, default_source, extract
+from .mapping import FieldMap, FieldSet, default_source, extract, unread_keys
 from .readers import ImportFormat, RawRecord, read_records
 
 ProgressFn = Callable[[int, int], None]
@@ -114,6 +114,8 @@ class ImportReport(BaseModel):
     rejected: list[Rejected] = Field(default_factory=list)
     new_organizations: list[str] = Field(default_factory=list)
     new_tags: list[str] = Field(default_factory=list)
+    #: Keys (columns) of the file that no field was taken from, in the order first met: their values are not imported.
+    unread_columns: list[str] = Field(default_factory=list)
 
 
 def slugify(text: str, kind: str = "concept") -> str:
@@ -665,7 +667,9 @@ def _import_records(records: list[RawRecord], source: Path, target: Path, option
                           format=options.format.value, dry_run=options.dry_run, written=False)
     built: list[Incident] = []
     importer.reserve(records)
+    unread: dict[str, None] = {}
     for index, raw in enumerate(records, 1):
+        unread.update(dict.fromkeys(unread_keys(raw.data, importer.maps, importer.sets)))
         incident, outcome = importer.build(raw)
         if incident is not None:
             built.append(incident)
@@ -676,6 +680,7 @@ def _import_records(records: list[RawRecord], source: Path, target: Path, option
             progress(index, len(records))
     report.new_organizations = sorted(importer.new_concepts[ConceptKind.organization])
     report.new_tags = sorted(importer.new_concepts[ConceptKind.tag])
+    report.unread_columns = [str(key) for key in unread]
     if options.dry_run or not built:
         return report
     _write_all(target, built, importer.new_concepts, fresh)
