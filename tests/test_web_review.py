@@ -120,7 +120,8 @@ def test_accept_a_concept_then_publish_records_the_reviewer(client: TestClient, 
     draft_id = filed(lib)
     csrf = signed_in(client, lib.create_token("ann", "editor").token)
     accepted = client.post(f"/ui/review/{draft_id}/concepts/hbm/accept", data={"csrf": csrf, "lang": "en"})
-    assert accepted.status_code == 303 and accepted.headers["location"] == f"/ui/review?lang=en&done=accepted&id={draft_id}"
+    assert accepted.status_code == 303
+    assert accepted.headers["location"] == f"/ui/review?lang=en&done=accepted&id={draft_id}#draft-{draft_id}"
     assert lib.record(draft_id).record["components"] == ["hbm"]
     rejected = client.post(f"/ui/review/{draft_id}/concepts/gpu/reject", data={"csrf": csrf, "lang": "en"})
     assert rejected.status_code == 303 and lib.get(draft_id).proposed() == []

@@ -77,9 +77,15 @@ def _url(path: str, **params: Any) -> str:
     return f"{path}?{query}" if query else path
 
 
-def _page(request: Request, template: str, lang: str, title: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    path = request.url.path
-    params = dict(request.query_params)
+def _page(request: Request, template: str, lang: str, title: str, status_code: int = 200, *,
+          switch_path: str | None = None, switch_params: dict[str, Any] | None = None, **context: Any) -> HTMLResponse:
+    """A page; its language switch goes to the same address in the other language.
+
+    A page answering a ``POST`` (a refused form, a pasted text) names the GET address that shows the same thing in
+    ``switch_path`` and ``switch_params``: the POST address itself cannot be followed as a link (405).
+    """
+    path = request.url.path if switch_path is None else switch_path
+    params = dict(request.query_params) if switch_params is None else switch_params
     params.pop("lang", None)
     other = "en" if lang == "ko" else "ko"
     return templates.TemplateResponse(
