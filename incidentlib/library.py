@@ -1388,9 +1388,10 @@ class Library:
         """Publish a draft; it must now meet the published rules (both languages, a date, a component)."""
         return self._stored(self._writer.publish(incident_id, actor, if_match))
 
-    def reject(self, incident_id: str, actor: str = "local") -> StoredRecord:
-        """Reject a draft: it leaves every view, restorable with :meth:`restore`."""
-        return self._stored(self._writer.reject(incident_id, actor))
+    def reject(self, incident_id: str, actor: str = "local", if_match: str | None = None) -> StoredRecord:
+        """Reject a draft: it leaves every view, restorable with :meth:`restore`; with ``if_match``, only the draft
+        as read (:class:`PreconditionFailed` when it was changed since)."""
+        return self._stored(self._writer.reject(incident_id, actor, if_match))
 
     def delete(self, incident_id: str, actor: str = "local") -> StoredRecord:
         """Soft delete: the record leaves every view, restorable with :meth:`restore`."""

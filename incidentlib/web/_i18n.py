@@ -135,6 +135,9 @@ _TEXT: dict[str, tuple[str, str]] = {
                      "이 양식은 이 페이지에서 온 것이 아닙니다(양식 토큰이 없거나 틀림). 아무것도 바뀌지 않았습니다. 페이지를 새로 고친 뒤 다시 하세요."),
     "stale": ("This draft was changed since you loaded the page; nothing was published. Look at the changes below and try again.",
               "페이지를 연 뒤에 이 초안이 바뀌었습니다. 게시하지 않았습니다. 아래 변경 내용을 보고 다시 하세요."),
+    "stale_reject": ("This draft was changed since you loaded the page; nothing was rejected. Look at the changes below and "
+                     "try again.",
+                     "페이지를 연 뒤에 이 초안이 바뀌었습니다. 거절하지 않았습니다. 아래 변경 내용을 보고 다시 하세요."),
     "not_publishable": ("This draft does not meet the rules for published incidents yet; nothing was published:",
                         "이 초안은 아직 게시 규칙을 채우지 못했습니다. 게시하지 않았습니다:"),
     "write_refused": ("Nothing was changed:", "아무것도 바뀌지 않았습니다:"),

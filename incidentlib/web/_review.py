@@ -320,15 +320,16 @@ async def publish(request: Request, incident_id: IncidentId) -> Response:
 
 @router.post(REVIEW_HREF + "/{incident_id}/reject", response_class=HTMLResponse)
 async def reject(request: Request, incident_id: IncidentId) -> Response:
-    """Reject a draft: it leaves the library (``incidentlib restore`` brings it back)."""
+    """Reject a draft as loaded: the form's ETag goes as ``if_match``, so a draft someone edited since is kept; it
+    leaves the library (``incidentlib restore`` brings it back)."""
     checked = await _checked(request)
     if isinstance(checked, Response):
         return checked
     library, lang, session, actor, form = checked
     try:
-        stored = library.reject(incident_id, actor=actor)
+        stored = library.reject(incident_id, actor=actor, if_match=form.get("etag") or None)
     except (WriteError, NotFound, InvalidRequest) as exc:
-        return _refused(request, library, lang, session, incident_id, exc, _form_page(form))
+        return _refused(request, library, lang, session, incident_id, exc, _form_page(form), stale="stale_reject")
     return _back(lang, "rejected", stored.id, _form_page(form))
 
 
