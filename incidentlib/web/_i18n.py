@@ -37,6 +37,14 @@ _TEXT: dict[str, tuple[str, str]] = {
     "results_for": ("Results for", "검색 결과:"),
     "no_results": ("No incident matches. Try fewer words or remove a filter.",
                    "맞는 사례가 없습니다. 검색어를 줄이거나 필터를 빼 보세요."),
+    "results_range": ("{first}–{last}", "{first}–{last}번째"),
+    "results_more": ("(more on the next page)", "(다음 페이지에 더 있음)"),
+    "no_words": ("No incident contains the words of “{q}”. The incidents below are only the nearest in meaning and may "
+                 "be unrelated.",
+                 "“{q}”의 낱말이 들어 있는 사례가 없습니다. 아래 사례는 뜻으로 가장 가까운 것일 뿐이며 관련이 없을 수 있습니다."),
+    "listed_count": ("{total} incident(s) match the filters; {first}–{last} on this page.",
+                     "필터에 맞는 사례 {total}건 중 이 페이지에 {first}–{last}번째가 있습니다."),
+    "page_n": ("page {page}", "{page}쪽"),
     "start_hint": ("Type a symptom, an error message or a component; results appear as you type. "
                    "Press / to jump to the search box.",
                    "증상, 오류 메시지, 구성 요소를 입력하면 바로 결과가 나옵니다. / 키로 검색창에 갈 수 있습니다."),
