@@ -109,3 +109,25 @@ def test_what_cannot_be_imported_is_said_on_the_page(client: TestClient, lib: Li
                           files={"file": ("t.csv", ("\n" + EXPORT).encode("utf-8"), "text/csv")})
     assert '<textarea id="import-content" name="content" rows="10" maxlength="5000000" spellcheck="false">\n\nKey,' in leading.text
     assert all(item.status != "draft" for item in lib.list_incidents().items)
+
+
+# Two JSON Lines records of organizations the library knows, as a team's export of another tool has them.
+JSONL = ('{"title": "DNS resolvers down for an hour", "summary": "resolvers down", "org": "meta", "date": "2024-02-02", '
+         '"url": "https://tickets.example/jl/4"}\n'
+         '{"title": "인증서 만료로 접속 불가", "summary": "인증서가 만료되었다", "org": "meta", "date": "2024-03-03", '
+         '"url": "https://tickets.example/jl/5"}\n')
+
+
+def test_an_upload_left_at_the_default_format_is_read_by_its_file_name(client: TestClient, lib: Library) -> None:
+    csrf = sign_in(client, lib)
+    form = {key: value for key, value in FORM.items() if key not in ("format", "maps")}
+    page = client.get("/ui/import", params={"lang": "en"}).text
+    assert re.search(r'<option value="" selected>from the file name', page)  # the form does not choose a format
+    preview = client.post("/ui/import", data={**form, "csrf": csrf, "action": "preview", "format": ""},
+                          files={"file": ("tickets.jsonl", JSONL.encode("utf-8"), "application/x-ndjson")})
+    assert preview.status_code == 200, preview.text
+    assert "2 record(s) would be added, 0 rejected." in preview.text
+    assert "Read as jsonl, from the file name tickets.jsonl" in preview.text
+    chosen = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview", "lang": "ko"},
+                         files={"file": ("tickets.jsonl", JSONL.encode("utf-8"), "application/x-ndjson")})
+    assert "csv 형식으로 읽었습니다." in chosen.text  # a format the user chose wins over the name, and is named
