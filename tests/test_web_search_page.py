@@ -77,3 +77,23 @@ def test_a_year_that_is_not_a_year_is_refused_like_other_bad_filters(client: Tes
     assert bad.status_code == 400 and "year: &#39;abcd&#39; is not a year" in bad.text
     assert client.get("/ui/results", params={"q": "GPU", "year": "abcd"}).status_code == 400
 
+
+def switch_href(page: str) -> str:
+    found = re.search(r'<a class="lang" href="([^"]*)"', page)
+    assert found
+    return found.group(1).replace("&amp;", "&")
+
+
+def test_a_refused_form_switches_language_through_a_get_address(client: TestClient) -> None:
+    refused = client.post("/ui/review/sign-in", data={"token": "il_bad_bad", "lang": "en"})
+    assert refused.status_code == 401 and switch_href(refused.text) == "/ui/review?lang=ko"
+    assert client.get(switch_href(refused.text)).status_code == 200
+
+
+@pytest.mark.slow  # the first text similarity fits the concept tagger: seconds
+def test_a_pasted_text_switches_language_through_a_get_address(client: TestClient) -> None:
+    short = client.post("/ui/seen?lang=en", data={"text": "NCCL watchdog timeout"})
+    assert short.status_code == 200 and switch_href(short.text) == "/ui/seen?text=NCCL+watchdog+timeout&lang=ko"
+    assert client.get(switch_href(short.text)).status_code == 200
+    long = client.post("/ui/seen?lang=en", data={"text": "NCCL watchdog timeout " * 200})
+    assert switch_href(long.text) == "/ui/seen?lang=ko"  # too long for a link: app.js posts it again instead

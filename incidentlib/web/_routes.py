@@ -204,8 +204,11 @@ def _seen(request: Request, text: str, language: str) -> Response:
             diagnosis = library.diagnose(text=text, lang=language, limit=SEEN_CAUSES)
         except (IncidentlibError, ValueError, ValidationError) as exc:
             return _error(request, language, 400, str(exc))
-    return _page(request, "seen.html", language, texts(language)["seen_title"], text=text, similar=similar, diagnosis=diagnosis,
-                 max_chars=MAX_SIMILAR_TEXT_CHARS)
+    # the switch is a link: it holds the text when a link may (the GET page's own limit); a longer paste is sent
+    # again by app.js in the other language
+    switch = {"text": text if len(text) <= MAX_QUERY_CHARS else None}
+    return _page(request, "seen.html", language, texts(language)["seen_title"], switch_path="/ui/seen",
+                 switch_params=switch, text=text, similar=similar, diagnosis=diagnosis, max_chars=MAX_SIMILAR_TEXT_CHARS)
 
 
 @router.get("/ui/incidents/{incident_id}", response_class=HTMLResponse)
