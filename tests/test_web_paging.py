@@ -76,7 +76,7 @@ def test_the_signed_in_queue_is_paged_with_the_total(client: TestClient, lib: Li
 
 def test_the_signed_out_queue_is_paged_too(client: TestClient, lib: Library) -> None:
     page = client.get("/ui/review", params={"lang": "en", "page": "3"}).text
-    listed = re.findall(r'<span class="id">([A-Z]+-\d+)</span> Queued draft', page)
+    listed = re.findall(r'<span class="id">([A-Z]+-\d+)</span> <bdi>Queued draft', page)
     assert listed == [d.id for d in lib.drafts()][2 * REVIEW_PAGE_SIZE :]
     assert f"{DRAFTS} draft(s) waiting; {2 * REVIEW_PAGE_SIZE + 1}–{DRAFTS} on this page." in page
 

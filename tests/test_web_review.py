@@ -102,8 +102,8 @@ def test_the_queue_shows_the_diff_and_the_proposed_concepts_escaped(client: Test
     assert "&lt;b&gt;pangolin&lt;/b&gt;" in page and "<b>pangolin</b>" not in page  # record text is escaped
     assert re.search(r"Filed by <strong>importer</strong>", page)
     assert re.search(r"<strong>alice</strong> · update", page)
-    assert re.search(r"<code>title\.ko</code></th><td></td><td><ins>체크포인트 지연</ins>", page)
-    assert re.search(r"<code>date</code></th><td></td><td><ins>2024-05</ins>", page)
+    assert re.search(r"<code>title\.ko</code></th><td></td><td><ins><bdi>체크포인트 지연</bdi></ins>", page)
+    assert re.search(r"<code>date</code></th><td></td><td><ins><bdi>2024-05</bdi></ins>", page)
     assert 'aria-label="Accept: HBM' in page or 'aria-label="Accept: hbm' in page.lower()
     assert "confidence 0.90" in page.lower() and "memory errors" in page
     assert page.count('name="etag"') == 2  # publish and reject send the version shown

@@ -250,8 +250,9 @@ def topic(request: Request, concept_id: Annotated[str, Path(max_length=MAX_REF_C
     except NotFound as exc:
         return _error(request, language, 404, str(exc), exc.suggestions)
     line = _figures.timeline([(i.id, i.title, i.date) for i in page.incidents], INCIDENT_HREF + f"?lang={language}")
+    # newest first; a draft may have no date yet (it was a 500 when sorted with the dated ones): last
     return _page(request, "topic.html", language, f"{page.label} · {texts(language)[page.kind if page.kind != 'organization' else 'org']}",
-                 page=page, line=line)
+                 page=page, line=line, newest_first=sorted(page.incidents, key=lambda i: i.date or "", reverse=True))
 
 
 @router.get("/ui/clusters", response_class=HTMLResponse)

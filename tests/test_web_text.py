@@ -1,0 +1,45 @@
+"""Text from the records on the web pages: right-to-left control characters in a title cannot reorder the text
+beside it (titles are isolated), drafts are marked as drafts, organizations are named in the page's language."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import small_library
+from fakes import HashEmbedder
+from fastapi.testclient import TestClient
+
+from incidentlib import Library
+from incidentlib.api import ServiceSettings, create_app
+from incidentlib.loader import load_library
+
+BASE_URL = "http://127.0.0.1:8000"
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: without isolation it reverses the org and date printed after the title
+TITLE = f"{RLO}RTL override gnirts desrever"
+DRAFT = {"org": "meta", "title": {"en": TITLE}, "summary": {"en": "NCCL watchdog timeout on the pangolin tier."},
+         "body": {"en": "NCCL watchdog timeout; the pangolin tier stalled."}, "components": ["nccl"],
+         "sources": [{"url": "https://example.com/rtl", "title": "Postmortem"}]}
+
+
+@pytest.fixture()
+def lib(tmp_path: Path, data_dir: Path) -> Library:
+    library = Library(load_library(small_library(tmp_path / "lib", data_dir, ["IL-0001", "IL-0025"])), embedder=HashEmbedder())
+    library.create_draft(DRAFT, actor="importer")
+    return library
+
+
+@pytest.fixture()
+def client(lib: Library) -> TestClient:
+    return TestClient(create_app(lib, ServiceSettings(mount_mcp=False)), base_url=BASE_URL)
+
+
+def test_a_right_to_left_override_in_a_title_is_isolated_wherever_it_is_listed(client: TestClient) -> None:
+    pages = {"review": client.get("/ui/review?lang=en").text,
+             "search": client.get("/", params={"q": "pangolin", "lang": "en"}).text,
+             "topic": client.get("/ui/topics/meta?lang=en").text}  # with a draft of no date: it was a 500
+    for name, page in pages.items():
+        assert TITLE in page, name
+        assert f"<bdi>{TITLE}</bdi>" in page, name  # the override ends with the title
+        assert not re.search(f"[^>]{RLO}", page.replace(f"<bdi>{TITLE}", "")), name  # nowhere outside an isolate
