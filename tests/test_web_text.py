@@ -43,3 +43,24 @@ def test_a_right_to_left_override_in_a_title_is_isolated_wherever_it_is_listed(c
         assert TITLE in page, name
         assert f"<bdi>{TITLE}</bdi>" in page, name  # the override ends with the title
         assert not re.search(f"[^>]{RLO}", page.replace(f"<bdi>{TITLE}", "")), name  # nowhere outside an isolate
+
+
+def test_drafts_are_marked_and_organizations_named_in_lists(client: TestClient, lib: Library) -> None:
+    draft_id = lib.drafts()[0].id
+    org_ko = lib.vocab.get("meta").label.get("ko")
+    mark = '<span class="tag status">초안</span>'
+    search = client.get("/", params={"q": "pangolin", "lang": "ko"}).text
+    item = search[search.index(f'href="/ui/incidents/{draft_id}'):]
+    item = item[: item.index("</li>")]
+    assert mark in item and f'<p class="meta">{org_ko}' in item  # the draft is marked; the org has its Korean name
+    published = search[search.index('href="/ui/incidents/IL-'):]
+    assert all(mark not in chunk for chunk in search.split("</li>") if draft_id not in chunk)
+    assert published
+    topic = client.get("/ui/topics/nccl", params={"lang": "en"}).text
+    row = topic[topic.index(f'href="/ui/incidents/{draft_id}'):]
+    assert '<span class="tag status">draft</span>' in row[: row.index("</li>")]
+    related = client.get("/ui/incidents/IL-0025", params={"lang": "ko"}).text
+    section = related[related.index('class="related"'):]
+    section = section[: section.index("</ol>")]
+    assert draft_id in section and mark in section  # the draft shares NCCL with IL-0025
+    assert re.search(r'<span class="meta">[^<a-z]*[가-힣]', section)  # organizations by their Korean names

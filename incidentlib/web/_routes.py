@@ -135,7 +135,7 @@ AcceptLanguage = Annotated[str | None, Header()]
 def _results(library: Library, q: str, selected: dict[str, str], lang: str, page: str) -> dict[str, Any]:
     """The result list's context: the search (or the filters' listing) page and the addresses of other pages."""
     found = _search.run(library, q, _filters(**selected), lang, page_number(page[:MAX_ID_CHARS]))
-    return {"q": q, "found": found, "results": found.results,
+    return {"q": q, "found": found, "results": found.results, **_search.marks(library, found.results, lang),
             "page_url": lambda n: _url("/", q=q, **selected, page=n if n > 1 else None, lang=lang)}
 
 
@@ -208,7 +208,8 @@ def _seen(request: Request, text: str, language: str) -> Response:
     # again by app.js in the other language
     switch = {"text": text if len(text) <= MAX_QUERY_CHARS else None}
     return _page(request, "seen.html", language, texts(language)["seen_title"], switch_path="/ui/seen",
-                 switch_params=switch, text=text, similar=similar, diagnosis=diagnosis, max_chars=MAX_SIMILAR_TEXT_CHARS)
+                 switch_params=switch, text=text, similar=similar, diagnosis=diagnosis, max_chars=MAX_SIMILAR_TEXT_CHARS,
+                 **_search.marks(library, similar, language))
 
 
 @router.get("/ui/incidents/{incident_id}", response_class=HTMLResponse)
@@ -223,7 +224,8 @@ def incident(request: Request, incident_id: Annotated[str, Path(max_length=MAX_I
     if detail.id != incident_id:  # ids are matched case-insensitively: one canonical URL
         return RedirectResponse(_url(INCIDENT_HREF.format(id=detail.id), lang=lang), status_code=308)
     figure = _figures.neighbourhood(detail, INCIDENT_HREF + f"?lang={language}", TOPIC_HREF + f"?lang={language}")
-    return _page(request, "incident.html", language, f"{detail.id} {detail.title}", d=detail, figure=figure)
+    return _page(request, "incident.html", language, f"{detail.id} {detail.title}", d=detail, figure=figure,
+                 **_search.marks(library, detail.related, language))
 
 
 @router.get("/ui/topics", response_class=HTMLResponse)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import NotFound
 from ..library import Library
 from ..requests import MAX_K, IncidentFilter
 from ._paging import Pager
@@ -20,6 +21,23 @@ from ._paging import Pager
 RESULTS_PER_PAGE = 20
 #: Search pages reachable from the page: the library returns at most MAX_K results of one query (the JSON API too).
 MAX_SEARCH_PAGES = MAX_K // RESULTS_PER_PAGE
+
+
+def marks(library: Library, items: list[Any], lang: str) -> dict[str, Any]:
+    """What result and related lists print beside each incident: its organization's name in ``lang`` (the items
+    carry the id) and whether it is an unreviewed draft (the items do not say)."""
+    labels: dict[str, str] = {}
+    drafts: set[str] = set()
+    for item in items:
+        if item.org not in labels:
+            concept = library.vocab.get(item.org)
+            labels[item.org] = concept.label.get(lang) if concept is not None else item.org
+        try:
+            if library.get(item.id).is_draft:
+                drafts.add(item.id)
+        except NotFound:  # removed by a write since the list was made
+            continue
+    return {"org_labels": labels, "drafts": drafts}
 
 
 @dataclass
