@@ -97,3 +97,19 @@ def test_a_pasted_text_switches_language_through_a_get_address(client: TestClien
     assert client.get(switch_href(short.text)).status_code == 200
     long = client.post("/ui/seen?lang=en", data={"text": "NCCL watchdog timeout " * 200})
     assert switch_href(long.text) == "/ui/seen?lang=ko"  # too long for a link: app.js posts it again instead
+
+
+@pytest.mark.parametrize("path", ["/ui/nonexistent", "/ui/incidents/", f"/ui/incidents/IL-{'9' * 40}",
+                                  f"/?q={'x' * 2001}"])
+def test_a_bad_page_address_gets_the_html_error_page(client: TestClient, path: str) -> None:
+    response = client.get(path + ("&" if "?" in path else "?") + "lang=ko")
+    assert response.status_code in (404, 422) and response.headers["content-type"].startswith("text/html")
+    assert '<html lang="ko">' in response.text and "<title>" in response.text and 'class="lang"' in response.text
+    assert ("이 주소에는 페이지가 없습니다" in response.text) == (response.status_code == 404)
+
+
+def test_the_json_api_keeps_its_json_errors(client: TestClient) -> None:
+    assert client.get("/incidents/IL-9999").headers["content-type"].startswith("application/json")
+    assert client.get("/nonexistent").headers["content-type"].startswith("application/json")
+    assert client.get("/search", params={"q": "x" * 2001}).json()["detail"]
+    assert client.get("/ui/static/missing.js").status_code == 404

@@ -223,6 +223,8 @@ _TEXT: dict[str, tuple[str, str]] = {
     "page_next": ("Next page", "다음 페이지"),
     "page_of": ("page {page} of {pages}", "{pages}쪽 중 {page}쪽"),
     "not_found": ("Not found", "찾을 수 없음"),
+    "page_missing": ("There is no page at this address. Search, or start from the links above.",
+                     "이 주소에는 페이지가 없습니다. 검색하거나 위의 링크에서 시작하세요."),
     "did_you_mean": ("Did you mean", "혹시 이것인가요"),
     "bad_request": ("Cannot run this request", "요청을 처리할 수 없음"),
     "topics_title": ("Topics", "주제"),
