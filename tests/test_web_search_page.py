@@ -113,3 +113,11 @@ def test_the_json_api_keeps_its_json_errors(client: TestClient) -> None:
     assert client.get("/nonexistent").headers["content-type"].startswith("application/json")
     assert client.get("/search", params={"q": "x" * 2001}).json()["detail"]
     assert client.get("/ui/static/missing.js").status_code == 404
+
+
+def test_the_api_link_works_offline(client: TestClient) -> None:
+    page = client.get("/", params={"lang": "en"}).text
+    link = re.search(r'<footer>.*?<a href="([^"]+)"', page, re.DOTALL)
+    assert link and link.group(1) != "/docs"  # Swagger UI loads from a CDN: blank without the internet
+    described = client.get(link.group(1))
+    assert described.status_code == 200 and "paths" in described.json()

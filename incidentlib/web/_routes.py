@@ -51,6 +51,9 @@ YEAR_DIGITS = 4
 FILTER_FIELDS = ("org", "component", "cause", "tag", "year", "severity")
 INCIDENT_HREF = "/ui/incidents/{id}"
 TOPIC_HREF = "/ui/topics/{id}"
+#: The API's description linked from every page: the OpenAPI document, served by the app itself. /docs (Swagger UI)
+#: loads its script and style from a CDN and is a blank page offline, where the README says the tool runs.
+API_DOC_HREF = "/openapi.json"
 LANGS = ("en", "ko")
 
 
@@ -92,7 +95,8 @@ def _page(request: Request, template: str, lang: str, title: str, status_code: i
     return templates.TemplateResponse(
         request, template, status_code=status_code,
         context={"t": texts(lang), "lang": lang, "title": title, "switch_url": _url(path, **params, lang=other),
-                 "incident_href": INCIDENT_HREF, "topic_href": TOPIC_HREF, "url": _url, **context},
+                 "incident_href": INCIDENT_HREF, "topic_href": TOPIC_HREF, "api_doc_href": API_DOC_HREF, "url": _url,
+                 **context},
     )
 
 
