@@ -138,7 +138,9 @@ def test_the_preview_rejects_a_record_of_an_unknown_organization_as_the_import_d
     assert "pasted.csv:2" in rejected and "unknown organization &#39;Acme Payments&#39; (acme-payments)" in rejected
     done = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "import", "content": export})
     assert done.status_code == 200 and "1 draft(s) added, 1 record(s) rejected." in done.text  # what the preview said
-    assert [d.id for d in lib.drafts()] == ["OPS-0088"]
+    assert [d.id for d in lib.drafts()] == ["OPS-0088"] and '<h2 id="h-report">Imported</h2>' in done.text
+    again = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "import", "content": export})
+    assert '<h2 id="h-report">Nothing was imported</h2>' in again.text  # both refused now: a duplicate, a new org
     assert lib.vocab.get("acme-payments") is None  # vocabulary is curated in git, never added here
 
 

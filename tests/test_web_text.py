@@ -64,3 +64,8 @@ def test_drafts_are_marked_and_organizations_named_in_lists(client: TestClient, 
     section = section[: section.index("</ol>")]
     assert draft_id in section and mark in section  # the draft shares NCCL with IL-0025
     assert re.search(r'<span class="meta">[^<a-z]*[가-힣]', section)  # organizations by their Korean names
+
+
+def test_an_organization_topic_is_labelled_in_the_page_language(client: TestClient) -> None:
+    page = client.get("/ui/topics/meta", params={"lang": "ko"}).text
+    assert '<p class="meta">조직</p>' in page and ">organization<" not in page

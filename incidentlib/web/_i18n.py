@@ -185,6 +185,7 @@ _TEXT: dict[str, tuple[str, str]] = {
     "import_nothing": ("Choose a file or paste the collection's text.", "파일을 고르거나 모음의 텍스트를 붙여 넣으세요."),
     "import_previewed": ("Preview: nothing was stored", "미리 보기: 아무것도 저장하지 않았습니다"),
     "import_done": ("Imported", "가져왔습니다"),
+    "import_none": ("Nothing was imported", "아무것도 가져오지 않았습니다"),
     "import_would_add": ("{accepted} record(s) would be added, {rejected} rejected.",
                          "기록 {accepted}건을 추가하고 {rejected}건을 거절하게 됩니다."),
     "import_added": ("{accepted} draft(s) added, {rejected} record(s) rejected.",
