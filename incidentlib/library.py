@@ -1128,8 +1128,12 @@ class Library:
     def import_records(source: Path, target: Path, fmt: str, maps: list[str], id_prefix: str = "IL", lang: str = "en",
                        dry_run: bool = False, keep_near_duplicates: bool = False,
                        progress: Callable[[int, int], None] | None = None,
-                       date_format: str | None = None, sets: list[str] | None = None) -> ImportReport:
-        """Import a collection into ``target`` as drafts, all or nothing; bad options are an :class:`InvalidRequest`."""
+                       date_format: str | None = None, sets: list[str] | None = None,
+                       new_concepts: bool = True) -> ImportReport:
+        """Import a collection into ``target`` as drafts, all or nothing; bad options are an :class:`InvalidRequest`.
+
+        ``new_concepts=False`` rejects each record that needs an organization or tag the vocabulary lacks (naming
+        it) instead of adding the concept for review."""
         from pydantic import ValidationError
 
         from .importing import ImportFormat, ImportOptions, run_import, validation_reasons
@@ -1142,7 +1146,8 @@ class Library:
         try:
             options: ImportOptions = ImportOptions(format=import_format, maps=maps, id_prefix=id_prefix, lang=lang,
                                                    dry_run=dry_run, keep_near_duplicates=keep_near_duplicates,
-                                                   date_format=date_format, sets=sets or [])
+                                                   date_format=date_format, sets=sets or [],
+                                                   new_concepts=new_concepts)
         except ValidationError as exc:
             located = [error["loc"] for error in exc.errors() if error["loc"]]
             raise InvalidRequest("; ".join(validation_reasons(exc)),
@@ -1413,9 +1418,10 @@ class Library:
         """Publish a draft; it must now meet the published rules (both languages, a date, a component)."""
         return self._stored(self._writer.publish(incident_id, actor, if_match))
 
-    def reject(self, incident_id: str, actor: str = "local") -> StoredRecord:
-        """Reject a draft: it leaves every view, restorable with :meth:`restore`."""
-        return self._stored(self._writer.reject(incident_id, actor))
+    def reject(self, incident_id: str, actor: str = "local", if_match: str | None = None) -> StoredRecord:
+        """Reject a draft: it leaves every view, restorable with :meth:`restore`; with ``if_match``, only the draft
+        as read (:class:`PreconditionFailed` when it was changed since)."""
+        return self._stored(self._writer.reject(incident_id, actor, if_match))
 
     def delete(self, incident_id: str, actor: str = "local") -> StoredRecord:
         """Soft delete: the record leaves every view, restorable with :meth:`restore`."""
@@ -1463,8 +1469,8 @@ class Library:
         """``incidentlib import`` through the write store: same formats and mapping, all or nothing.
 
         The importer runs against a scratch copy of the live library; its drafts are then stored in one
-        transaction. An import that needs new vocabulary (organizations, tags) is refused: vocabulary is
-        curated in git.
+        transaction. A record that needs new vocabulary (an organization, a tag) is rejected, named in the report
+        like any other rejected record, in a dry run as in the import itself: vocabulary is curated in git.
         """
         import shutil
         import tempfile
@@ -1481,7 +1487,7 @@ class Library:
                     yaml.safe_dump(dump(incident), allow_unicode=True, sort_keys=False), encoding="utf-8")
             report = self.import_records(source, work, fmt, maps, id_prefix=id_prefix, lang=lang, dry_run=dry_run,
                                          keep_near_duplicates=keep_near_duplicates, date_format=date_format,
-                                         sets=sets)
+                                         sets=sets, new_concepts=False)
             report.into = str(self.root)
             if dry_run or not report.accepted:
                 return report

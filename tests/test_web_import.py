@@ -96,11 +96,6 @@ def test_what_cannot_be_imported_is_said_on_the_page(client: TestClient, lib: Li
     bad_map = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview", "content": EXPORT,
                                               "maps": "oops"})
     assert bad_map.status_code == 422 and "--map &#39;oops&#39;: write FIELD=SOURCE" in bad_map.text
-    new_org = EXPORT.replace(",meta,https", ",Acme Payments,https")
-    warned = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview", "content": new_org})
-    assert warned.status_code == 200 and "Importing here will refuse these records" in warned.text  # said at preview
-    vocab = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "import", "content": new_org})
-    assert vocab.status_code == 422 and "acme-payments" in vocab.text  # new vocabulary is curated in git
     too_long = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview",
                                                "content": "x" * (MAX_IMPORT_CHARS + 1)})
     assert too_long.status_code == 422 and "more than the 5,000,000 one import takes here" in too_long.text
@@ -109,3 +104,51 @@ def test_what_cannot_be_imported_is_said_on_the_page(client: TestClient, lib: Li
                           files={"file": ("t.csv", ("\n" + EXPORT).encode("utf-8"), "text/csv")})
     assert '<textarea id="import-content" name="content" rows="10" maxlength="5000000" spellcheck="false">\n\nKey,' in leading.text
     assert all(item.status != "draft" for item in lib.list_incidents().items)
+
+
+# Two JSON Lines records of organizations the library knows, as a team's export of another tool has them.
+JSONL = ('{"title": "DNS resolvers down for an hour", "summary": "resolvers down", "org": "meta", "date": "2024-02-02", '
+         '"url": "https://tickets.example/jl/4"}\n'
+         '{"title": "인증서 만료로 접속 불가", "summary": "인증서가 만료되었다", "org": "meta", "date": "2024-03-03", '
+         '"url": "https://tickets.example/jl/5"}\n')
+
+
+def test_an_upload_left_at_the_default_format_is_read_by_its_file_name(client: TestClient, lib: Library) -> None:
+    csrf = sign_in(client, lib)
+    form = {key: value for key, value in FORM.items() if key not in ("format", "maps")}
+    page = client.get("/ui/import", params={"lang": "en"}).text
+    assert re.search(r'<option value="" selected>from the file name', page)  # the form does not choose a format
+    preview = client.post("/ui/import", data={**form, "csrf": csrf, "action": "preview", "format": ""},
+                          files={"file": ("tickets.jsonl", JSONL.encode("utf-8"), "application/x-ndjson")})
+    assert preview.status_code == 200, preview.text
+    assert "2 record(s) would be added, 0 rejected." in preview.text
+    assert "Read as jsonl, from the file name tickets.jsonl" in preview.text
+    chosen = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview", "lang": "ko"},
+                         files={"file": ("tickets.jsonl", JSONL.encode("utf-8"), "application/x-ndjson")})
+    assert "csv 형식으로 읽었습니다." in chosen.text  # a format the user chose wins over the name, and is named
+
+
+def test_the_preview_rejects_a_record_of_an_unknown_organization_as_the_import_does(client: TestClient, lib: Library) -> None:
+    csrf = sign_in(client, lib)
+    # the first ticket's company is not in the vocabulary; the second's is, and it has its link this time
+    export = EXPORT.replace(",meta,https", ",Acme Payments,https").replace(",meta,\r\n", ",meta,https://tickets.example/OPS-88\r\n")
+    preview = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview", "content": export})
+    assert preview.status_code == 200 and "1 record(s) would be added, 1 rejected." in preview.text
+    rejected = preview.text[preview.text.index('class="import-rejected"'):]
+    assert "pasted.csv:2" in rejected and "unknown organization &#39;Acme Payments&#39; (acme-payments)" in rejected
+    done = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "import", "content": export})
+    assert done.status_code == 200 and "1 draft(s) added, 1 record(s) rejected." in done.text  # what the preview said
+    assert [d.id for d in lib.drafts()] == ["OPS-0088"] and '<h2 id="h-report">Imported</h2>' in done.text
+    again = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "import", "content": export})
+    assert '<h2 id="h-report">Nothing was imported</h2>' in again.text  # both refused now: a duplicate, a new org
+    assert lib.vocab.get("acme-payments") is None  # vocabulary is curated in git, never added here
+
+
+def test_a_dry_run_of_the_live_import_rejects_what_the_import_would(lib: Library, tmp_path: Path) -> None:
+    source = tmp_path / "tickets.csv"
+    source.write_text(EXPORT.replace(",meta,https", ",Acme Payments,https"), encoding="utf-8")
+    maps = FORM["maps"].splitlines()
+    dry = lib.import_drafts(source, "csv", maps, id_prefix="OPS", dry_run=True)
+    real = lib.import_drafts(source, "csv", maps, id_prefix="OPS")
+    assert [r.location for r in dry.rejected] == [r.location for r in real.rejected] == ["tickets.csv:2", "tickets.csv:4"]
+    assert dry.new_organizations == real.new_organizations == [] and not real.written

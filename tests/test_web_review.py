@@ -102,11 +102,11 @@ def test_the_queue_shows_the_diff_and_the_proposed_concepts_escaped(client: Test
     assert "&lt;b&gt;pangolin&lt;/b&gt;" in page and "<b>pangolin</b>" not in page  # record text is escaped
     assert re.search(r"Filed by <strong>importer</strong>", page)
     assert re.search(r"<strong>alice</strong> · update", page)
-    assert re.search(r"<code>title\.ko</code></th><td></td><td><ins>체크포인트 지연</ins>", page)
-    assert re.search(r"<code>date</code></th><td></td><td><ins>2024-05</ins>", page)
+    assert re.search(r"<code>title\.ko</code></th><td></td><td><ins><bdi>체크포인트 지연</bdi></ins>", page)
+    assert re.search(r"<code>date</code></th><td></td><td><ins><bdi>2024-05</bdi></ins>", page)
     assert 'aria-label="Accept: HBM' in page or 'aria-label="Accept: hbm' in page.lower()
     assert "confidence 0.90" in page.lower() and "memory errors" in page
-    assert page.count('name="etag"') == 1
+    assert page.count('name="etag"') == 2  # publish and reject send the version shown
 
 
 def test_field_changes_are_field_by_field_with_removals() -> None:
@@ -120,7 +120,8 @@ def test_accept_a_concept_then_publish_records_the_reviewer(client: TestClient, 
     draft_id = filed(lib)
     csrf = signed_in(client, lib.create_token("ann", "editor").token)
     accepted = client.post(f"/ui/review/{draft_id}/concepts/hbm/accept", data={"csrf": csrf, "lang": "en"})
-    assert accepted.status_code == 303 and accepted.headers["location"] == f"/ui/review?lang=en&done=accepted&id={draft_id}"
+    assert accepted.status_code == 303
+    assert accepted.headers["location"] == f"/ui/review?lang=en&done=accepted&id={draft_id}#draft-{draft_id}"
     assert lib.record(draft_id).record["components"] == ["hbm"]
     rejected = client.post(f"/ui/review/{draft_id}/concepts/gpu/reject", data={"csrf": csrf, "lang": "en"})
     assert rejected.status_code == 303 and lib.get(draft_id).proposed() == []
@@ -200,3 +201,21 @@ def test_a_draft_of_the_files_shows_its_first_store_change_as_an_edit(client: Te
     article = article[: article.index("</article>")]
     assert "Filed by" not in article  # filed in the files, not by alice
     assert "alice" in article and "severity" in article  # her change is listed as an edit
+
+
+def test_a_stale_reject_keeps_the_draft_someone_edited(client: TestClient, lib: Library) -> None:
+    draft_id = filed(lib, edit=False)
+    csrf = signed_in(client, lib.create_token("ann", "editor").token)
+    page = client.get("/ui/review", params={"lang": "en"}).text
+    form = page[page.index(f'action="/ui/review/{draft_id}/reject"'):]
+    shown = re.search(r'name="etag" value="([^"]+)"', form[: form.index("</form>")])
+    assert shown, "the reject form carries the ETag the page showed"
+    lib.update_incident(draft_id, EDIT, lib.record(draft_id).etag, actor="bob")  # bob edits after the page loaded
+    stale = client.post(f"/ui/review/{draft_id}/reject", data={"csrf": csrf, "lang": "en", "etag": html.unescape(shown.group(1))})
+    assert stale.status_code == 412 and "changed since you loaded the page; nothing was rejected" in stale.text
+    assert lib.record(draft_id).status == "draft" and lib.record(draft_id).record["date"] == "2024-05"  # bob's edit kept
+    ko = client.post(f"/ui/review/{draft_id}/reject", data={"csrf": csrf, "lang": "ko", "etag": html.unescape(shown.group(1))})
+    assert ko.status_code == 412 and "거절하지 않았습니다" in ko.text
+    current = lib.record(draft_id).etag
+    done = client.post(f"/ui/review/{draft_id}/reject", data={"csrf": csrf, "lang": "en", "etag": current})
+    assert done.status_code == 303 and draft_id not in {d.id for d in lib.drafts()}

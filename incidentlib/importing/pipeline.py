@@ -56,6 +56,9 @@ class ImportOptions(BaseModel):
     dry_run: bool = False
     keep_near_duplicates: bool = False
     date_format: str | None = Field(default=None, description="the file's date form, for strptime (%m/%d/%Y)")
+    new_concepts: bool = Field(default=True, description=(
+        "add the organizations and tags the vocabulary lacks, for review; False: reject a record that needs one, "
+        "naming it (an import into the live store, whose vocabulary is curated in git)"))
 
     @field_validator("date_format")
     @classmethod
@@ -300,6 +303,13 @@ class Importer:
         """
         self._added = []
         incident, outcome = self._build(raw)
+        if incident is not None and self._added and not self.options.new_concepts:
+            names = {ConceptKind.organization: "organization", ConceptKind.tag: "tag"}
+            outcome = Rejected(location=raw.location, reasons=[
+                f"{'org' if kind is ConceptKind.organization else 'tags'}: unknown {names.get(kind, kind.value)} "
+                f"{self.new_concepts[kind][slug].label.get('en')!r} ({slug}); the vocabulary is curated in git: add it "
+                "to vocab/ there, or import on the command line, which adds it for review" for kind, slug in self._added])
+            incident = None
         if incident is None:
             for kind, slug in self._added:
                 self.new_concepts.get(kind, {}).pop(slug, None)

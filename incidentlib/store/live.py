@@ -224,9 +224,13 @@ class Writer:
             return {**doc, "status": "published"}
         return self._change(incident_id, "publish", actor, edit, if_match)
 
-    def _tombstone(self, incident_id: str, action: str, actor: str, need_draft: bool = False) -> Doc:
+    def _tombstone(self, incident_id: str, action: str, actor: str, need_draft: bool = False,
+                   if_match: str | None = None) -> Doc:
         with self.store.write() as tx:
             before = self._current(tx, incident_id)
+            if if_match is not None and not _etag_matches(if_match, etag(before)):
+                raise PreconditionFailed(f"If-Match: {incident_id} changed since you read it "
+                                         f"(current ETag {etag(before)}); nothing was changed: read it again")
             if need_draft and before.get("status") != "draft":
                 raise StateConflict(f"status: {before['id']} is not a draft; delete it instead")
             referrers = [i for i in self._live_ids(tx) if i != before["id"] and any(
@@ -236,9 +240,10 @@ class Writer:
             tx.put(before["id"], action, actor, before, None, deleted=True)
         return before
 
-    def reject(self, incident_id: str, actor: str) -> Doc:
-        """Reject a draft: it leaves the library (a restorable tombstone, like a delete)."""
-        return self._tombstone(incident_id, "reject", actor, need_draft=True)
+    def reject(self, incident_id: str, actor: str, if_match: str | None = None) -> Doc:
+        """Reject a draft: it leaves the library (a restorable tombstone, like a delete); refused (412) when
+        ``if_match`` is given and is no longer the draft's ETag, so a reviewer never throws away an edit unseen."""
+        return self._tombstone(incident_id, "reject", actor, need_draft=True, if_match=if_match)
 
     def delete(self, incident_id: str, actor: str) -> Doc:
         """Soft delete: the record leaves every view; :meth:`restore` brings it back."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from . import _errors
 from ._import import router as import_router
 from ._review import router as review_router
 from ._routes import router
@@ -26,6 +27,7 @@ def install(app: FastAPI) -> None:
     app.include_router(review_router)
     app.include_router(import_router)
     app.mount("/ui/static", StaticFiles(directory=str(STATIC_DIR)), name="ui-static")
+    _errors.install(app)  # after the API's handlers, which it keeps for everything but the pages
 
 
 __all__ = ["install"]

@@ -38,8 +38,14 @@ IMPORT_HREF = "/ui/import"
 MAX_IMPORT_FIELDS = 16
 #: A file's suffix by format, for a pasted text (an uploaded file keeps its own name).
 SUFFIXES = {"markdown": ".md"}
-#: What the form starts with: the importer's own defaults.
-DEFAULTS = {"format": "csv", "id_prefix": "IL", "record_lang": "en", "date_format": "", "maps": "",
+#: A format named by a file's suffix, used when the form's format is left at "from the file name" (a .jsonl file
+#: read as CSV took its first record for a header and rejected everything with reasons that did not say why).
+FORMAT_BY_SUFFIX = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".yaml": "yaml",
+                    ".yml": "yaml", ".md": "markdown", ".markdown": "markdown"}
+#: The format of a pasted text, or of a file whose suffix names none, when the form does not choose one.
+FALLBACK_FORMAT = "csv"
+#: What the form starts with: the importer's own defaults; the format ("") follows the file's name.
+DEFAULTS = {"format": "", "id_prefix": "IL", "record_lang": "en", "date_format": "", "maps": "",
             "sets": "", "content": "", "filename": "", "keep_near_duplicates": ""}
 #: The characters kept of an uploaded file's name, which the report's locations quote (``tickets.csv:12``).
 _NAME_CHARS = re.compile(r"[^\w.\-]+")
@@ -55,12 +61,13 @@ def _options(form: dict[str, str]) -> dict[str, str]:
 
 
 def _render(request: Request, library: Library, lang: str, session: str | None, *, status_code: int = 200,
-            error: str | None = None, report: Any = None, values: dict[str, str] | None = None) -> Response:
+            error: str | None = None, report: Any = None, values: dict[str, str] | None = None,
+            read_as: str = "") -> Response:
     t = texts(lang)
     reviewer, expired = _reviewer(library, session)
     context: dict[str, Any] = {
         "reviewer": reviewer, "error": error or (t["session_ended"] + " " + expired if expired else None),
-        "report": report, "values": values or dict(DEFAULTS), "formats": IMPORT_FORMATS,
+        "report": report, "read_as": read_as, "values": values or dict(DEFAULTS), "formats": IMPORT_FORMATS,
         "max_chars": MAX_IMPORT_CHARS}
     if reviewer is not None and session is not None:
         context["csrf"] = csrf_token(session)
@@ -137,12 +144,23 @@ async def import_records(request: Request) -> Response:
                        values=values)
     if report.written:
         values["content"] = ""  # imported: a second click must not file the same records again
-    return _render(request, library, lang, session, report=report, values=values)
+    fmt, by_name = chosen_format(values)
+    return _render(request, library, lang, session, report=report, values=values,
+                   read_as=t["import_read_as_named" if by_name else "import_read_as"].format(format=fmt,
+                                                                                            name=values["filename"]))
+
+
+def chosen_format(values: dict[str, str]) -> tuple[str, bool]:
+    """The format to read with, and whether it came from the file's name rather than the form."""
+    if values["format"]:
+        return values["format"], False
+    by_name = FORMAT_BY_SUFFIX.get(Path(values["filename"]).suffix.lower())
+    return (by_name, True) if by_name else (FALLBACK_FORMAT, False)
 
 
 def _run(library: Library, values: dict[str, str], dry_run: bool, actor: str) -> Any:
     """The import's report (``incidentlib.importing.ImportReport``)."""
-    fmt = values["format"]
+    fmt, _ = chosen_format(values)
     if fmt not in IMPORT_FORMATS:
         raise InvalidRequest(f"format: {fmt!r} is not one of {', '.join(IMPORT_FORMATS)}", parameter="format")
     lines = {key: [line.strip() for line in values[key].splitlines() if line.strip()] for key in ("maps", "sets")}

@@ -35,6 +35,7 @@ from ..errors import (
 from ..library import Library
 from ..requests import MAX_ID_CHARS, MAX_REF_CHARS
 from ._i18n import texts
+from ._paging import Pager, page_number
 from ._routes import AcceptLanguage, Lang, _lang, _library, _page, _url
 
 router = APIRouter(include_in_schema=False)
@@ -53,6 +54,11 @@ REVIEW_ROLE = "editor"
 #: Form bodies of these pages are small: a token, an ETag and a language.
 MAX_FORM_FIELDS = 8
 REVIEW_HREF = "/ui/review"
+#: Drafts a page of the queue shows. Signed in, a draft is rendered whole (its filing, the diff of every edit, each
+#: proposed concept with two forms): about 19 KB, and the history of each is read from the store. Twenty keeps a
+#: page near 0.4 MB and a few hundred milliseconds even for drafts with long diffs; an import of 2,000 drafts was one
+#: 40 MB page that froze the browser for a minute after every review action.
+REVIEW_PAGE_SIZE = 20
 #: The history actions that file a draft; any other first change is an edit of a draft filed in the YAML files.
 FILING_ACTIONS = ("create", "import")
 
@@ -97,10 +103,38 @@ def _text(value: Any, lang: str) -> str:
     return str(value or "")
 
 
-def _queue(library: Library, lang: str) -> list[dict[str, Any]]:
-    """Each draft with its filing, the field-by-field changes of every later edit, and its proposed concepts."""
+def _draft_ids(library: Library) -> list[str]:
+    """Every draft's id, in the library's (id) order: counted and paged without reading a record."""
+    return [incident.id for incident in library.incidents() if incident.is_draft]
+
+
+def _drafts(library: Library, ids: list[str]) -> list[Any]:
+    """The stored records of ``ids`` (a page of the queue); a draft gone since the ids were read is left out."""
+    found = []
+    for incident_id in ids:
+        try:
+            stored = library.record(incident_id)
+        except NotFound:
+            continue
+        if stored.status == "draft":
+            found.append(stored)
+    return found
+
+
+def _listed(library: Library, lang: str, ids: list[str]) -> list[dict[str, Any]]:
+    """A page of drafts as the signed-out queue lists them: id, title, organization and date."""
+    items = []
+    for stored in _drafts(library, ids):
+        org = library.vocab.get(str(stored.record.get("org")))
+        items.append({"id": stored.id, "title": _text(stored.record.get("title"), lang), "date": stored.record.get("date"),
+                      "org_label": org.label.get(lang) if org is not None else stored.record.get("org")})
+    return items
+
+
+def _queue(library: Library, lang: str, ids: list[str]) -> list[dict[str, Any]]:
+    """Each draft of ``ids`` with its filing, the field-by-field changes of every later edit, and its proposed concepts."""
     queue = []
-    for stored in library.drafts():
+    for stored in _drafts(library, ids):
         record = stored.record
         changes = library.history(stored.id).items
         # a draft of the YAML files (a CLI import) was filed before the store saw it: its first change is an edit
@@ -140,33 +174,45 @@ def _reviewer(library: Library, session: str | None) -> tuple[str | None, str | 
 
 
 def _render(request: Request, library: Library, lang: str, session: str | None, *, status_code: int = 200,
-            error: str | None = None, problems: list[tuple[str, str]] | None = None, failed: str | None = None) -> Response:
+            error: str | None = None, problems: list[tuple[str, str]] | None = None, failed: str | None = None,
+            page: int = 1) -> Response:
+    """The queue's page ``page``; a refused form renders it too, with the switch and the pager on the GET address."""
     t = texts(lang)
     reviewer, expired = _reviewer(library, session)
     done = request.query_params.get("done")
     done_id = request.query_params.get("id", "")[:MAX_ID_CHARS]
+    ids = _draft_ids(library)
+    pager = Pager.of(page, REVIEW_PAGE_SIZE, len(ids))
+    shown = ids[pager.start : pager.end]
     context: dict[str, Any] = {"reviewer": reviewer, "error": error or (t["session_ended"] + " " + expired if expired else None),
                                "problems": problems or [], "failed": failed,
-                               "done": t["done_" + done] if done in DONE else None, "done_id": done_id}
+                               "done": t["done_" + done] if done in DONE else None, "done_id": done_id,
+                               "pager": pager,
+                               "page_url": lambda n: _url(REVIEW_HREF, page=n if n > 1 else None, lang=lang)}
     if reviewer is not None and session is not None:
-        context.update(queue=_queue(library, lang), csrf=csrf_token(session))
+        context.update(queue=_queue(library, lang, shown), csrf=csrf_token(session))
     else:
-        context.update(drafts=[item for item in library.list_incidents(lang=lang).items if item.status == "draft"])
-    response = _page(request, "review.html", lang, t["review_title"], status_code=status_code, **context)
+        context.update(drafts=_listed(library, lang, shown))
+    # a refused POST is rendered at its POST address: the language switch points at the queue's own (GET) page
+    response = _page(request, "review.html", lang, t["review_title"], status_code=status_code,
+                     switch_path=REVIEW_HREF, switch_params={"page": pager.page if pager.page > 1 else None}, **context)
     response.headers["Cache-Control"] = "no-store"  # holds the per-session form token
     if expired:
         response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
     return response
 
 
-def _back(lang: str, done: str, incident_id: str = "") -> RedirectResponse:
-    return RedirectResponse(_url(REVIEW_HREF, lang=lang, done=done, id=incident_id), status_code=303)
+def _back(lang: str, done: str, incident_id: str = "", page: int = 1, anchor: bool = False) -> RedirectResponse:
+    """Back to the queue's page the form was on; at the draft itself when it is still in the queue (``anchor``)."""
+    target = _url(REVIEW_HREF, lang=lang, done=done, id=incident_id, page=page if page > 1 else None)
+    return RedirectResponse(target + (f"#draft-{incident_id}" if anchor and incident_id else ""), status_code=303)
 
 
 @router.get(REVIEW_HREF, response_class=HTMLResponse)
-def review(request: Request, lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+def review(request: Request, lang: Lang = None, page: str = "", accept_language: AcceptLanguage = None) -> Response:
     """The queue: read-only with a sign-in form, or with the review actions for a signed-in editor."""
-    return _render(request, _library(request), _lang(lang, accept_language), _session(request))
+    return _render(request, _library(request), _lang(lang, accept_language), _session(request),
+                   page=page_number(page[:MAX_ID_CHARS]))
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -178,6 +224,11 @@ def _form_lang(form: dict[str, str], request: Request) -> str:
     return _lang(form.get("lang"), request.headers.get("accept-language"))
 
 
+def _form_page(form: dict[str, str]) -> int:
+    """The queue's page the form was sent from (every form of the page carries it)."""
+    return page_number(form.get("page", "")[:MAX_ID_CHARS])
+
+
 @router.post(REVIEW_HREF + "/sign-in", response_class=HTMLResponse)
 async def sign_in(request: Request) -> Response:
     """Check the pasted token (editor or admin) and keep it in the session cookie."""
@@ -186,15 +237,16 @@ async def sign_in(request: Request) -> Response:
     library = _library(request)
     token = form.get("token", "").strip()
     t = texts(lang)
+    page = _form_page(form)
     if not token or len(token) > MAX_TOKEN_CHARS:
-        return _render(request, library, lang, None, status_code=401, error=t["sign_in_bad"])
+        return _render(request, library, lang, None, status_code=401, error=t["sign_in_bad"], page=page)
     try:
         library.authorize(token, REVIEW_ROLE)
     except Forbidden:
-        return _render(request, library, lang, None, status_code=403, error=t["sign_in_role"])
+        return _render(request, library, lang, None, status_code=403, error=t["sign_in_role"], page=page)
     except AuthError as exc:
-        return _render(request, library, lang, None, status_code=401, error=f"{t['sign_in_bad']} ({exc})")
-    response = _back(lang, "signed_in")
+        return _render(request, library, lang, None, status_code=401, error=f"{t['sign_in_bad']} ({exc})", page=page)
+    response = _back(lang, "signed_in", page=page)
     response.set_cookie(SESSION_COOKIE, token, path=COOKIE_PATH, httponly=True, samesite="strict",
                         secure=request.url.scheme == "https")
     return response
@@ -207,14 +259,15 @@ async def _checked(request: Request) -> tuple[Library, str, str, str, dict[str, 
     library = _library(request)
     session = _session(request)
     t = texts(lang)
+    page = _form_page(form)
     if session is None:
-        return _render(request, library, lang, None, status_code=401, error=t["sign_in_first"])
+        return _render(request, library, lang, None, status_code=401, error=t["sign_in_first"], page=page)
     if not hmac.compare_digest(form.get("csrf", ""), csrf_token(session)):
-        return _render(request, library, lang, session, status_code=403, error=t["csrf_refused"])
+        return _render(request, library, lang, session, status_code=403, error=t["csrf_refused"], page=page)
     try:
         actor = library.authorize(session, REVIEW_ROLE)
     except AuthError as exc:
-        response = _render(request, library, lang, None, status_code=401, error=f"{t['session_ended']} {exc}")
+        response = _render(request, library, lang, None, status_code=401, error=f"{t['session_ended']} {exc}", page=page)
         response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH)
         return response
     return library, lang, session, actor, form
@@ -227,25 +280,28 @@ async def sign_out(request: Request) -> Response:
     lang = _form_lang(form, request)
     session = _session(request)
     if session is not None and not hmac.compare_digest(form.get("csrf", ""), csrf_token(session)):
-        return _render(request, _library(request), lang, session, status_code=403, error=texts(lang)["csrf_refused"])
-    response = _back(lang, "signed_out")
+        return _render(request, _library(request), lang, session, status_code=403, error=texts(lang)["csrf_refused"],
+                       page=_form_page(form))
+    response = _back(lang, "signed_out", page=_form_page(form))
     response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict",
                            secure=request.url.scheme == "https")
     return response
 
 
-def _refused(request: Request, library: Library, lang: str, session: str, incident_id: str, exc: IncidentlibError) -> Response:
-    """A write the library refused, shown on the queue with the reason (nothing was stored)."""
+def _refused(request: Request, library: Library, lang: str, session: str, incident_id: str, exc: IncidentlibError,
+             page: int, stale: str = "stale") -> Response:
+    """A write the library refused, shown on the queue's page the form came from with the reason (nothing was
+    stored); ``stale`` is the message for a draft changed since the page was loaded."""
     t = texts(lang)
     if isinstance(exc, PreconditionFailed):
-        return _render(request, library, lang, session, status_code=412, error=t["stale"], failed=incident_id)
+        return _render(request, library, lang, session, status_code=412, error=t[stale], failed=incident_id, page=page)
     if isinstance(exc, ValidationFailed):
         problems = [(p.field or p.file, p.message) for p in exc.problems]
         return _render(request, library, lang, session, status_code=422, error=t["not_publishable"], problems=problems,
-                       failed=incident_id)
+                       failed=incident_id, page=page)
     status = 404 if isinstance(exc, NotFound) else 422 if isinstance(exc, InvalidRequest) else 409
     return _render(request, library, lang, session, status_code=status, error=f"{t['write_refused']} {exc}",
-                   failed=incident_id)
+                   failed=incident_id, page=page)
 
 
 @router.post(REVIEW_HREF + "/{incident_id}/publish", response_class=HTMLResponse)
@@ -258,22 +314,23 @@ async def publish(request: Request, incident_id: IncidentId) -> Response:
     try:
         stored = library.publish(incident_id, actor=actor, if_match=form.get("etag") or None)
     except (WriteError, NotFound, InvalidRequest) as exc:
-        return _refused(request, library, lang, session, incident_id, exc)
-    return _back(lang, "published", stored.id)
+        return _refused(request, library, lang, session, incident_id, exc, _form_page(form))
+    return _back(lang, "published", stored.id, _form_page(form))
 
 
 @router.post(REVIEW_HREF + "/{incident_id}/reject", response_class=HTMLResponse)
 async def reject(request: Request, incident_id: IncidentId) -> Response:
-    """Reject a draft: it leaves the library (``incidentlib restore`` brings it back)."""
+    """Reject a draft as loaded: the form's ETag goes as ``if_match``, so a draft someone edited since is kept; it
+    leaves the library (``incidentlib restore`` brings it back)."""
     checked = await _checked(request)
     if isinstance(checked, Response):
         return checked
-    library, lang, session, actor, _ = checked
+    library, lang, session, actor, form = checked
     try:
-        stored = library.reject(incident_id, actor=actor)
+        stored = library.reject(incident_id, actor=actor, if_match=form.get("etag") or None)
     except (WriteError, NotFound, InvalidRequest) as exc:
-        return _refused(request, library, lang, session, incident_id, exc)
-    return _back(lang, "rejected", stored.id)
+        return _refused(request, library, lang, session, incident_id, exc, _form_page(form), stale="stale_reject")
+    return _back(lang, "rejected", stored.id, _form_page(form))
 
 
 @router.post(REVIEW_HREF + "/{incident_id}/concepts/{concept}/{decision}", response_class=HTMLResponse)
@@ -284,9 +341,10 @@ async def review_concept(request: Request, incident_id: IncidentId, concept: Con
     checked = await _checked(request)
     if isinstance(checked, Response):
         return checked
-    library, lang, session, actor, _ = checked
+    library, lang, session, actor, form = checked
     try:
         stored = library.review_concept(incident_id, concept, decision == "accept", actor=actor)
     except (WriteError, NotFound, InvalidRequest) as exc:
-        return _refused(request, library, lang, session, incident_id, exc)
-    return _back(lang, "accepted" if decision == "accept" else "concept_rejected", stored.id)
+        return _refused(request, library, lang, session, incident_id, exc, _form_page(form))
+    return _back(lang, "accepted" if decision == "accept" else "concept_rejected", stored.id, _form_page(form),
+                 anchor=True)

@@ -18,7 +18,7 @@ from markupsafe import escape
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import IncidentlibError, NotFound
+from ..errors import FilterError, IncidentlibError, NotFound
 from ..library import Library
 from ..requests import (
     MAX_ID_CHARS,
@@ -28,8 +28,9 @@ from ..requests import (
     MAX_SIMILAR_TEXT_CHARS,
     IncidentFilter,
 )
-from . import _figures
+from . import _figures, _search
 from ._i18n import texts
+from ._paging import page_number
 
 HERE = FilePath(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -37,8 +38,6 @@ templates.env.filters["highlight"] = _figures.highlight
 
 router = APIRouter(include_in_schema=False)
 
-# Results shown per search: a screenful on a laptop; the JSON API serves deeper pages.
-RESULTS_PER_PAGE = 20
 #: Members listed under each cluster of the clusters page; the rest are in the cluster's JSON (a 100k library's
 #: clusters would otherwise put every incident of the library in one page).
 CLUSTER_MEMBERS_SHOWN = 100
@@ -47,9 +46,14 @@ SEEN_SIMILAR, SEEN_CAUSES = 10, 5
 SEVERITIES = ("sev1", "sev2", "sev3", "sev4")
 # A pasted series is shown again in the box when short enough to edit; a long one is not echoed back.
 SERIES_ECHO_CHARS = 20_000
+#: A year filter is written with at most four digits; anything else is refused like a bad severity, not ignored.
+YEAR_DIGITS = 4
 FILTER_FIELDS = ("org", "component", "cause", "tag", "year", "severity")
 INCIDENT_HREF = "/ui/incidents/{id}"
 TOPIC_HREF = "/ui/topics/{id}"
+#: The API's description linked from every page: the OpenAPI document, served by the app itself. /docs (Swagger UI)
+#: loads its script and style from a CDN and is a blank page offline, where the README says the tool runs.
+API_DOC_HREF = "/openapi.json"
 LANGS = ("en", "ko")
 
 
@@ -77,15 +81,22 @@ def _url(path: str, **params: Any) -> str:
     return f"{path}?{query}" if query else path
 
 
-def _page(request: Request, template: str, lang: str, title: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    path = request.url.path
-    params = dict(request.query_params)
+def _page(request: Request, template: str, lang: str, title: str, status_code: int = 200, *,
+          switch_path: str | None = None, switch_params: dict[str, Any] | None = None, **context: Any) -> HTMLResponse:
+    """A page; its language switch goes to the same address in the other language.
+
+    A page answering a ``POST`` (a refused form, a pasted text) names the GET address that shows the same thing in
+    ``switch_path`` and ``switch_params``: the POST address itself cannot be followed as a link (405).
+    """
+    path = request.url.path if switch_path is None else switch_path
+    params = dict(request.query_params) if switch_params is None else switch_params
     params.pop("lang", None)
     other = "en" if lang == "ko" else "ko"
     return templates.TemplateResponse(
         request, template, status_code=status_code,
         context={"t": texts(lang), "lang": lang, "title": title, "switch_url": _url(path, **params, lang=other),
-                 "incident_href": INCIDENT_HREF, "topic_href": TOPIC_HREF, "url": _url, **context},
+                 "incident_href": INCIDENT_HREF, "topic_href": TOPIC_HREF, "api_doc_href": API_DOC_HREF, "url": _url,
+                 **context},
     )
 
 
@@ -97,7 +108,10 @@ def _error(request: Request, lang: str, status_code: int, message: str, suggesti
 
 
 def _filters(org: str, component: str, cause: str, tag: str, year: str, severity: str) -> IncidentFilter:
-    year_value = int(year) if year.isdigit() else None
+    year = year.strip()
+    if year and not (year.isdigit() and len(year) <= YEAR_DIGITS):
+        raise FilterError(f"year: {year[:YEAR_DIGITS * 2]!r} is not a year (write it as 2024)", parameter="year")
+    year_value = int(year) if year else None
     # validated like every other request, so a bad value is a 400 page naming the field
     return IncidentFilter.model_validate({"org": org or None, "component": component or None, "cause": cause or None,
                                           "tag": tag or None, "year_from": year_value, "year_to": year_value,
@@ -122,25 +136,27 @@ Lang = Annotated[str | None, Query()]
 AcceptLanguage = Annotated[str | None, Header()]
 
 
-def _search(library: Library, q: str, filters: IncidentFilter, lang: str) -> list[Any]:
-    if not q.strip():
-        return []
-    return library.search(q, k=RESULTS_PER_PAGE, filters=filters, lang=lang).results
+def _results(library: Library, q: str, selected: dict[str, str], lang: str, page: str) -> dict[str, Any]:
+    """The result list's context: the search (or the filters' listing) page and the addresses of other pages."""
+    found = _search.run(library, q, _filters(**selected), lang, page_number(page[:MAX_ID_CHARS]))
+    return {"q": q, "found": found, "results": found.results, **_search.marks(library, found.results, lang),
+            "page_url": lambda n: _url("/", q=q, **selected, page=n if n > 1 else None, lang=lang)}
 
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, q: Text = "", org: Field = "", component: Field = "", cause: Field = "", tag: Field = "",
-         year: Field = "", severity: Field = "", lang: Lang = None, accept_language: AcceptLanguage = None) -> Response:
+         year: Field = "", severity: Field = "", page: Field = "", lang: Lang = None,
+         accept_language: AcceptLanguage = None) -> Response:
     language = _lang(lang, accept_language)
     library = _library(request)
     selected = {"org": org, "component": component, "cause": cause, "tag": tag, "year": year, "severity": severity}
     try:
-        results = _search(library, q, _filters(**selected), language)
+        context = _results(library, q, selected, language, page)
     except (IncidentlibError, ValueError, ValidationError) as exc:
         return _error(request, language, 400, str(exc))
     title = f"{q} · {texts(language)['site']}" if q else texts(language)["site"]
-    return _page(request, "home.html", language, title, q=q, results=results, selected=selected,
-                 options=_filter_options(library, language))
+    return _page(request, "home.html", language, title, selected=selected, options=_filter_options(library, language),
+                 **context)
 
 
 @router.get("/favicon.ico")
@@ -151,18 +167,18 @@ def favicon() -> RedirectResponse:
 
 @router.get("/ui/results", response_class=HTMLResponse)
 def results_fragment(request: Request, q: Text = "", org: Field = "", component: Field = "", cause: Field = "", tag: Field = "",
-                     year: Field = "", severity: Field = "", lang: Lang = None,
+                     year: Field = "", severity: Field = "", page: Field = "", lang: Lang = None,
                      accept_language: AcceptLanguage = None) -> Response:
     """The result list alone, swapped into the home page as the user types."""
     language = _lang(lang, accept_language)
     selected = {"org": org, "component": component, "cause": cause, "tag": tag, "year": year, "severity": severity}
     try:
-        results = _search(_library(request), q, _filters(**selected), language)
+        context = _results(_library(request), q, selected, language, page)
     except (IncidentlibError, ValueError, ValidationError) as exc:
         return HTMLResponse(f'<p class="error" role="alert">{escape(texts(language)["bad_request"])}: {escape(str(exc))}</p>',
                             status_code=400)
-    return templates.TemplateResponse(request, "_results.html", context={"t": texts(language), "lang": language, "q": q,
-                                                                          "results": results, "incident_href": INCIDENT_HREF})
+    return templates.TemplateResponse(request, "_results.html", context={"t": texts(language), "lang": language,
+                                                                          "incident_href": INCIDENT_HREF, **context})
 
 
 @router.get("/ui/seen", response_class=HTMLResponse)
@@ -192,8 +208,12 @@ def _seen(request: Request, text: str, language: str) -> Response:
             diagnosis = library.diagnose(text=text, lang=language, limit=SEEN_CAUSES)
         except (IncidentlibError, ValueError, ValidationError) as exc:
             return _error(request, language, 400, str(exc))
-    return _page(request, "seen.html", language, texts(language)["seen_title"], text=text, similar=similar, diagnosis=diagnosis,
-                 max_chars=MAX_SIMILAR_TEXT_CHARS)
+    # the switch is a link: it holds the text when a link may (the GET page's own limit); a longer paste is sent
+    # again by app.js in the other language
+    switch = {"text": text if len(text) <= MAX_QUERY_CHARS else None}
+    return _page(request, "seen.html", language, texts(language)["seen_title"], switch_path="/ui/seen",
+                 switch_params=switch, text=text, similar=similar, diagnosis=diagnosis, max_chars=MAX_SIMILAR_TEXT_CHARS,
+                 **_search.marks(library, similar, language))
 
 
 @router.get("/ui/incidents/{incident_id}", response_class=HTMLResponse)
@@ -208,7 +228,8 @@ def incident(request: Request, incident_id: Annotated[str, Path(max_length=MAX_I
     if detail.id != incident_id:  # ids are matched case-insensitively: one canonical URL
         return RedirectResponse(_url(INCIDENT_HREF.format(id=detail.id), lang=lang), status_code=308)
     figure = _figures.neighbourhood(detail, INCIDENT_HREF + f"?lang={language}", TOPIC_HREF + f"?lang={language}")
-    return _page(request, "incident.html", language, f"{detail.id} {detail.title}", d=detail, figure=figure)
+    return _page(request, "incident.html", language, f"{detail.id} {detail.title}", d=detail, figure=figure,
+                 **_search.marks(library, detail.related, language))
 
 
 @router.get("/ui/topics", response_class=HTMLResponse)
@@ -235,8 +256,9 @@ def topic(request: Request, concept_id: Annotated[str, Path(max_length=MAX_REF_C
     except NotFound as exc:
         return _error(request, language, 404, str(exc), exc.suggestions)
     line = _figures.timeline([(i.id, i.title, i.date) for i in page.incidents], INCIDENT_HREF + f"?lang={language}")
+    # newest first; a draft may have no date yet (it was a 500 when sorted with the dated ones): last
     return _page(request, "topic.html", language, f"{page.label} · {texts(language)[page.kind if page.kind != 'organization' else 'org']}",
-                 page=page, line=line)
+                 page=page, line=line, newest_first=sorted(page.incidents, key=lambda i: i.date or "", reverse=True))
 
 
 @router.get("/ui/clusters", response_class=HTMLResponse)

@@ -10,9 +10,12 @@
     if (!form || !results || !window.fetch) return;
     var timer = null, inflight = null;
     function run() {
-      var params = new URLSearchParams(new FormData(form));
+      var params = new URLSearchParams();
+      // empty filters say nothing: left out, so a shared link holds only what was chosen
+      new FormData(form).forEach(function (value, key) { if (value !== "") params.append(key, value); });
       var query = params.toString();
       history.replaceState(null, "", "/?" + query);
+      followSwitch(params);
       if (inflight) inflight.abort();
       inflight = new AbortController();
       fetch("/ui/results?" + query, { signal: inflight.signal, headers: { "Accept": "text/html" } })
@@ -23,6 +26,31 @@
     function later() { clearTimeout(timer); timer = setTimeout(run, SEARCH_DELAY_MS); }
     form.addEventListener("input", later);
     form.addEventListener("change", later);
+  }
+
+  // The language switch was rendered for the address the page was loaded at; a search typed since is in the
+  // address bar now, so the switch follows it and flips only the language.
+  function followSwitch(params) {
+    var link = document.querySelector("a.lang");
+    if (!link) return;
+    var other = new URLSearchParams(params);
+    other.set("lang", link.getAttribute("hreflang"));
+    link.setAttribute("href", location.pathname + "?" + other.toString());
+  }
+
+  // A pasted text (or series) not yet sent, or longer than a link holds, is not in the switch's address: switching
+  // sends the form again in the other language, so the paste and its answer are kept.
+  function switchKeepsPaste() {
+    var link = document.querySelector("a.lang");
+    var form = document.querySelector("form.seen");
+    if (!link || !form) return;
+    var box = form.querySelector("textarea");
+    link.addEventListener("click", function (e) {
+      if (!box || !box.value.trim()) return;
+      e.preventDefault();
+      form.setAttribute("action", location.pathname + "?lang=" + link.getAttribute("hreflang"));
+      form.submit();
+    });
   }
 
   function keyboard() {
@@ -87,6 +115,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     liveSearch();
+    switchKeepsPaste();
     keyboard();
     document.querySelectorAll(".zoomable").forEach(zoomable);
   });
