@@ -270,23 +270,6 @@ def test_a_bilingual_archive_stores_each_text_under_its_own_language(tmp_path: P
     assert stored(target, report.accepted[1].id)["summary"] == {"ko": records[1]["summary"]}
 
 
-def test_a_korean_ticket_quoting_an_english_log_line_is_korean() -> None:
-    from incidentlib.importing.pipeline import language_of
-
-    korean_ticket = ('gpu-h100-023 GPU 3 에서 "CUDA error: uncorrectable ECC error encountered" 로 잡 종료. 커널 로그:\n'
-                     "NVRM: Xid (PCI:0000:bb:00): 48, pid=7781, name=python, An uncorrectable double bit error (DBE) "
-                     "has been detected on GPU in the framebuffer.\nGPU 리셋 후 row remapping 확인, 재발하여 GPU 교체(RMA).")
-    assert language_of(korean_ticket, "en") == "ko"
-    # one line of Korean with machine words around it: the identifiers are nobody's language
-    assert language_of("학습 잡이 멈춤: [rank3]:[E ProcessGroupNCCL.cpp:1234] WorkNCCL(SeqNum=5, Timeout(ms)=600000)", "en") == "ko"
-    # an English ticket that quotes a Korean customer on a line of its own stays English
-    english_ticket = ("Customer wrote:\n결제가 안 돼요 빨리 고쳐주세요\nWe traced the failure to the payments gateway rollout, "
-                      "which dropped connections for twenty minutes.")
-    assert language_of(english_ticket, "ko") == "en"
-    assert language_of("pid=4412 rank=3", "ko") == "en"  # machine words alone still have letters
-    assert language_of("12345 — 67", "ko") == "ko" and language_of("12345", "en") == "en"  # no letters: --lang
-
-
 def test_a_language_of_only_spaces_is_missing_not_imported(tmp_path: Path, target: Path) -> None:
     records = [{"title": {"en": "Power feed lost", "ko": "  "}, "org": "acme", "source_url": "https://e.example/b1",
                 "summary": {"en": "One of two feeds dropped.", "ko": " "}, "body.ko": "   "},

@@ -494,48 +494,23 @@ def _shape_errors(values: dict[str, Any], warnings: list[str]) -> list[str]:
     return errors
 
 
-#: Share of a text's letters that are Korean from which it is read as Korean.  A Korean write-up names its parts in
-#: Latin letters (GPU, NCCL, Xid), so a third of the letters is already a Korean text; an English text that quotes a
-#: Korean name stays far below it.  Letters are counted alike in both scripts: a Hangul syllable is written with two or
-#: three letters (jamo: 결 is ㄱ ㅕ ㄹ), so it counts as those, not as one.
+#: Share of a text's letters that are Hangul from which it is read as Korean.  A Korean write-up names its parts in
+#: Latin letters (GPU, NCCL, Xid) and a Hangul syllable is a whole part of a word, so a third of the letters is
+#: already a Korean text; an English text that quotes a Korean name stays far below it.
 KOREAN_SHARE = 0.3
 _HANGUL_SYLLABLE = re.compile(r"[\uac00-\ud7a3]")
 _LATIN_LETTER = re.compile(r"[A-Za-z]")
-#: A word of machine text, not of prose in either language: with a digit or a character of code or log lines inside
-#: it (``Timeout(ms)=600000``, ``ProcessGroupNCCL.cpp:1234``, ``pid=4412``, ``/var/log``).  A Korean ticket that
-#: quotes a long English log line is still Korean: the line's identifiers are nobody's language.
-_MACHINE_WORD = re.compile(r"\S*(?:[0-9_=/\\:(){}\[\]<>@]|[A-Za-z]\.[A-Za-z])\S*")
-_SYLLABLE_BASE = 0xAC00
-_FINAL_CONSONANTS = 28  # a syllable's code point is base + (initial · 21 + vowel) · 28 + final; final 0: none
-
-
-def _korean_letters(text: str) -> int:
-    """Hangul letters (jamo) written in ``text``'s syllables: two per syllable, three with a final consonant."""
-    return sum(3 if (ord(char) - _SYLLABLE_BASE) % _FINAL_CONSONANTS else 2 for char in _HANGUL_SYLLABLE.findall(text))
-
-
-def _line_letters(line: str) -> tuple[int, int]:
-    """(Korean letters, Latin letters of prose) of one line (:func:`language_of`)."""
-    korean = _korean_letters(line)
-    prose = _MACHINE_WORD.sub(" ", line)
-    return korean, len(_LATIN_LETTER.findall(prose if korean or _LATIN_LETTER.search(prose) else line))
 
 
 def language_of(text: str, default: str) -> str:
-    """``ko`` for a text of Korean, ``en`` for one of Latin letters, ``default`` (``--lang``) for one with neither:
-    a bilingual team's archive mixes the two, and a Korean text stored as English is searched, shown and checked
-    as English.  Each line is Korean when :data:`KOREAN_SHARE` of its letters are Korean, English otherwise; the
-    text is in the language of the lines that hold more of its letters (a Korean ticket quotes an English error
-    message or log line on a line of its own; an English one may quote a Korean sentence).  The Latin letters of
-    machine words (:data:`_MACHINE_WORD`) do not count, unless a line has nothing else."""
-    totals = {"ko": 0, "en": 0}
-    for line in text.splitlines():
-        korean, latin = _line_letters(line)
-        if korean + latin:
-            totals["ko" if korean >= KOREAN_SHARE * (korean + latin) else "en"] += korean + latin
-    if not any(totals.values()):
+    """``ko`` for a text of Korean (:data:`KOREAN_SHARE` of its letters Hangul), ``en`` for one of Latin letters,
+    ``default`` (``--lang``) for one with neither: a bilingual team's archive mixes the two, and a Korean text
+    stored as English is searched, shown and checked as English."""
+    hangul = len(_HANGUL_SYLLABLE.findall(text))
+    latin = len(_LATIN_LETTER.findall(text))
+    if hangul + latin == 0:
         return default
-    return "ko" if totals["ko"] >= totals["en"] else "en"
+    return "ko" if hangul >= KOREAN_SHARE * (hangul + latin) else "en"
 
 
 def _text(values: dict[str, Any], name: str, lang: str, lines: bool = False) -> dict[str, str]:
