@@ -59,7 +59,7 @@ def test_a_format_3_build_gives_its_vectors_to_format_4(tmp_path: Path, data_dir
     report = again.build()
     assert report.action == "refreshed" and report.embedded == 0 and embedder.documents_encoded == encoded
     meta = json.loads((Path(report.path) / "meta.json").read_text())
-    assert meta["format_version"] == store.FORMAT_VERSION == 4
+    assert meta["format_version"] == store.FORMAT_VERSION == 5
     assert all(value.startswith(f"{ALGORITHM}:") for value in meta["checksums"].values())
     assert not old.exists()  # superseded: the same directory's earlier build
     assert [h.incident_id for h in again.search("NCCL watchdog timeout", k=3)] == \

@@ -220,13 +220,17 @@ def test_pasted_text_before_the_background_tagger_is_ready_is_refused_at_once(
     assert "tagger" in refused.json()["detail"] and not library.tagger_ready
     assert client.get("/search", params={"q": "NCCL watchdog timeout", "k": 3}).status_code == 200  # searches go on
     assert client.post("/similar", json={"incident_id": "IL-0025", "k": 3}).status_code == 200  # no tagger needed
+    page = client.get("/ui/seen", params={"text": "NCCL watchdog timeout on rank 3"})  # the page says the same
+    assert page.status_code == 503 and page.headers["Retry-After"] == str(library_module.TAGGER_RETRY_AFTER_SECONDS)
+    assert "text/html" in page.headers["content-type"] and "tagger" in page.text
     library.prepare_tagger()
     answered = client.post("/similar", json={"text": "NCCL watchdog timeout on rank 3", "k": 3})
     assert answered.status_code == 200 and answered.json()["results"]
 
 
 def test_diagnosis_of_text_the_library_cannot_read_has_no_evidence(fake_library: Library) -> None:
-    gibberish = fake_library.diagnose(text="asdf qwer zxcv")
-    assert gibberish.confidence == "low" and gibberish.note.startswith("No evidence: no word of the text")
+    for unreadable in ("asdf qwer zxcv", "zzqx 1234567 0xdeadbeef99 pid=42"):  # placeholders are no words either
+        gibberish = fake_library.diagnose(text=unreadable)
+        assert gibberish.confidence == "low" and gibberish.note.startswith("No evidence: no word of the text"), unreadable
     read = fake_library.diagnose(text="Watchdog caught collective operation timeout on NCCL")
     assert read.causes and not read.note.startswith("No evidence")

@@ -119,6 +119,11 @@ def test_an_xid_is_recognised_as_the_kernel_writes_it(recognizer: ConceptRecogni
     assert spans == recognizer.reference_spans(line)
     assert {m.concept_id for m, _, _ in spans} >= {"gpu-fell-off-bus", "xid-errors"}
     assert "gpu-fell-off-bus" not in {m.concept_id for m, _, _ in recognizer.spans("Xid (PCI:0000:c3:00): 790")}
+    older = "NVRM: Xid (0000:3b:00): 79, pid=1"  # older drivers write the device without "PCI:"
+    assert "gpu-fell-off-bus" in {m.concept_id for m, _, _ in recognizer.spans(older)}
+    for glued in ("Xid79", "xid79 seen"):  # the two words need something between them, on both paths
+        assert recognizer.spans(glued) == recognizer.reference_spans(glued)
+        assert "gpu-fell-off-bus" not in {m.concept_id for m, _, _ in recognizer.spans(glued)}
 
 
 def _same_tokens_with_and_without_gates(texts: list[str]) -> int:
@@ -179,7 +184,9 @@ def test_korean_names_are_words_with_their_particles_not_parts_of_other_words(re
         assert spans == recognizer.reference_spans(text), text
         return {mention.concept_id: mention.matched for mention, _, _ in spans}
 
-    # particles and endings glued after a name keep it
+    # particles and endings glued after a name keep it, and the endings incident notes are written in
+    assert "service-outage" in found("조용한 서비스 장애다.") and "job-failure" in found("파드 재시작됨")
+    assert "dns-resolution-failure" in found("DNS 실패함") and "server-hardware" in found("서버쪽 문제")
     assert found("러스터에서 메타데이터 서버가 멈췄다")["shared-filesystem"] == "러스터"
     assert found("노드에서 재시작했다")["job-failure"] == "재시작"
     assert "server-hardware" in found("노드들이 빠졌다") and "server-hardware" in found("노드간 통신")

@@ -527,3 +527,8 @@ def test_an_export_s_shared_problem_is_said_a_few_times_then_counted_and_unread_
                                             "--set", "org=acme", "--set", "source_url=https://tickets.example/{key}",
                                             "--json"]).stdout)
     assert report["unread_columns"] == ["priority", "service", "assignee"] and len(report["accepted"]) == 8
+    # a target given in part (title.ko) takes nothing from its default column, which is then named
+    from incidentlib.importing.mapping import FieldMap, unread_keys
+
+    row = {"title": "Disk full", "제목": "디스크 가득 참", "summary": "x", "org": "acme", "service": "db", 1: "one"}
+    assert unread_keys(row, [FieldMap.parse("title.ko=제목")]) == ["title", "service", "1"]

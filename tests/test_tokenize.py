@@ -27,6 +27,7 @@ def test_error_tokens_survive() -> None:
     # as the kernel writes it, with the device between the two words (and an SXid's five digits are a count)
     nvrm = tokenize("[ 1834567.123456] NVRM: Xid (PCI:0000:c3:00): 79, pid=99812, name=torchrun, GPU has fallen off the bus.")
     assert "xid79" in nvrm and "<pci>" in nvrm and "pci" not in nvrm
+    assert "xid79" in tokenize("NVRM: Xid (0000:3b:00): 79, pid=1")  # older drivers: no "PCI:"
     assert "x4<x16" in tokenize("limited width: x4 < x16")
     assert "403" in tokenize("403 Forbidden")
 

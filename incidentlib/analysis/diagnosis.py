@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import FilterError, InvalidRequest
 from ..models import ConceptKind
+from ..search.tokenize import VOLATILE_TOKENS
 from ..views import Candidate, Diagnosis, EvidenceIncident
 from .signatures import match_signals
 
@@ -77,7 +78,9 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
         response = library.similar(text=text, k=SIMILAR_DEPTH, lang=lang)
         similar = [EvidenceIncident(id=r.id, title=r.title, score=r.score) for r in response.results if r.score > 0]
         # the library could read something of the text: a word some similar incident also has, or a concept by name
-        readable = bool(symptom_ids or recognised) or any(r.why.matched_terms for r in response.results if r.why)
+        # (a placeholder such as <num> says only that the text is a log line: it is not a word of it)
+        readable = bool(symptom_ids or recognised) or any(set(r.why.matched_terms) - VOLATILE_TOKENS
+                                                           for r in response.results if r.why)
 
     # the published incidents' curated concepts, read from the library's columns (no record is read or kept for them)
     facets = library._facets

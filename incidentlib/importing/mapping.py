@@ -193,8 +193,10 @@ def unread_keys(record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence
                                                                  *(p for m in sets for p in _PLACEHOLDER.findall(m.template)))}
     explicit = {m.target for m in maps} | {m.target for m in sets}
     defaults = _Defaults(record, maps, sets)
-    read |= {defaults.key(target) for target in DEFAULT_SOURCES if target not in explicit}
-    return [key for key, value in record.items() if key not in read and value not in (None, "", [], {})]
+    # as extract: a target given in part (title.ko) takes nothing from its default column
+    read |= {defaults.key(target) for target in DEFAULT_SOURCES
+             if target not in explicit and not any(t.startswith(f"{target}.") for t in explicit)}
+    return [str(key) for key, value in record.items() if key not in read and value not in (None, "", [], {})]
 
 
 def extract(record: dict[str, Any], maps: list[FieldMap], only: Collection[str] | None = None,

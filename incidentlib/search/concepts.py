@@ -29,19 +29,21 @@ RECOGNISED_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.sympto
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 _HANGUL_PAIR = re.compile(r"[\uac00-\ud7a3]{2}")
 _HANGUL_PAIRS = re.compile(r"(?=([\uac00-\ud7a3]{2}))")  # every pair of adjacent syllables, overlapping
-#: Syllables that can begin what Korean glues after a noun: a particle (가, 를, 에서, 까지, 처럼, 마다 …), the copula
-#: and the light verbs that make a noun a verb (이다, 였다, 하다/했다/해, 되다/됐다/돼, 시키다, 당하다, 받다), the plural
-#: 들 and the bound nouns of "for / per / between / within / during" (용, 별, 당, 간, 내, 중).  A Hangul name followed
-#: by any other syllable is the start of a longer word (메타 in 메타데이터, 레이 in 레이턴시), which is another word.
-#: Over the bundled library's Korean texts, names followed by a syllable outside this set were, but for a handful of
-#: compounds written without a space (전력망, 카카오톡), parts of other words.
-HANGUL_ENDING_STARTS = "이가은는을를의에께한로으와과도만까부보처마나며고랑라야였했됐되된하해돼할될들적시받당용별간내중조뿐밖씩엔인임입일란면든"
+#: Syllables that can begin what Korean glues after a noun: a particle (가, 를, 에서, 까지, 처럼, 마다, 끼리, 같이,
+#: 대로 …), the copula and its forms (다, 이다, 였다, 예요, 여서, 지만), the light verbs that make a noun a verb and
+#: the endings incident notes are written in (하다/했다/해/함/합니다, 되다/됐다/돼/됨/됩니다, 시키다, 당하다, 받다),
+#: the plural 들, and the bound nouns of "for / per / between / within / during / after / before / when / side /
+#: group" (용, 별, 당, 간, 내, 중, 후, 전, 때, 쪽, 측, 단, 군).  A Hangul name followed by any other syllable is the
+#: start of a longer word (메타 in 메타데이터, 레이 in 레이턴시 and 레이블, 디스크 in 디스크립터), which is another word.
+HANGUL_ENDING_STARTS = ("이가은는을를의에께한로으와과도만까부보처마나며고랑라야였했됐되된하해돼할될들적시받당용별간내중조뿐밖씩엔인임입일란면든"
+                        "다함됨합됩요예여지거후전때대같쯤끼쪽측단군")
 #: A Hangul name must not continue a Hangul word (러스터 is not Lustre inside 클러스터: Korean glues particles and
 #: endings after a word, not before it) nor run into a longer one (see HANGUL_ENDING_STARTS).
 _HANGUL_BEFORE = r"(?<![\uac00-\ud7a3])"
 _HANGUL_AFTER = rf"(?:(?![\uac00-\ud7a3])|(?=[{HANGUL_ENDING_STARTS}]))"
 #: An NVIDIA error code named "Xid 79" or "SXid 12028": the kernel writes the device between the two words,
-#: "NVRM: Xid (PCI:0000:3b:00): 79", and the name matches that too.
+#: "NVRM: Xid (PCI:0000:3b:00): 79" (older drivers "Xid (0000:3b:00): 79"), and the name matches that too; as
+#: before, the two words need something between them ("Xid79" is not the name).
 _DEVICE_CODE = re.compile(r"(s?xid) (\d+)", re.IGNORECASE)
 _LATIN_BEFORE = r"(?<![A-Za-z0-9_])"
 _WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
@@ -180,7 +182,8 @@ class ConceptRecognizer:
             return re.compile(rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])")
         code = _DEVICE_CODE.fullmatch(name)
         if code:
-            return re.compile(rf"(?i:(?<![A-Za-z0-9_]){code.group(1)}\s*(?:\(pci:[^()]*\)\s*:?\s*)?{code.group(2)}(?![A-Za-z0-9_]))")
+            return re.compile(rf"(?i:(?<![A-Za-z0-9_]){code.group(1)}(?:\s*\((?:pci:)?[0-9a-f:.]+\)\s*:?\s*|\s+)"
+                              rf"{code.group(2)}(?![A-Za-z0-9_]))")
         ending, written_case = plural_ending(name, kind)
         pattern = rf"(?i:(?<![A-Za-z0-9_]){escaped}{'' if written_case else ending}(?![A-Za-z0-9_]))"
         if written_case:

@@ -78,11 +78,13 @@ from .row_keys import DIGEST_DIGITS, RowKeys, match
 
 #: On-disk layout version; a different number means "rebuild" (2: meta.json holds a checksum per build file;
 #: 3: folders keyed by content, the exact index is vectors.npy alone, an HNSW index holds its vectors;
-#: 4: the checksums are XXH3-128 (:mod:`incidentlib.checksum`), SHA-256 before).
-FORMAT_VERSION = 4
+#: 4: the checksums are XXH3-128 (:mod:`incidentlib.checksum`), SHA-256 before; 5: the BM25 tokens of a kernel Xid
+#: line changed, "NVRM: Xid (PCI:…): 79" now yields xid79, so postings built before must be built again).
+FORMAT_VERSION = 5
 #: Formats whose builds are still read as donors of their vectors: format 3 differs only in its checksums (verified
-#: with the SHA-256 they name), so moving to format 4 rewrites the index files and embeds nothing.
-DONOR_FORMATS = frozenset({3, FORMAT_VERSION})
+#: with the SHA-256 they name) and format 4 only in its BM25 tokens, so moving to format 5 rewrites the index files
+#: and embeds nothing.
+DONOR_FORMATS = frozenset({3, 4, FORMAT_VERSION})
 #: Texts per embedder call while building: amortises the call overhead and keeps progress updates frequent.
 EMBED_BATCH = 64
 ROWS_FILE = "chunks.jsonl"

@@ -81,8 +81,9 @@ _VOLATILE: tuple[tuple[str, re.Pattern[str], tuple[str, ...], re.Pattern[str] | 
         ("uuid", r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", (), r"-[0-9a-f]{4}-[0-9a-f]{4}-"),
         ("time", r"\b\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:z|[+-]\d{2}:?\d{2})?|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b", (), r":\d\d:"),
         ("uptime", r"\[\s*\d+\.\d{3,}\]", ("[",), None),  # dmesg seconds since boot
-        # the kernel writes "NVRM: Xid (PCI:0000:3b:00): 79": the bracket goes with the address, so "Xid 79" is left
-        ("pci", r"(?:\(pci:)?(?:\b(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b|\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\b)(?:\):)?",
+        # the kernel writes "NVRM: Xid (PCI:0000:3b:00): 79" (older drivers "(0000:3b:00)"): the bracket goes with the
+        # address, so "Xid 79" is left
+        ("pci", r"(?:\((?:pci:)?)?(?:\b(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b|\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\b)(?:\):)?",
          (), r":[0-9a-f]{2}[.:]"),
         ("ip", r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{2,5})?\b", (), r"\.\d{1,3}\."),
         ("host", r"\bip-\d+-\d+-\d+-\d+(?:\.[a-z0-9-]+)*|\b[a-z0-9-]*(?:node|host|worker|compute|server)[a-z0-9-]*-\d+(?:\.[a-z0-9-]+)*",
@@ -96,6 +97,9 @@ _VOLATILE: tuple[tuple[str, re.Pattern[str], tuple[str, ...], re.Pattern[str] | 
         ("num", r"\b\d{5,}\b(?<!000)", (), r"\d{5}"),
     )
 )
+#: The placeholder tokens of volatile log values (``<num>``, ``<pid>``, …): they say a text is a log line, not what it
+#: is about.
+VOLATILE_TOKENS = frozenset(f"<{name}>" for name, _, _, _ in _VOLATILE)
 # Error families: one feature token for a family however its instance is written; with the
 # substrings (lowercase) one of which every match contains and a hint every match passes, tested on the lowercased
 # text as for ``_VOLATILE``.

@@ -228,6 +228,7 @@ _TEXT: dict[str, tuple[str, str]] = {
                      "이 주소에는 페이지가 없습니다. 검색하거나 위의 링크에서 시작하세요."),
     "did_you_mean": ("Did you mean", "혹시 이것인가요"),
     "bad_request": ("Cannot run this request", "요청을 처리할 수 없음"),
+    "busy": ("Not ready yet: try again in a moment", "아직 준비 중입니다: 잠시 뒤 다시 시도하세요"),
     "topics_title": ("Topics", "주제"),
     "date_unknown": ("date unknown", "날짜 미상"),
     "api_link": ("JSON API", "JSON API"),

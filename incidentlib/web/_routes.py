@@ -18,7 +18,7 @@ from markupsafe import escape
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import FilterError, IncidentlibError, NotFound
+from ..errors import Busy, FilterError, IncidentlibError, NotFound
 from ..library import Library
 from ..requests import (
     MAX_ID_CHARS,
@@ -102,7 +102,7 @@ def _page(request: Request, template: str, lang: str, title: str, status_code: i
 
 def _error(request: Request, lang: str, status_code: int, message: str, suggestions: list[str] | None = None) -> HTMLResponse:
     t = texts(lang)
-    heading = t["not_found"] if status_code == 404 else t["bad_request"]
+    heading = t["not_found"] if status_code == 404 else t["busy"] if status_code == 503 else t["bad_request"]
     return _page(request, "error.html", lang, heading, status_code=status_code, heading=heading, message=message,
                  suggestions=suggestions or [])
 
@@ -206,6 +206,10 @@ def _seen(request: Request, text: str, language: str) -> Response:
         try:
             similar = library.similar(text=text, k=SEEN_SIMILAR, lang=language).results
             diagnosis = library.diagnose(text=text, lang=language, limit=SEEN_CAUSES)
+        except Busy as exc:  # the tagger is still prepared after start: try again, as the JSON API says (503)
+            response = _error(request, language, 503, str(exc))
+            response.headers["Retry-After"] = str(exc.retry_after)
+            return response
         except (IncidentlibError, ValueError, ValidationError) as exc:
             return _error(request, language, 400, str(exc))
     # the switch is a link: it holds the text when a link may (the GET page's own limit); a longer paste is sent
