@@ -118,3 +118,16 @@ def test_mcp_create_draft_needs_an_editor_token_over_http(lib: Library) -> None:
     assert not filed.is_error and filed.structured_content["status"] == "draft"  # type: ignore[attr-defined]
     assert lib.history(filed.structured_content["id"]).items[0].actor == "agent"  # type: ignore[attr-defined]
     assert results["invalid"].is_error and "org" in results["invalid"].content[0].text  # type: ignore[attr-defined]
+
+
+def test_reject_with_if_match_keeps_a_draft_changed_since(lib: Library) -> None:
+    editor = lib.create_token("editor", "editor").token
+    client = TestClient(create_app(lib, ServiceSettings(mount_mcp=False)), base_url=BASE_URL)
+    created = client.post("/incidents", json=DRAFT, headers=bearer(editor))
+    new_id, reviewed = created.json()["id"], created.headers["etag"]
+    edited = client.patch(f"/incidents/{new_id}", json={"severity": "sev2"}, headers={**bearer(editor), "If-Match": reviewed})
+    assert edited.status_code == 200
+    stale = client.post(f"/incidents/{new_id}/reject", headers={**bearer(editor), "If-Match": reviewed})
+    assert stale.status_code == 412 and client.get(f"/incidents/{new_id}/record").json()["record"]["severity"] == "sev2"
+    current = client.post(f"/incidents/{new_id}/reject", headers={**bearer(editor), "If-Match": edited.headers["etag"]})
+    assert current.status_code == 200 and client.get(f"/incidents/{new_id}").status_code == 404

@@ -67,10 +67,13 @@ def publish(incident_id: IncidentId, library: LibraryDep, actor: EditorDep, resp
     return _stored(response, library.publish(incident_id, actor=actor, if_match=if_match))
 
 
-@router.post("/incidents/{incident_id}/reject", response_model=StoredRecord, responses=ERRORS, tags=["writes"])
-def reject(incident_id: IncidentId, library: LibraryDep, actor: EditorDep) -> StoredRecord:
-    """Reject a draft: it leaves the library (restorable)."""
-    return library.reject(incident_id, actor=actor)
+@router.post("/incidents/{incident_id}/reject", response_model=StoredRecord,
+             responses={**ERRORS, 412: {"model": ErrorBody, "description": "If-Match names another version"}}, tags=["writes"])
+def reject(incident_id: IncidentId, library: LibraryDep, actor: EditorDep,
+           if_match: Annotated[str | None, Header(description="The ETag of the version you reviewed.")] = None) -> StoredRecord:
+    """Reject a draft: it leaves the library (restorable); with `If-Match`, only the version you reviewed (412 when
+    someone changed it since)."""
+    return library.reject(incident_id, actor=actor, if_match=if_match)
 
 
 @router.delete("/incidents/{incident_id}", response_model=StoredRecord, responses=ERRORS, tags=["writes"])
