@@ -235,12 +235,16 @@ class SearchResponse(View):
 
 
 class RagPassage(View):
-    text: str
+    text: str = Field(description="A passage of the incident's own text (never its list of vocabulary names).")
     incident_id: str
     title: str
     source_urls: list[str]
-    lang: str
+    lang: str = Field(description="The language the text is in: en or ko, or raw for a log line or error string "
+                                  "quoted verbatim (the same in either language).")
     score: float
+    kind: str = Field(description="Where in the record the text is: title (title and summary), body, detail "
+                                  "(detection, mitigation, lessons) or signal (a verbatim log line).")
+    chunk_id: str = Field(description="The passage's id, as in a search result's why.chunk.id.")
 
 
 class ClusterView(View):

@@ -1,0 +1,102 @@
+"""What search, similar and RAG results say about the records they cite, through HTTP (TestClient), a real MCP client
+session and the CLI, on a small library with the fake embedder and one English-only draft."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import seed_tagger, small_library
+from fakes import HashEmbedder
+from fastapi.testclient import TestClient
+
+from incidentlib import Library
+from incidentlib.api import ServiceSettings, create_app
+from incidentlib.library import SearchConfig
+from incidentlib.loader import load_library
+from incidentlib.models import Incident
+
+# IL-0111: Akamai's DNS outage, whose DNS concept has aliases (Route 53, nameserver) the record never says
+IDS = ["IL-0111", "IL-0025", "IL-0076", "IL-0133"]
+DRAFT = {"org": "aws", "title": {"en": "Zebra-unicorn router meltdown in eu-west-9"},
+         "summary": {"en": "Unreviewed claim that a zebra-unicorn router melted."},
+         "body": {"en": "Nothing here has been reviewed."},
+         "sources": [{"url": "https://example.com/unreviewed", "title": "blog"}]}
+LOCAL = "http://127.0.0.1:8000"
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, hashed_tagger: Path) -> Library:
+    root = tmp_path_factory.mktemp("results")
+    lib = Library(load_library(small_library(root / "lib", data_dir, IDS)),
+                  SearchConfig(cache_dir=seed_tagger(hashed_tagger, root / "cache")), embedder=HashEmbedder())
+    lib.create_draft(DRAFT, actor="test")
+    lib.refresh()
+    lib.build_index()
+    return lib
+
+
+@pytest.fixture(scope="module")
+def client(library: Library) -> Iterator[TestClient]:
+    with TestClient(create_app(library, ServiceSettings(mount_mcp=False)), base_url=LOCAL) as test_client:
+        yield test_client
+
+
+def _draft_id(library: Library) -> str:
+    [draft] = [i.id for i in library.incidents() if i.is_draft]
+    return draft
+
+
+def _own_text(incident: Incident) -> str:
+    """Every text the record says, whitespace-normalised as passages are."""
+    parts: list[str] = []
+    for lang in ("en", "ko"):
+        for text in (incident.title, incident.summary, incident.body, incident.detection, incident.mitigation,
+                     *incident.lessons):
+            parts.append((getattr(text, lang) or "") if text is not None else "")
+    parts += [signal.text for signal in incident.signals]
+    return " ".join(" ".join(parts).split())
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w[\w'-]*", text)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_rag_passages_are_the_incidents_own_text_never_its_vocabulary_names(client: TestClient, library: Library,
+                                                                          lang: str) -> None:
+    # the matched chunk of IL-0111 for these words is its list of concept names ("DNS, Domain Name System, …,
+    # Route 53, …"): a RAG prompt must not be told the record says so
+    query = "Route 53 nameserver DNS misconfiguration took down the whole service"
+    assert any(r["why"]["chunk"]["kind"] == "concepts" for r in
+               client.get("/search", params={"q": query, "k": 4, "lang": lang}).json()["results"])
+    passages = client.get("/rag/context", params={"q": query, "k": 4, "lang": lang}).json()["passages"]
+    assert {p["incident_id"] for p in passages} >= {"IL-0111"}
+    for passage in passages:
+        own = _own_text(library.get(passage["incident_id"]))
+        # every sentence piece of the passage is in the record (chunks longer than the cap are split at sentence ends)
+        assert " ".join(_words(passage["text"])) in " ".join(_words(own)), passage
+        assert passage["kind"] in {"title", "body", "detail", "signal"}
+        assert passage["chunk_id"].startswith(f"{passage['incident_id']}/{passage['kind']}/")
+    assert "Route 53" not in " ".join(p["text"] for p in passages)
+
+
+def test_rag_passage_lang_is_the_language_of_its_text(client: TestClient, library: Library) -> None:
+    draft = _draft_id(library)
+    # an English-only draft asked for in Korean: its English text, labelled en (it was labelled ko)
+    [passage] = client.get("/rag/context", params={"q": "zebra-unicorn router meltdown", "k": 1, "lang": "ko"}).json()["passages"]
+    assert passage["incident_id"] == draft
+    assert passage["lang"] == "en" and "Zebra-unicorn" in passage["text"]
+    # a Korean passage when the record has one
+    korean = client.get("/rag/context", params={"q": "InfiniBand 패브릭", "k": 3, "lang": "ko"}).json()["passages"]
+    hangul = re.compile("[\uac00-\ud7a3]")
+    assert korean and all(bool(hangul.search(p["text"])) == (p["lang"] == "ko") for p in korean)
+    assert all(p["lang"] in {"en", "ko", "raw"} for p in korean)
+    # a log line quoted verbatim is raw, whatever language was asked for
+    [signal] = library.get("IL-0025").signals[:1]
+    for lang in ("en", "ko"):
+        passages = client.get("/rag/context", params={"q": signal.text, "k": 1, "lang": lang}).json()["passages"]
+        assert passages[0]["kind"] == "signal" and passages[0]["lang"] == "raw"
+        assert passages[0]["text"] == " ".join(signal.text.split())
