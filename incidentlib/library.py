@@ -526,7 +526,8 @@ class Library:
     def matches(self, incident: Incident, filters: IncidentFilter, accepted: dict[str, set[str]] | None = None) -> bool:
         """True when ``incident`` passes every filter (concepts match their narrower ones; years inclusive)."""
         accepted = self.resolve_filter(filters) if accepted is None else accepted
-        return passes(lambda field: incident_values(incident, field), incident.year, incident.severity, accepted, filters)
+        return passes(lambda field: incident_values(incident, field), incident.year, incident.severity, accepted, filters,
+                      incident.is_draft)
 
     def filter_ids(self, filters: IncidentFilter | None) -> list[str]:
         """Ids of the incidents that pass ``filters`` (all ids when there are none), in id order; the same as
@@ -822,6 +823,7 @@ class Library:
                 text=chunk.text, incident_id=incident.id, title=incident.title.get(lang),
                 source_urls=[str(s.url) for s in incident.sources],
                 lang=chunk.lang, score=round(float(hit.score), 6), kind=chunk.kind, chunk_id=chunk.id,
+                status=incident.status.value,
             ))
         return passages
 

@@ -35,6 +35,7 @@ from .requests import (
     with_filter_params,
 )
 from .views import (
+    DRAFT_MARK,
     ClusterSet,
     Diagnosis,
     IncidentDetail,
@@ -104,7 +105,8 @@ def _search_text(response: SearchResponse) -> str:
         return f"No incidents found for: {response.query}"
     lines = [f"{len(response.results)} incident(s) for: {response.query}"]
     for rank, r in enumerate(response.results, 1):
-        lines.append(f"{rank}. {r.id} — {r.title} ({r.org}, {r.date or 'date unknown'}; score {r.score:.3f})")
+        draft = f" {DRAFT_MARK}" if r.status == "draft" else ""
+        lines.append(f"{rank}. {r.id} — {r.title}{draft} ({r.org}, {r.date or 'date unknown'}; score {r.score:.3f})")
         lines.append(f"   {r.snippet}")
         reasons = []
         if r.why.matched_terms:
@@ -141,13 +143,14 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
 
     @tool(description="Find incidents like a pasted error, log line or description, or like a known incident "
                              "id. Combines text similarity with shared components, causes and symptoms.")
+    @with_filter_params(_field)
     def similar_incidents(
         text: Annotated[str | None, Field(description="Error message, log excerpt, description or a whole write-up.",
                                           max_length=MAX_SIMILAR_TEXT_CHARS)] = None,
         incident_id: Annotated[str | None, Field(description="Or an incident id such as IL-0025.")] = None,
-        k: Annotated[int, Field(ge=1, le=MAX_AGENT_K)] = 5, lang: LangArg = "en",
+        k: Annotated[int, Field(ge=1, le=MAX_AGENT_K)] = 5, filters: IncidentFilter | None = None, lang: LangArg = "en",
     ) -> Annotated[CallToolResult, SearchResponse]:
-        response = library.similar(incident_id=incident_id, text=text, k=k, lang=lang)
+        response = library.similar(incident_id=incident_id, text=text, k=k, filters=filters, lang=lang)
         return _result(_search_text(response), response)
 
     @tool(description="The full record of one incident: summary, narrative, components, causes, symptoms, "
@@ -156,7 +159,7 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
         incident_id: Annotated[str, Field(description="Incident id such as IL-0025.")], lang: LangArg = "en",
     ) -> Annotated[CallToolResult, IncidentDetail]:
         d = library.detail(incident_id, lang=lang)
-        lines = [f"{d.id} — {d.title}", f"{d.org.label} · {d.date or 'date unknown'}" + (f" · {d.severity}" if d.severity else ""), "", d.summary, "", d.body]
+        lines = [f"{d.id} — {d.title}" + (f" {DRAFT_MARK}" if d.status == "draft" else ""), f"{d.org.label} · {d.date or 'date unknown'}" + (f" · {d.severity}" if d.severity else ""), "", d.summary, "", d.body]
         for name, refs in (("Components", d.components), ("Causes", d.causes), ("Symptoms", d.symptoms)):
             if refs:
                 lines.append(f"{name}: " + ", ".join(r.label for r in refs))
@@ -179,7 +182,8 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
     ) -> Annotated[CallToolResult, IncidentPage]:
         page = library.list_incidents(filters, lang=lang, limit=limit, offset=offset)
         lines = [f"{page.total} incident(s); showing {len(page.items)} from {offset}:"]
-        lines += [f"{i.id} {i.date or 'date unknown'} {i.org_label}: {i.title}" for i in page.items]
+        lines += [f"{i.id} {i.date or 'date unknown'} {i.org_label}: {i.title}" + (f" {DRAFT_MARK}" if i.status == "draft" else "")
+                  for i in page.items]
         return _result("\n".join(lines), page)
 
     @tool(description="Incidents that share components or causes with one incident; rarer shared concepts weigh more.")

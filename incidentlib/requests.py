@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import FilterError, InvalidRequest, QueryError
-from .models import CONCEPT_FIELDS, LANGS, ConceptKind, Lang, Severity
+from .models import CONCEPT_FIELDS, LANGS, ConceptKind, Lang, Severity, Status
 
 #: Results per search or similar call: beyond this, rankings are noise and responses get large.
 MAX_K = 100
@@ -99,6 +99,8 @@ FILTER_PARAMS: tuple[FilterParam, ...] = (
     FilterParam("year_from", int, "Only incidents from this year on.", ge=MIN_YEAR, le=MAX_YEAR),
     FilterParam("year_to", int, "Only incidents up to this year.", ge=MIN_YEAR, le=MAX_YEAR),
     FilterParam("severity", Severity, "Only this severity (sev1 is the worst)."),
+    FilterParam("status", Status, "Only records in this review state: 'published' leaves out drafts awaiting "
+                "review (imported or filed, not yet checked by a curator); 'draft' keeps only them."),
 )
 CONCEPT_FILTERS: tuple[FilterParam, ...] = tuple(p for p in FILTER_PARAMS if p.kind is not None)
 assert all(CONCEPT_FIELDS[p.incident_field] is p.kind for p in CONCEPT_FILTERS if p.incident_field)
@@ -117,6 +119,7 @@ class IncidentFilter(BaseModel):
     year_from: int | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
     year_to: int | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
     severity: Severity | None = None
+    status: Status | None = None
 
     def is_empty(self) -> bool:
         """True when no filter is set."""
@@ -246,6 +249,7 @@ __all__ = [
     "IncidentFilter",
     "Lang",
     "Severity",
+    "Status",
     "check_k",
     "check_lang",
     "check_members",

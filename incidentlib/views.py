@@ -10,6 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: How text output (CLI, MCP tools) marks a draft: a record awaiting review, whose claims no curator has checked.
+DRAFT_MARK = "[draft]"
+
 
 class View(BaseModel):
     """The base of every response shape. Pydantic builds a model's validator and serializer on first use
@@ -226,6 +229,8 @@ class SearchResult(View):
     date: str | None
     snippet: str
     why: Why
+    status: str = Field(description="The record's review state: published, or draft (imported or filed, awaiting a "
+                                    "curator's review; its claims are unchecked).")
 
 
 class SearchResponse(View):
@@ -245,6 +250,7 @@ class RagPassage(View):
     kind: str = Field(description="Where in the record the text is: title (title and summary), body, detail "
                                   "(detection, mitigation, lessons) or signal (a verbatim log line).")
     chunk_id: str = Field(description="The passage's id, as in a search result's why.chunk.id.")
+    status: str = Field(description="The record's review state: published, or draft (awaiting review).")
 
 
 class ClusterView(View):

@@ -100,3 +100,71 @@ def test_rag_passage_lang_is_the_language_of_its_text(client: TestClient, librar
         passages = client.get("/rag/context", params={"q": signal.text, "k": 1, "lang": lang}).json()["passages"]
         assert passages[0]["kind"] == "signal" and passages[0]["lang"] == "raw"
         assert passages[0]["text"] == " ".join(signal.text.split())
+
+
+def test_results_name_the_review_status_and_drafts_can_be_left_out(client: TestClient, library: Library) -> None:
+    draft = _draft_id(library)
+    query = {"q": "zebra-unicorn router meltdown", "k": 5}
+    found = client.get("/search", params=query).json()["results"]
+    assert found[0]["id"] == draft and found[0]["status"] == "draft"
+    assert all(r["status"] == "published" for r in found[1:])
+    [passage] = client.get("/rag/context", params={**query, "k": 1}).json()["passages"]
+    assert passage["incident_id"] == draft and passage["status"] == "draft"
+    similar = client.post("/similar", json={"text": "zebra-unicorn router meltdown", "k": 5}).json()["results"]
+    assert {r["id"]: r["status"] for r in similar}[draft] == "draft"
+    # the filter is one of the request rules: every route with filters has it
+    published = {"status": "published"}
+    assert draft not in {r["id"] for r in client.get("/search", params={**query, **published}).json()["results"]}
+    assert draft not in {p["incident_id"] for p in
+                         client.get("/rag/context", params={**query, **published}).json()["passages"]}
+    assert draft not in {r["id"] for r in client.post("/similar", json={"text": "zebra-unicorn router meltdown",
+                                                                       "filters": published}).json()["results"]}
+    assert [i["id"] for i in client.get("/incidents", params={"status": "draft"}).json()["items"]] == [draft]
+    bad = client.get("/search", params={**query, "status": "reviewed"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "status"]
+
+
+def test_mcp_and_cli_results_name_drafts_and_filter_them(library: Library, tmp_path: Path) -> None:
+    import json
+
+    import anyio
+    from mcp import Client
+    from typer.testing import CliRunner
+
+    from incidentlib.cli import app as cli_app
+    from incidentlib.mcp_server import build_mcp_server
+
+    draft = _draft_id(library)
+    calls: dict[str, object] = {}
+
+    async def session() -> None:
+        async with Client(build_mcp_server(library)) as mcp:
+            calls["all"] = await mcp.call_tool("search_incidents", {"query": "zebra-unicorn router meltdown", "k": 3})
+            calls["published"] = await mcp.call_tool("search_incidents", {"query": "zebra-unicorn router meltdown",
+                                                                          "k": 3, "status": "published"})
+            calls["similar"] = await mcp.call_tool("similar_incidents", {"text": "zebra-unicorn router meltdown",
+                                                                         "k": 3, "status": "published"})
+            calls["detail"] = await mcp.call_tool("get_incident", {"incident_id": draft})
+
+    anyio.run(session)
+    found = calls["all"]
+    first = found.structured_content["results"][0]  # type: ignore[attr-defined]
+    assert (first["id"], first["status"]) == (draft, "draft")
+    assert f"{draft} — Zebra-unicorn router meltdown in eu-west-9 [draft]" in found.content[0].text  # type: ignore[attr-defined]
+    for name in ("published", "similar"):
+        result = calls[name]
+        assert not result.is_error, result  # type: ignore[attr-defined]
+        results = result.structured_content["results"]  # type: ignore[attr-defined]
+        assert results and all(r["status"] == "published" and r["id"] != draft for r in results)
+    assert "[draft]" in calls["detail"].content[0].text.splitlines()[0]  # type: ignore[attr-defined]
+
+    runner = CliRunner()
+    base = ["search", "zebra-unicorn router meltdown", "--data", str(library.root), "--mode", "lexical",
+            "--cache", str(tmp_path / "cache"), "-k", "3"]
+    shown = runner.invoke(cli_app, base)
+    assert shown.exit_code == 0, shown.output
+    assert f"{draft} Zebra-unicorn router meltdown in eu-west-9 [draft]" in shown.output
+    filtered = runner.invoke(cli_app, [*base, "--status", "published", "--json"])
+    assert filtered.exit_code == 0, filtered.output
+    results = json.loads(filtered.output)["results"]
+    assert results and all(r["status"] == "published" and r["id"] != draft for r in results)

@@ -141,7 +141,7 @@ class SearchService:
             raw["cause"] = round(evidence.cause, 4)
         return SearchResult(
             id=incident.id, score=round(evidence.score, 6), title=incident.title.get(lang), org=incident.org, date=incident.date,
-            snippet=snippet(shown, evidence.terms),
+            snippet=snippet(shown, evidence.terms), status=incident.status.value,
             why=Why(
                 chunk=MatchedChunk(id=chunk.id, kind=chunk.kind, lang=chunk.lang, text=chunk.text),
                 matched_terms=evidence.terms, shared_concepts=shared,
@@ -179,6 +179,7 @@ class SearchService:
             org=incident.org,
             date=incident.date,
             snippet=snippet(shown, terms),
+            status=incident.status.value,
             why=Why(
                 chunk=MatchedChunk(id=chunk.id, kind=chunk.kind, lang=chunk.lang, text=chunk.text),
                 matched_terms=terms,
