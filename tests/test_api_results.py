@@ -168,3 +168,39 @@ def test_mcp_and_cli_results_name_drafts_and_filter_them(library: Library, tmp_p
     assert filtered.exit_code == 0, filtered.output
     results = json.loads(filtered.output)["results"]
     assert results and all(r["status"] == "published" and r["id"] != draft for r in results)
+
+
+def test_mcp_tools_refuse_unknown_arguments_naming_them(library: Library) -> None:
+    import anyio
+    from mcp import Client
+
+    from incidentlib.mcp_server import build_mcp_server
+
+    calls: dict[str, object] = {}
+
+    async def session() -> None:
+        async with Client(build_mcp_server(library)) as mcp:
+            calls["tools"] = (await mcp.list_tools()).tools
+            calls["nested"] = await mcp.call_tool("search_incidents", {"query": "DNS", "filters": {"org": "akamai"}})
+            calls["misspelt"] = await mcp.call_tool("search_incidents", {"query": "DNS", "orgg": "akamai", "k": 3})
+            calls["two"] = await mcp.call_tool("get_incident", {"incident_id": "IL-0111", "language": "ko", "x": 1})
+            calls["range"] = await mcp.call_tool("search_incidents", {"query": "DNS", "k": 999})
+            calls["good"] = await mcp.call_tool("search_incidents", {"query": "DNS", "org": "akamai", "k": 3})
+
+    anyio.run(session)
+    for tool in calls["tools"]:  # type: ignore[attr-defined]
+        assert tool.input_schema.get("additionalProperties") is False, tool.name
+    nested = calls["nested"]
+    assert nested.is_error and "unknown argument 'filters'" in nested.content[0].text  # type: ignore[attr-defined]
+    assert "org, component" in nested.content[0].text  # type: ignore[attr-defined]  # what it takes instead
+    misspelt = calls["misspelt"]
+    assert misspelt.is_error and "'orgg' (did you mean 'org'?)" in misspelt.content[0].text  # type: ignore[attr-defined]
+    two = calls["two"]
+    assert two.is_error and "unknown arguments 'language' (did you mean 'lang'?), 'x'" in two.content[0].text  # type: ignore[attr-defined]
+    out_of_range = calls["range"]
+    assert out_of_range.is_error  # type: ignore[attr-defined]
+    text = out_of_range.content[0].text  # type: ignore[attr-defined]
+    assert "k: Input should be less than or equal to 50" in text and "pydantic.dev" not in text and "999" not in text
+    good = calls["good"]
+    assert not good.is_error  # type: ignore[attr-defined]
+    assert {r["org"] for r in good.structured_content["results"]} == {"akamai"}  # type: ignore[attr-defined]
