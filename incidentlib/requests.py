@@ -131,8 +131,10 @@ class IncidentFilter(BaseModel):
         try:
             return cls(**values)
         except ValidationError as exc:
-            reasons = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-            raise FilterError(reasons) from None
+            errors = exc.errors()
+            reasons = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
+            named = [str(e["loc"][0]) for e in errors if e["loc"]]
+            raise FilterError(reasons, parameter=named[0] if named else None) from None
 
 
 assert {p.name for p in FILTER_PARAMS} == set(IncidentFilter.model_fields)
@@ -141,14 +143,14 @@ assert {p.name for p in FILTER_PARAMS} == set(IncidentFilter.model_fields)
 def check_lang(lang: str) -> str:
     """``lang`` if it is one of :data:`LANGS`, else :class:`InvalidRequest`."""
     if lang not in LANGS:
-        raise InvalidRequest(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
+        raise InvalidRequest(f"lang must be one of {', '.join(LANGS)}, got {lang!r}", parameter="lang")
     return lang
 
 
 def check_k(k: int, name: str = "k") -> int:
     """``k`` if 1 <= k <= :data:`MAX_K`, else :class:`InvalidRequest` naming the parameter."""
     if k < 1 or k > MAX_K:
-        raise InvalidRequest(f"{name} must be between 1 and {MAX_K}, got {k}")
+        raise InvalidRequest(f"{name} must be between 1 and {MAX_K}, got {k}", parameter=name)
     return k
 
 
@@ -164,14 +166,15 @@ def check_members(members: int | None) -> int | None:
 MCP_CLUSTER_MEMBERS = 50
 
 
-def check_query(query: str, limit: int = MAX_QUERY_CHARS) -> str:
-    """The stripped query; :class:`QueryError` when it is empty or longer than ``limit`` characters
-    (:data:`MAX_QUERY_CHARS`, or :data:`MAX_SIMILAR_TEXT_CHARS` for the text given to ``similar``)."""
+def check_query(query: str, limit: int = MAX_QUERY_CHARS, name: str = "query") -> str:
+    """The stripped query; :class:`QueryError` naming the argument ``name`` when it is empty or longer than
+    ``limit`` characters (:data:`MAX_QUERY_CHARS`, or :data:`MAX_SIMILAR_TEXT_CHARS` for the text given to
+    ``similar``)."""
     text = (query or "").strip()
     if not text:
-        raise QueryError("query is empty")
+        raise QueryError(f"{name} is empty", parameter=name)
     if len(text) > limit:
-        raise QueryError(f"query is {len(text)} characters; the limit is {limit}")
+        raise QueryError(f"{name} is {len(text)} characters; the limit is {limit}", parameter=name)
     return text
 
 

@@ -112,7 +112,7 @@ class SearchService:
         return {link.concept: link.confidence for link in links}, {link.concept for link in links}
 
     def similar_to_text(self, text: str, k: int = 10, allowed: set[str] | None = None, lang: str = "en") -> list[SearchResult]:
-        text = check_query(text, MAX_SIMILAR_TEXT_CHARS)
+        text = check_query(text, MAX_SIMILAR_TEXT_CHARS, name="text")
         concepts, inferred = self.text_concepts(text)
         query = self.similarity.text_query(text, concepts, inferred)
         return [self._similar_result(e, lang) for e in self.similarity.rank(query, k, allowed)]

@@ -1,0 +1,54 @@
+"""How the HTTP API reads and refuses requests: where a 422 says the problem is, strict JSON bodies, range checks,
+status codes that agree with the schema, and caching headers; TestClient on a small library with the fake embedder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import seed_tagger, small_library
+from fakes import HashEmbedder
+from fastapi.testclient import TestClient
+
+from incidentlib import Library
+from incidentlib.api import ServiceSettings, create_app
+from incidentlib.library import SearchConfig
+from incidentlib.loader import load_library
+
+IDS = ["IL-0025", "IL-0111", "IL-0076"]
+LOCAL = "http://127.0.0.1:8000"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory, data_dir: Path, hashed_tagger: Path) -> Iterator[TestClient]:
+    root = tmp_path_factory.mktemp("requests")
+    library = Library(load_library(small_library(root / "lib", data_dir, IDS)),
+                      SearchConfig(cache_dir=seed_tagger(hashed_tagger, root / "cache")), embedder=HashEmbedder())
+    library.build_index()
+    with TestClient(create_app(library, ServiceSettings(mount_mcp=False)), base_url=LOCAL) as test_client:
+        yield test_client
+
+
+def _locs(response) -> list[list[str | int]]:  # type: ignore[no-untyped-def]
+    assert response.status_code == 422, response.text
+    return [error["loc"] for error in response.json()["detail"]]
+
+
+def test_422s_say_where_the_request_carried_the_bad_value(client: TestClient) -> None:
+    similar = "/similar"
+    assert _locs(client.post(similar, json={"text": "NCCL timeout", "filters": {"cause": "nope"}})) == \
+        [["body", "filters", "cause"]]
+    assert _locs(client.post(similar, json={"text": "x", "filters": {"org": "acmee"}})) == [["body", "filters", "org"]]
+    blank = client.post(similar, json={"text": "   "})
+    assert _locs(blank) == [["body", "text"]] and blank.json()["detail"][0]["msg"] == "text is empty"
+    assert _locs(client.post("/alerts/alertmanager", json={})) == [["body"]]
+    assert _locs(client.post("/alerts/alertmanager", json={"version": "4", "alerts": [{"labels": {}}, 7]})) == \
+        [["body", "alerts", 1]]
+    assert _locs(client.post("/diagnose", json={"symptoms": ["collective-timeout", "nope"]})) == \
+        [["body", "symptoms", 1]]
+    empty = client.get("/search", params={"q": "   "})
+    assert _locs(empty) == [["query", "q"]] and empty.json()["detail"][0]["msg"] == "query is empty"
+    assert _locs(client.get("/rag/context", params={"q": " "})) == [["query", "q"]]
+    # a query-string filter stays a query parameter
+    assert _locs(client.get("/search", params={"q": "dns", "cause": "nope"})) == [["query", "cause"]]
