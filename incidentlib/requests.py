@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from .errors import FilterError, InvalidRequest, QueryError
 from .models import CONCEPT_FIELDS, LANGS, ConceptKind, Lang, Severity, Status
@@ -116,10 +116,18 @@ class IncidentFilter(BaseModel):
     cause: str | None = None
     symptom: str | None = None
     tag: str | None = None
-    year_from: int | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
-    year_to: int | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
+    # strict: a JSON body's "2024" or true is not a year (a query string's "2024" is made an int before this)
+    year_from: StrictInt | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
+    year_to: StrictInt | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
     severity: Severity | None = None
     status: Status | None = None
+
+    @model_validator(mode="after")
+    def _years_in_order(self) -> IncidentFilter:
+        if self.year_from is not None and self.year_to is not None and self.year_from > self.year_to:
+            raise ValueError(f"year_from {self.year_from} is later than year_to {self.year_to}: "
+                             "no incident can match")
+        return self
 
     def is_empty(self) -> bool:
         """True when no filter is set."""
@@ -131,13 +139,19 @@ class IncidentFilter(BaseModel):
         try:
             return cls(**values)
         except ValidationError as exc:
-            errors = exc.errors()
-            reasons = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
+            errors = exc.errors(include_url=False)
+            reasons = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'filters'}: {e['msg'].removeprefix('Value error, ')}"
+                                for e in errors)
             named = [str(e["loc"][0]) for e in errors if e["loc"]]
-            raise FilterError(reasons, parameter=named[0] if named else None) from None
+            if named:
+                raise FilterError(reasons, parameter=named[0]) from None
+            # the one rule across fields is the order of the years: the problem is about both
+            raise FilterError(reasons, parameter=YEAR_RANGE[0], others=YEAR_RANGE[1:]) from None
 
 
 assert {p.name for p in FILTER_PARAMS} == set(IncidentFilter.model_fields)
+#: The filters :class:`IncidentFilter`'s one rule across fields is about (``year_from`` not after ``year_to``).
+YEAR_RANGE = ("year_from", "year_to")
 
 
 def check_lang(lang: str) -> str:

@@ -52,3 +52,37 @@ def test_422s_say_where_the_request_carried_the_bad_value(client: TestClient) ->
     assert _locs(client.get("/rag/context", params={"q": " "})) == [["query", "q"]]
     # a query-string filter stays a query parameter
     assert _locs(client.get("/search", params={"q": "dns", "cause": "nope"})) == [["query", "cause"]]
+
+
+def test_json_bodies_are_strict_about_types_the_query_string_cannot_carry(client: TestClient) -> None:
+    for k in (True, "7", 7.0):
+        assert _locs(client.post("/similar", json={"text": "disk full", "k": k})) == [["body", "k"]]
+    assert _locs(client.post("/similar", json={"text": "disk full", "filters": {"year_from": "2020"}})) == \
+        [["body", "filters", "year_from"]]
+    assert _locs(client.post("/diagnose", json={"text": "MFU drops", "limit": "3"})) == [["body", "limit"]]
+    assert _locs(client.post("/diagnose/series", json={"text": "seconds,mfu\n0,1\n", "limit": True})) == [["body", "limit"]]
+    assert len(client.post("/similar", json={"text": "disk full", "k": 2, "filters": {"severity": "sev1"}}).json()["results"]) <= 2
+    # the query string is text: k=7 is converted there, and a boolean is still refused
+    assert client.get("/search", params={"q": "disk", "k": "7"}).status_code == 200
+    assert _locs(client.get("/search", params={"q": "disk", "k": "true"})) == [["query", "k"]]
+
+
+def test_years_given_backwards_are_refused_naming_both(client: TestClient) -> None:
+    backwards = client.get("/search", params={"q": "dns", "year_from": 2025, "year_to": 2024})
+    assert _locs(backwards) == [["query", "year_from"], ["query", "year_to"]]
+    assert "year_from 2025 is later than year_to 2024" in backwards.json()["detail"][0]["msg"]
+    assert _locs(client.get("/incidents", params={"year_from": 2025, "year_to": 2024})) == \
+        [["query", "year_from"], ["query", "year_to"]]
+    body = client.post("/similar", json={"text": "dns", "filters": {"year_from": 2025, "year_to": 2024}})
+    assert _locs(body) == [["body", "filters"]] and "year_to 2024" in body.json()["detail"][0]["msg"]
+    assert client.get("/search", params={"q": "dns", "year_from": 2021, "year_to": 2021}).status_code == 200
+
+
+def test_unknown_names_suggest_the_ids_they_begin(client: TestClient) -> None:
+    # 'config' is too far from 'configuration-change' for a spelling match: the id's beginning is the hint
+    hint = client.get("/search", params={"q": "dns", "cause": "config"}).json()["detail"][0]["msg"]
+    assert "did you mean configuration-change" in hint
+    component = client.get("/incidents", params={"component": "Infiniband fab"}).json()["detail"][0]["msg"]
+    assert "did you mean infiniband-fabric" in component  # a label's beginning, any case, spaces as hyphens
+    short = client.get("/incidents", params={"cause": "co"}).json()["detail"][0]["msg"]
+    assert "configuration-change" not in short  # two letters begin too many names to be a hint

@@ -32,7 +32,7 @@ def cluster(cluster_id: Annotated[str, Path(max_length=16)], library: LibraryDep
 
 
 class DiagnoseRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"text": "MFU drops to 70% every 15 seconds"},
         {"symptoms": ["collective-timeout"], "text": "Watchdog caught collective operation timeout: WorkNCCL(...)"},
     ]})

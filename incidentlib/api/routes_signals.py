@@ -30,7 +30,7 @@ ALERT_EXAMPLE = {
 
 
 class SeriesRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"points": [{"seconds": 0, "mfu": 0.31}, {"seconds": 10, "mfu": 0.3}], "lang": "en"},
         {"text": "seconds,mfu,throttle\n0,0.98,0\n1,0.7,0x40\n", "expected": None},
     ]})
