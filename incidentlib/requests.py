@@ -52,6 +52,11 @@ IMPORT_FORMATS = ("csv", "json", "jsonl", "yaml", "markdown")
 # keeps the expiry date representable (a date past year 9999 cannot be stored).
 MAX_TOKEN_DAYS = 3650
 MAX_ALERTS = 50
+#: A generic alert's fields whose text is diagnosed (besides its labels and annotations): annotations of these names
+#: and top-level strings of these names or ``text``.
+ALERT_TEXT_FIELDS = ("summary", "description", "message", "log", "log_line", "logline", "error", "output")
+#: Top-level strings a generic alert may name itself with (they become its ``alertname`` label).
+ALERT_NAME_FIELDS = ("title", "name", "alertname")
 #: Symptoms named in one diagnosis request.
 MAX_SYMPTOMS = 20
 #: Hops in a neighbourhood walk: at 3 hops the graph is most of the library.
@@ -154,6 +159,18 @@ assert {p.name for p in FILTER_PARAMS} == set(IncidentFilter.model_fields)
 YEAR_RANGE = ("year_from", "year_to")
 
 
+def alert_payload_schema() -> dict[str, Any]:
+    """What an alert payload needs, as JSON Schema: an Alertmanager webhook's ``alerts``, or a generic alert with
+    labels, annotations, a name or a text (the rule :func:`incidentlib.analysis.alerts.normalise` applies)."""
+    text = {"type": "string", "pattern": r"\S"}
+    return {"type": "object", "anyOf": [
+        {"required": ["alerts"], "properties": {"alerts": {"type": "array", "minItems": 1, "maxItems": MAX_ALERTS}}},
+        {"required": ["labels"], "properties": {"labels": {"type": "object", "minProperties": 1}}},
+        {"required": ["annotations"], "properties": {"annotations": {"type": "object", "minProperties": 1}}},
+        *({"required": [name], "properties": {name: text}} for name in (*ALERT_NAME_FIELDS, *ALERT_TEXT_FIELDS, "text")),
+    ]}
+
+
 def check_lang(lang: str) -> str:
     """``lang`` if it is one of :data:`LANGS`, else :class:`InvalidRequest`."""
     if lang not in LANGS:
@@ -235,6 +252,8 @@ def with_filter_params(annotate: Callable[[FilterParam], Any]) -> Callable[[_Fn]
 
 
 __all__ = [
+    "ALERT_NAME_FIELDS",
+    "ALERT_TEXT_FIELDS",
     "CONCEPT_FIELDS",
     "CONCEPT_FILTERS",
     "FILTER_PARAMS",
@@ -267,6 +286,7 @@ __all__ = [
     "Lang",
     "Severity",
     "Status",
+    "alert_payload_schema",
     "check_k",
     "check_lang",
     "check_members",

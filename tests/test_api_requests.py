@@ -86,3 +86,49 @@ def test_unknown_names_suggest_the_ids_they_begin(client: TestClient) -> None:
     assert "did you mean infiniband-fabric" in component  # a label's beginning, any case, spaces as hyphens
     short = client.get("/incidents", params={"cause": "co"}).json()["detail"][0]["msg"]
     assert "configuration-change" not in short  # two letters begin too many names to be a hint
+
+
+def _body_schema(schema: dict, path: str) -> dict:  # type: ignore[type-arg]
+    """The JSON body schema of ``POST path``, with the document's components so that its $refs resolve."""
+    body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    return {**body, "components": schema["components"]}
+
+
+def test_sparql_statuses_agree_by_get_and_post_and_with_the_schema(client: TestClient) -> None:
+    long_query = "ASK { ?s ?p ?o }" + " " * 20_000
+    by_get = client.get("/sparql", params={"query": long_query})
+    by_form = client.post("/sparql", data={"query": long_query})
+    by_body = client.post("/sparql", content=long_query, headers={"content-type": "application/sparql-query"})
+    assert (_locs(by_get), _locs(by_form), _locs(by_body)) == ([["query", "query"]], [["body", "query"]], [["body"]])
+    assert "the limit is 20,000" in by_form.json()["detail"][0]["msg"]
+    # a request without a query is the SPARQL protocol's 400, and the schema says the parameter is required
+    assert client.get("/sparql").status_code == 400
+    schema = client.get("/openapi.json").json()
+    [parameter] = schema["paths"]["/sparql"]["get"]["parameters"]
+    assert parameter["name"] == "query" and parameter["required"] is True
+    for method in ("get", "post"):
+        assert "422" in schema["paths"]["/sparql"][method]["responses"]
+
+
+def test_the_schema_states_what_a_body_needs(client: TestClient) -> None:
+    import jsonschema
+
+    from incidentlib.api.routes_signals import ALERT_EXAMPLE
+
+    schema = client.get("/openapi.json").json()
+    cases = {
+        "/diagnose": ([{}, {"symptoms": []}, {"text": "  "}],
+                      [{"text": "MFU drops to 70% every 15 seconds"}, {"symptoms": ["collective-timeout"]}]),
+        "/diagnose/series": ([{}, {"points": [{"seconds": 0, "mfu": 0.5}], "text": "seconds,mfu\n0,0.5\n"}],
+                             [{"text": "seconds,mfu\n0,0.9\n10,0.9\n"}, {"points": [{"seconds": 0, "mfu": 0.9}]}]),
+        "/alerts/alertmanager": ([{}, {"labels": {}}, {"status": "firing"}, {"message": " "}],
+                                 [ALERT_EXAMPLE, {"message": "Xid 79 on gpu-node-3"}, {"labels": {"alertname": "GPUDown"}}]),
+    }
+    for path, (refused, accepted) in cases.items():
+        validator = jsonschema.Draft202012Validator(_body_schema(schema, path))
+        for body in refused:
+            assert not validator.is_valid(body), (path, body)
+            assert client.post(path, json=body).status_code == 422, (path, body)
+        for body in accepted:
+            assert validator.is_valid(body), (path, body)
+            assert client.post(path, json=body).status_code == 200, (path, body)
