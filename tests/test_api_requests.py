@@ -132,3 +132,18 @@ def test_the_schema_states_what_a_body_needs(client: TestClient) -> None:
         for body in accepted:
             assert validator.is_valid(body), (path, body)
             assert client.post(path, json=body).status_code == 200, (path, body)
+
+
+def test_answers_negotiated_by_accept_language_say_they_vary_with_it(client: TestClient) -> None:
+    for path, params in (("/incidents/IL-0025", {}), ("/search", {"q": "NCCL"}), ("/incidents", {"limit": 2}),
+                         ("/topics/nccl", {})):
+        korean = client.get(path, params=params, headers={"Accept-Language": "ko"})
+        assert korean.status_code == 200
+        assert "accept-language" in korean.headers.get("vary", "").lower(), path
+        # no header at all still varies: a client that sends one gets another language
+        assert "accept-language" in client.get(path, params=params).headers.get("vary", "").lower(), path
+        # the URL decides when lang= is given
+        explicit = client.get(path, params={**params, "lang": "ko"}, headers={"Accept-Language": "en"})
+        assert "accept-language" not in explicit.headers.get("vary", "").lower(), path
+        assert explicit.json() == korean.json()
+    assert "vary" not in client.get("/health").headers
