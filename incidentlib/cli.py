@@ -68,7 +68,7 @@ from .requests import (
     IncidentFilter,
     with_filter_params,
 )
-from .views import ClusterSet, ClusterView, ConceptRef, RelatedItem, SearchResponse
+from .views import DRAFT_MARK, ClusterSet, ClusterView, ConceptRef, RelatedItem, SearchResponse
 
 out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -523,7 +523,8 @@ def _print_results(response: SearchResponse, show_why: bool = True) -> None:
     if not response.results:
         out.print("no results")
     for rank, result in enumerate(response.results, 1):
-        out.print(f"{rank:>2}. [bold]{result.id}[/bold] {escape(result.title)} [dim]({result.org}, {result.date or 'date unknown'}, score {result.score:.3f})[/dim]")
+        draft = escape(f" {DRAFT_MARK}") if result.status == "draft" else ""
+        out.print(f"{rank:>2}. [bold]{result.id}[/bold] {escape(result.title)}{draft} [dim]({result.org}, {result.date or 'date unknown'}, score {result.score:.3f})[/dim]")
         out.print(f"    {escape(result.snippet)}")
         if show_why:
             why = result.why

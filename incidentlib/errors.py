@@ -48,6 +48,7 @@ Every message names the file, field or parameter and the reason.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
 
 #: Problems quoted in a LibraryError message before "… and N more" (the rest are on ``.problems``).
 MAX_PROBLEMS_SHOWN = 20
+#: A path into a JSON payload as alert errors name it: ``alerts``, ``alerts[2]``, ``alerts[2].labels``.
+_PAYLOAD_PATH = re.compile(r"[A-Za-z_]\w*(\[\d+\])*(\.[A-Za-z_]\w*(\[\d+\])*)*")
 
 
 class IncidentlibError(Exception):
@@ -106,12 +109,17 @@ class UnknownClusterError(NotFound):
 class InvalidRequest(IncidentlibError, ValueError):
     """A parameter that cannot be used; the message names the parameter and the reason.
 
-    ``parameter``, when known, is the parameter's name (the HTTP API puts it in ``loc``).
+    ``parameter``, when known, is the name of the argument the library was given (the HTTP API puts where the
+    request carried it in ``loc``); ``path`` is where inside it the bad value is (``(0,)``: its first item), and
+    ``others`` names further arguments the problem is about (a range given backwards names both ends).
     """
 
-    def __init__(self, message: str, parameter: str | None = None) -> None:
+    def __init__(self, message: str, parameter: str | None = None, path: tuple[str | int, ...] = (),
+                 others: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.parameter = parameter
+        self.path = path
+        self.others = others
 
 
 class FilterError(InvalidRequest):
@@ -151,7 +159,13 @@ class SeriesError(InputError):
 
 
 class AlertError(InputError):
-    """An alert payload that cannot be read."""
+    """An alert payload that cannot be read; ``where`` is a path into it (``alerts[2].labels``) or ``body``."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(where, reason)
+        if where != "body" and _PAYLOAD_PATH.fullmatch(where):
+            parts = [int(part) if part.isdigit() else part for part in re.findall(r"\w+", where)]
+            self.parameter, self.path = str(parts[0]), tuple(parts[1:])
 class RemoteAccessError(SparqlError):
     """A query asked for SERVICE or a FROM dataset: the service never fetches anything on a query's behalf."""
 

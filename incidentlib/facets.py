@@ -18,7 +18,7 @@ from functools import partial
 from typing import TypeVar, cast
 
 from .loader import each_record
-from .models import CONCEPT_FIELDS, Incident, Severity
+from .models import CONCEPT_FIELDS, Incident, Severity, Status
 from .requests import IncidentFilter
 
 T = TypeVar("T")
@@ -30,10 +30,13 @@ def incident_values(incident: Incident, field: str) -> tuple[str, ...]:
 
 
 def passes(values: Callable[[str], tuple[str, ...]], year: int | None, severity: Severity | None,
-           accepted: Mapping[str, set[str]], filters: IncidentFilter) -> bool:
+           accepted: Mapping[str, set[str]], filters: IncidentFilter, draft: bool = False) -> bool:
     """True when an incident whose ids in a field are ``values(field)`` passes ``filters``: each accepted set
     (a concept and its narrower ones, by field) meets its ids, the year is within the bounds (inclusive; an
-    incident without a year fails either bound) and the severity is the one asked for."""
+    incident without a year fails either bound), the severity is the one asked for and so is the review status
+    (``draft``: whether the incident is a draft)."""
+    if filters.status is not None and draft != (filters.status is Status.draft):
+        return False
     if any(not ids.intersection(values(field)) for field, ids in accepted.items()):
         return False
     if filters.year_from is not None and (year is None or year < filters.year_from):
@@ -124,7 +127,8 @@ class Facets:
     def matching(self, accepted: Mapping[str, set[str]], filters: IncidentFilter) -> list[str]:
         """Ids of the incidents that pass ``filters`` (:func:`passes`), in order."""
         return [incident_id for row, incident_id in enumerate(self.ids)
-                if passes(partial(self._values_at, row), self.years[row], self.severities[row], accepted, filters)]
+                if passes(partial(self._values_at, row), self.years[row], self.severities[row], accepted, filters,
+                          self.drafts[row])]
 
     def _values_at(self, row: int, field: str) -> tuple[str, ...]:
         return self.values[field][row]

@@ -551,7 +551,8 @@ class Library:
     def matches(self, incident: Incident, filters: IncidentFilter, accepted: dict[str, set[str]] | None = None) -> bool:
         """True when ``incident`` passes every filter (concepts match their narrower ones; years inclusive)."""
         accepted = self.resolve_filter(filters) if accepted is None else accepted
-        return passes(lambda field: incident_values(incident, field), incident.year, incident.severity, accepted, filters)
+        return passes(lambda field: incident_values(incident, field), incident.year, incident.severity, accepted, filters,
+                      incident.is_draft)
 
     def filter_ids(self, filters: IncidentFilter | None) -> list[str]:
         """Ids of the incidents that pass ``filters`` (all ids when there are none), in id order; the same as
@@ -835,20 +836,19 @@ class Library:
         return SearchResponse(query=text, mode="similar", results=results)
 
     def rag_context(self, query: str, k: int = 5, lang: str = "en", filters: IncidentFilter | None = None) -> list[RagPassage]:
-        """Passages ready for a RAG prompt: the best chunk of each hit, in ``lang`` when it exists."""
-        response = self.search(query, k=k, filters=filters, lang=lang)
+        """Passages ready for a RAG prompt: for each hit of a hybrid search, a passage of the incident's own text
+        (never its list of vocabulary names), in ``lang`` when the incident is written in it; ``lang`` on each
+        passage is the language its text is in (see :meth:`SearchService.passage`)."""
+        check_lang(lang)
+        check_k(k)
         passages = []
-        for result in response.results:
-            incident = self.get(result.id)
-            chunk = result.why.chunk
-            text = chunk.text
-            if chunk.lang not in (lang, "raw"):
-                # a passage in the reader's language when the library has one: the summary
-                text = f"{incident.title.get(lang)}. {incident.summary.get(lang)}"
+        for hit, chunk in self._search_service.passages(query, k=k, allowed=self._allowed(filters), lang=lang):
+            incident = self.get(hit.incident_id)
             passages.append(RagPassage(
-                text=text, incident_id=incident.id, title=incident.title.get(lang),
+                text=chunk.text, incident_id=incident.id, title=incident.title.get(lang),
                 source_urls=[str(s.url) for s in incident.sources],
-                lang=lang if chunk.lang not in (lang, "raw") else chunk.lang, score=result.score,
+                lang=chunk.lang, score=round(float(hit.score), 6), kind=chunk.kind, chunk_id=chunk.id,
+                status=incident.status.value,
             ))
         return passages
 

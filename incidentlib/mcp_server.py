@@ -8,14 +8,16 @@ with the same data as structured content beside it.
 
 from __future__ import annotations
 
+import difflib
 import functools
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from . import __version__
 from .errors import IncidentlibError
@@ -35,6 +37,7 @@ from .requests import (
     with_filter_params,
 )
 from .views import (
+    DRAFT_MARK,
     ClusterSet,
     Diagnosis,
     IncidentDetail,
@@ -95,6 +98,42 @@ def clear_errors(fn: _Fn) -> _Fn:
     return wrapper  # type: ignore[return-value]
 
 
+class StrictTool(Tool):
+    """A tool that refuses arguments it does not take (as the HTTP API's JSON bodies do), naming them.
+
+    The SDK's tools drop unknown keys without a word, so an agent that misspells a filter (``orgg``) or nests it
+    (``{"filters": {"org": …}}``) gets unfiltered results that look filtered.  The input schema says so too
+    (``additionalProperties: false``), and a bad value is reported as ``argument: reason``, not as pydantic's dump
+    of the input."""
+
+    @classmethod
+    def from_function(cls, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> StrictTool:
+        tool = super().from_function(fn, *args, **kwargs)
+        tool.parameters["additionalProperties"] = False
+        return tool  # type: ignore[return-value]
+
+    @property
+    def argument_names(self) -> list[str]:
+        """The arguments the tool takes, as a client spells them (aliases where the SDK gave one)."""
+        return [field.alias or name for name, field in self.fn_metadata.arg_model.model_fields.items()]
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        taken = self.argument_names
+        unknown = [name for name in arguments if name not in taken]
+        if unknown:
+            hints = [f"{name!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(name, taken, n=1))
+                     else repr(name) for name in unknown]
+            raise ToolError(f"Error executing tool {self.name}: unknown argument{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(hints)}; {self.name} takes {', '.join(taken)}")
+        try:
+            self.fn_metadata.validate_arguments(arguments)
+        except ValidationError as exc:
+            reasons = "; ".join(f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+                                for error in exc.errors(include_url=False, include_input=False))
+            raise ToolError(f"Error executing tool {self.name}: {reasons}") from exc
+        return await super().run(arguments, context, convert_result=convert_result)
+
+
 def _result(text: str, model: BaseModel) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json"))
 
@@ -104,7 +143,8 @@ def _search_text(response: SearchResponse) -> str:
         return f"No incidents found for: {response.query}"
     lines = [f"{len(response.results)} incident(s) for: {response.query}"]
     for rank, r in enumerate(response.results, 1):
-        lines.append(f"{rank}. {r.id} — {r.title} ({r.org}, {r.date or 'date unknown'}; score {r.score:.3f})")
+        draft = f" {DRAFT_MARK}" if r.status == "draft" else ""
+        lines.append(f"{rank}. {r.id} — {r.title}{draft} ({r.org}, {r.date or 'date unknown'}; score {r.score:.3f})")
         lines.append(f"   {r.snippet}")
         reasons = []
         if r.why.matched_terms:
@@ -121,10 +161,14 @@ def _search_text(response: SearchResponse) -> str:
 def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
     """The MCP tools over ``library``; ``local_writes`` lets ``create_draft`` run without a token (stdio: the
     caller is the local user, as with the CLI). Over HTTP every draft needs an editor token."""
-    server = MCPServer(name="incidentlib", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    tools: list[Tool] = []
 
     def tool(description: str) -> Callable[[_Fn], _Fn]:
-        return lambda fn: server.tool(description=description)(clear_errors(fn))
+        def register(fn: _Fn) -> _Fn:
+            tools.append(StrictTool.from_function(clear_errors(fn), description=description))
+            return fn
+
+        return register
 
     @tool(description="Search incidents with a question, a description or an error message, in Korean or "
                              "English. Returns ranked incidents with the passage that matched and why.")
@@ -141,13 +185,14 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
 
     @tool(description="Find incidents like a pasted error, log line or description, or like a known incident "
                              "id. Combines text similarity with shared components, causes and symptoms.")
+    @with_filter_params(_field)
     def similar_incidents(
         text: Annotated[str | None, Field(description="Error message, log excerpt, description or a whole write-up.",
                                           max_length=MAX_SIMILAR_TEXT_CHARS)] = None,
         incident_id: Annotated[str | None, Field(description="Or an incident id such as IL-0025.")] = None,
-        k: Annotated[int, Field(ge=1, le=MAX_AGENT_K)] = 5, lang: LangArg = "en",
+        k: Annotated[int, Field(ge=1, le=MAX_AGENT_K)] = 5, filters: IncidentFilter | None = None, lang: LangArg = "en",
     ) -> Annotated[CallToolResult, SearchResponse]:
-        response = library.similar(incident_id=incident_id, text=text, k=k, lang=lang)
+        response = library.similar(incident_id=incident_id, text=text, k=k, filters=filters, lang=lang)
         return _result(_search_text(response), response)
 
     @tool(description="The full record of one incident: summary, narrative, components, causes, symptoms, "
@@ -156,7 +201,7 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
         incident_id: Annotated[str, Field(description="Incident id such as IL-0025.")], lang: LangArg = "en",
     ) -> Annotated[CallToolResult, IncidentDetail]:
         d = library.detail(incident_id, lang=lang)
-        lines = [f"{d.id} — {d.title}", f"{d.org.label} · {d.date or 'date unknown'}" + (f" · {d.severity}" if d.severity else ""), "", d.summary, "", d.body]
+        lines = [f"{d.id} — {d.title}" + (f" {DRAFT_MARK}" if d.status == "draft" else ""), f"{d.org.label} · {d.date or 'date unknown'}" + (f" · {d.severity}" if d.severity else ""), "", d.summary, "", d.body]
         for name, refs in (("Components", d.components), ("Causes", d.causes), ("Symptoms", d.symptoms)):
             if refs:
                 lines.append(f"{name}: " + ", ".join(r.label for r in refs))
@@ -179,7 +224,8 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
     ) -> Annotated[CallToolResult, IncidentPage]:
         page = library.list_incidents(filters, lang=lang, limit=limit, offset=offset)
         lines = [f"{page.total} incident(s); showing {len(page.items)} from {offset}:"]
-        lines += [f"{i.id} {i.date or 'date unknown'} {i.org_label}: {i.title}" for i in page.items]
+        lines += [f"{i.id} {i.date or 'date unknown'} {i.org_label}: {i.title}" + (f" {DRAFT_MARK}" if i.status == "draft" else "")
+                  for i in page.items]
         return _result("\n".join(lines), page)
 
     @tool(description="Incidents that share components or causes with one incident; rarer shared concepts weigh more.")
@@ -278,4 +324,5 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
         stored = library.create_draft(record, actor=actor)
         return _result(f"Filed draft {stored.id} (etag {stored.etag}); a reviewer publishes it.", stored)
 
-    return server
+    return MCPServer(name="incidentlib", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING",
+                     tools=tools)

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from .errors import FilterError, InvalidRequest, QueryError
-from .models import CONCEPT_FIELDS, LANGS, ConceptKind, Lang, Severity
+from .models import CONCEPT_FIELDS, LANGS, ConceptKind, Lang, Severity, Status
 
 #: Results per search or similar call: beyond this, rankings are noise and responses get large.
 MAX_K = 100
@@ -52,6 +52,11 @@ IMPORT_FORMATS = ("csv", "json", "jsonl", "yaml", "markdown")
 # keeps the expiry date representable (a date past year 9999 cannot be stored).
 MAX_TOKEN_DAYS = 3650
 MAX_ALERTS = 50
+#: A generic alert's fields whose text is diagnosed (besides its labels and annotations): annotations of these names
+#: and top-level strings of these names or ``text``.
+ALERT_TEXT_FIELDS = ("summary", "description", "message", "log", "log_line", "logline", "error", "output")
+#: Top-level strings a generic alert may name itself with (they become its ``alertname`` label).
+ALERT_NAME_FIELDS = ("title", "name", "alertname")
 #: Symptoms named in one diagnosis request.
 MAX_SYMPTOMS = 20
 #: Hops in a neighbourhood walk: at 3 hops the graph is most of the library.
@@ -99,6 +104,8 @@ FILTER_PARAMS: tuple[FilterParam, ...] = (
     FilterParam("year_from", int, "Only incidents from this year on.", ge=MIN_YEAR, le=MAX_YEAR),
     FilterParam("year_to", int, "Only incidents up to this year.", ge=MIN_YEAR, le=MAX_YEAR),
     FilterParam("severity", Severity, "Only this severity (sev1 is the worst)."),
+    FilterParam("status", Status, "Only records in this review state: 'published' leaves out drafts awaiting "
+                "review (imported or filed, not yet checked by a curator); 'draft' keeps only them."),
 )
 CONCEPT_FILTERS: tuple[FilterParam, ...] = tuple(p for p in FILTER_PARAMS if p.kind is not None)
 assert all(CONCEPT_FIELDS[p.incident_field] is p.kind for p in CONCEPT_FILTERS if p.incident_field)
@@ -114,9 +121,18 @@ class IncidentFilter(BaseModel):
     cause: str | None = None
     symptom: str | None = None
     tag: str | None = None
-    year_from: int | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
-    year_to: int | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
+    # strict: a JSON body's "2024" or true is not a year (a query string's "2024" is made an int before this)
+    year_from: StrictInt | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
+    year_to: StrictInt | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
     severity: Severity | None = None
+    status: Status | None = None
+
+    @model_validator(mode="after")
+    def _years_in_order(self) -> IncidentFilter:
+        if self.year_from is not None and self.year_to is not None and self.year_from > self.year_to:
+            raise ValueError(f"year_from {self.year_from} is later than year_to {self.year_to}: "
+                             "no incident can match")
+        return self
 
     def is_empty(self) -> bool:
         """True when no filter is set."""
@@ -128,24 +144,44 @@ class IncidentFilter(BaseModel):
         try:
             return cls(**values)
         except ValidationError as exc:
-            reasons = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-            raise FilterError(reasons) from None
+            errors = exc.errors(include_url=False)
+            reasons = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'filters'}: {e['msg'].removeprefix('Value error, ')}"
+                                for e in errors)
+            named = [str(e["loc"][0]) for e in errors if e["loc"]]
+            if named:
+                raise FilterError(reasons, parameter=named[0]) from None
+            # the one rule across fields is the order of the years: the problem is about both
+            raise FilterError(reasons, parameter=YEAR_RANGE[0], others=YEAR_RANGE[1:]) from None
 
 
 assert {p.name for p in FILTER_PARAMS} == set(IncidentFilter.model_fields)
+#: The filters :class:`IncidentFilter`'s one rule across fields is about (``year_from`` not after ``year_to``).
+YEAR_RANGE = ("year_from", "year_to")
+
+
+def alert_payload_schema() -> dict[str, Any]:
+    """What an alert payload needs, as JSON Schema: an Alertmanager webhook's ``alerts``, or a generic alert with
+    labels, annotations, a name or a text (the rule :func:`incidentlib.analysis.alerts.normalise` applies)."""
+    text = {"type": "string", "pattern": r"\S"}
+    return {"type": "object", "anyOf": [
+        {"required": ["alerts"], "properties": {"alerts": {"type": "array", "minItems": 1, "maxItems": MAX_ALERTS}}},
+        {"required": ["labels"], "properties": {"labels": {"type": "object", "minProperties": 1}}},
+        {"required": ["annotations"], "properties": {"annotations": {"type": "object", "minProperties": 1}}},
+        *({"required": [name], "properties": {name: text}} for name in (*ALERT_NAME_FIELDS, *ALERT_TEXT_FIELDS, "text")),
+    ]}
 
 
 def check_lang(lang: str) -> str:
     """``lang`` if it is one of :data:`LANGS`, else :class:`InvalidRequest`."""
     if lang not in LANGS:
-        raise InvalidRequest(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
+        raise InvalidRequest(f"lang must be one of {', '.join(LANGS)}, got {lang!r}", parameter="lang")
     return lang
 
 
 def check_k(k: int, name: str = "k") -> int:
     """``k`` if 1 <= k <= :data:`MAX_K`, else :class:`InvalidRequest` naming the parameter."""
     if k < 1 or k > MAX_K:
-        raise InvalidRequest(f"{name} must be between 1 and {MAX_K}, got {k}")
+        raise InvalidRequest(f"{name} must be between 1 and {MAX_K}, got {k}", parameter=name)
     return k
 
 
@@ -161,14 +197,15 @@ def check_members(members: int | None) -> int | None:
 MCP_CLUSTER_MEMBERS = 50
 
 
-def check_query(query: str, limit: int = MAX_QUERY_CHARS) -> str:
-    """The stripped query; :class:`QueryError` when it is empty or longer than ``limit`` characters
-    (:data:`MAX_QUERY_CHARS`, or :data:`MAX_SIMILAR_TEXT_CHARS` for the text given to ``similar``)."""
+def check_query(query: str, limit: int = MAX_QUERY_CHARS, name: str = "query") -> str:
+    """The stripped query; :class:`QueryError` naming the argument ``name`` when it is empty or longer than
+    ``limit`` characters (:data:`MAX_QUERY_CHARS`, or :data:`MAX_SIMILAR_TEXT_CHARS` for the text given to
+    ``similar``)."""
     text = (query or "").strip()
     if not text:
-        raise QueryError("query is empty")
+        raise QueryError(f"{name} is empty", parameter=name)
     if len(text) > limit:
-        raise QueryError(f"query is {len(text)} characters; the limit is {limit}")
+        raise QueryError(f"{name} is {len(text)} characters; the limit is {limit}", parameter=name)
     return text
 
 
@@ -215,6 +252,8 @@ def with_filter_params(annotate: Callable[[FilterParam], Any]) -> Callable[[_Fn]
 
 
 __all__ = [
+    "ALERT_NAME_FIELDS",
+    "ALERT_TEXT_FIELDS",
     "CONCEPT_FIELDS",
     "CONCEPT_FILTERS",
     "FILTER_PARAMS",
@@ -246,6 +285,8 @@ __all__ = [
     "IncidentFilter",
     "Lang",
     "Severity",
+    "Status",
+    "alert_payload_schema",
     "check_k",
     "check_lang",
     "check_members",

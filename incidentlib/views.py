@@ -10,6 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: How text output (CLI, MCP tools) marks a draft: a record awaiting review, whose claims no curator has checked.
+DRAFT_MARK = "[draft]"
+
 
 class View(BaseModel):
     """The base of every response shape. Pydantic builds a model's validator and serializer on first use
@@ -226,6 +229,8 @@ class SearchResult(View):
     date: str | None
     snippet: str
     why: Why
+    status: str = Field(description="The record's review state: published, or draft (imported or filed, awaiting a "
+                                    "curator's review; its claims are unchecked).")
 
 
 class SearchResponse(View):
@@ -235,12 +240,17 @@ class SearchResponse(View):
 
 
 class RagPassage(View):
-    text: str
+    text: str = Field(description="A passage of the incident's own text (never its list of vocabulary names).")
     incident_id: str
     title: str
     source_urls: list[str]
-    lang: str
+    lang: str = Field(description="The language the text is in: en or ko, or raw for a log line or error string "
+                                  "quoted verbatim (the same in either language).")
     score: float
+    kind: str = Field(description="Where in the record the text is: title (title and summary), body, detail "
+                                  "(detection, mitigation, lessons) or signal (a verbatim log line).")
+    chunk_id: str = Field(description="The passage's id, as in a search result's why.chunk.id.")
+    status: str = Field(description="The record's review state: published, or draft (awaiting review).")
 
 
 class ClusterView(View):

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator
 
 from .models import Concept, ConceptKind
+
+#: Shortest text whose prefix matches are offered as suggestions: shorter ones begin too many names to be a hint.
+MIN_PREFIX_CHARS = 3
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def _folded(text: str) -> str:
+    """``text`` case-folded with every run of spaces and punctuation as one hyphen ('Acme ML' -> 'acme-ml')."""
+    return _NOT_WORD.sub("-", text.casefold()).strip("-")
 
 
 class Vocabulary:
@@ -69,11 +79,19 @@ class Vocabulary:
         return None
 
     def suggest(self, wrong: str, kind: ConceptKind | None = None, n: int = 3) -> list[str]:
-        """Ids the user probably meant: a label/alias match first, then close spellings."""
+        """Ids the user probably meant: a label/alias match first, then ids, labels or aliases that begin with
+        ``wrong`` ('acme' -> acme-ml-platform), then close spellings."""
         found: list[str] = []
         by_name = self.resolve(wrong, kind)
         if by_name is not None:
             found.append(by_name.id)
+        prefix = _folded(wrong)
+        if len(prefix) >= MIN_PREFIX_CHARS:
+            concepts = list(self._by_id.values() if kind is None else self._by_kind[kind])
+            # ids first (what a filter takes), then labels and aliases
+            found += [c.id for c in concepts if c.id not in found and c.id.startswith(prefix)]
+            found += [c.id for c in concepts if c.id not in found
+                      and any(_folded(name).startswith(prefix) for name in c.names() if name)]
         for candidate in difflib.get_close_matches(wrong, self.ids(kind), n=n, cutoff=0.5):
             if candidate not in found:
                 found.append(candidate)

@@ -239,7 +239,7 @@ def test_shared_concepts_are_marked_broader_and_inferred_in_both_languages(clien
     why = Why(chunk=MatchedChunk(id="IL-0001#0", kind="summary", lang="en", text="a firmware bug"), matched_terms=[],
               shared_concepts=[ConceptRef(id="software-bug", kind="cause", label="Software bug", broader=True),
                                ConceptRef(id="nccl", kind="component", label="NCCL")])
-    result = SearchResult(id="IL-0001", score=1.0, title="t", org="o", date=None, snippet="s", why=why)
+    result = SearchResult(id="IL-0001", score=1.0, title="t", org="o", date=None, snippet="s", why=why, status="published")
     for lang, mark in (("en", "(broader)"), ("ko", "(상위 개념)")):
         html = templates.get_template("_results.html").render(t=texts(lang), lang=lang, q="", results=[result],
                                                               incident_href=INCIDENT_HREF, hide_count=True)

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AlertError
-from ..requests import MAX_ALERTS
+from ..requests import ALERT_NAME_FIELDS, ALERT_TEXT_FIELDS, MAX_ALERTS
 from ..views import AlertAnswer, AlertsAnswer, RankedIncident, SignalMatch
 from .mfu import rank_by_concepts
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..library import Library
 
 SUPPORTED_VERSION = "4"
-TEXT_ANNOTATIONS = ("summary", "description", "message", "log", "log_line", "logline", "error", "output")
+TEXT_ANNOTATIONS = ALERT_TEXT_FIELDS
 SIGNAL_LABELS = {"xid": "Xid {}", "sxid": "SXid {}", "reason": "{}", "error": "{}", "err_code": "{}", "status": "{}"}
 # The diagnosed text (alert name, annotations, log lines) is cut here, the library's query limit.
 MAX_ALERT_TEXT = 2000
@@ -78,7 +78,7 @@ def normalise(payload: object) -> tuple[str | None, str | None, list[dict[str, A
     # a generic alert: {"alertname"|"title"|"name", "labels", "annotations", "message"|"description"|"log"...}
     labels = _strings(payload.get("labels"), "labels")
     notes = _strings(payload.get("annotations"), "annotations")
-    for key in ("title", "name", "alertname"):
+    for key in ALERT_NAME_FIELDS:
         if isinstance(payload.get(key), str) and "alertname" not in labels:
             labels["alertname"] = payload[key]
     for key in (*TEXT_ANNOTATIONS, "text"):

@@ -57,14 +57,15 @@ def diagnose(library: Library, symptoms: list[str] | None = None, text: str | No
     kg = library._knowledge
     symptom_ids: list[str] = []
     recognizer = library._search_service.recognizer
-    for name in symptoms:
+    for index, name in enumerate(symptoms):
         concept = vocab.resolve(name, ConceptKind.symptom)
         if concept is None:  # a free phrase such as "링크 플래핑": accept the one symptom it names
             named = [m.concept_id for m in recognizer.recognise(name) if m.kind == "symptom"]
             concept = vocab.get(named[0]) if len(named) == 1 else None
         if concept is None:
             hint = vocab.suggest(name, ConceptKind.symptom)
-            raise FilterError(f"symptoms: unknown symptom {name!r}" + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
+            raise FilterError(f"symptoms: unknown symptom {name!r}" + (f" (did you mean {', '.join(hint)}?)" if hint else ""),
+                              parameter="symptoms", path=(index,))
         symptom_ids.append(concept.id)
     recognised = []
     similar: list[EvidenceIncident] = []

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..library import Library, built_for_process_lifetime
 from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
 from . import contract, errors
-from .deps import read_access
+from .deps import NEGOTIATED_LANGUAGE, read_access
 from .guards import GUARD_RESPONSES, GuardMiddleware, GuardSettings, host_names, mcp_transport_lists
 from .mcp_mount import LazyMcp
 from .routes_analysis import router as analysis_router
@@ -140,6 +140,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
                            allow_headers=["content-type", "accept-language", "authorization", "if-match"])
     app.add_middleware(GuardMiddleware, listen_host=settings.host, settings=settings.guards)
     app.add_middleware(FirstAnswer, answered=first_answer)
+    app.add_middleware(VaryOnLanguage)
     if mcp is not None:
         # one route at exactly /mcp, as the SDK's own (no redirect); the app.state handle lets tests see it is lazy
         app.router.routes.append(Route("/mcp", endpoint=mcp))
@@ -177,6 +178,32 @@ class FirstAnswer:
             await self.app(scope, receive, send)
         finally:
             self.answered.set()
+
+
+class VaryOnLanguage:
+    """ASGI middleware: ``Vary: Accept-Language`` on every response whose language came from that header (the route's
+    ``lang`` dependency says so, :data:`~.deps.NEGOTIATED_LANGUAGE`), so that a shared cache or CDN does not hand one
+    client's Korean answer to another who asked in English.  A request with ``lang=`` gets none: its URL decides."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_varied(message: Message) -> None:
+            if message["type"] == "http.response.start" and scope.get("state", {}).get(NEGOTIATED_LANGUAGE):
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"vary"]
+                varies = [part.strip() for k, v in message.get("headers", []) if k.lower() == b"vary"
+                          for part in v.decode("latin-1").split(",") if part.strip()]
+                if not any(part.lower() in ("accept-language", "*") for part in varies):
+                    varies.append("Accept-Language")
+                message = {**message, "headers": [*headers, (b"vary", ", ".join(varies).encode("latin-1"))]}
+            await send(message)
+
+        await self.app(scope, receive, send_varied)
 
 
 #: Environment variable through which `serve --workers N` hands its settings to each worker process.

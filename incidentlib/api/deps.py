@@ -69,13 +69,21 @@ def admin(request: Request, credentials: Credentials) -> str:
     return library.authorize(_token(request, credentials), "admin")
 
 
+#: The ``request.state`` flag :func:`get_lang` sets when the answer's language came from ``Accept-Language``, so that
+#: the response says it varies with that header (``Vary``, added by :class:`~.app.VaryOnLanguage`).
+NEGOTIATED_LANGUAGE = "language_negotiated"
+
+
 def get_lang(
+    request: Request,
     lang: Annotated[Literal["en", "ko"] | None, Query(description="Language of text fields; default from Accept-Language, then en.")] = None,
     accept_language: Annotated[str | None, Header()] = None,
 ) -> str:
-    """``lang`` if given, else the first of ko/en in ``Accept-Language``, else en."""
+    """``lang`` if given, else the first of ko/en in ``Accept-Language``, else en (and then the answer varies with
+    that header, even when it is absent: another client's header gets another language)."""
     if lang:
         return lang
+    setattr(request.state, NEGOTIATED_LANGUAGE, True)
     for part in (accept_language or "").split(","):
         tag = part.split(";")[0].strip().lower()
         if tag.startswith("ko"):

@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from ..errors import (
@@ -38,6 +39,7 @@ from ..errors import (
     ValidationFailed,
     WriteError,
 )
+from ..requests import IncidentFilter
 
 #: Most specific class first: the first match decides the status.
 STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
@@ -89,14 +91,46 @@ def json_safe(value: Any) -> Any:
 
 
 #: Where in a POST /import body each import error points.
-IMPORT_FIELD: tuple[tuple[type[IncidentlibError], list[str]], ...] = (
-    (ReadError, ["body", "content"]), (MappingError, ["body", "maps"]), (ImportFailed, ["body"]))
+IMPORT_FIELD: tuple[tuple[type[IncidentlibError], tuple[str, ...]], ...] = (
+    (ReadError, ("body", "content")), (MappingError, ("body", "maps")), (ImportFailed, ("body",)))
 
 
-def _location(exc: IncidentlibError) -> list[str]:
-    if isinstance(exc, InvalidRequest):
-        return ["query", exc.parameter] if exc.parameter else ["query"]
-    return next((loc for cls, loc in IMPORT_FIELD if isinstance(exc, cls)), ["body"])
+#: Library arguments that a route's query string spells otherwise (``GET /search?q=`` is ``Library.search(query)``).
+QUERY_NAMES = {"query": "q"}
+#: Methods whose parameters a route reads from a JSON body.
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+Loc = list[str | int]
+
+
+def _body_model(request: Request) -> type[BaseModel] | None:
+    """The pydantic model of the matched route's JSON body, if it has one (None for a free JSON object)."""
+    body = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(body, "field_info", None), "annotation", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _body_location(request: Request, parameter: str | None, path: tuple[str | int, ...]) -> Loc:
+    if parameter is None:
+        return ["body"]
+    model = _body_model(request)
+    if model is not None and parameter not in model.model_fields and "filters" in model.model_fields \
+            and parameter in IncidentFilter.model_fields:
+        return ["body", "filters", parameter, *path]  # POST /similar's filters are one object of the body
+    return ["body", parameter, *path]
+
+
+def _locations(request: Request, exc: IncidentlibError) -> list[Loc]:
+    """Where in the request each problem of ``exc`` is: ``["query", "q"]``, ``["body", "filters", "cause"]``,
+    ``["body", "symptoms", 0]``; the library names its own arguments, and the route's method and body model say
+    where the request carried them."""
+    if not isinstance(exc, InvalidRequest):
+        return [next((list(loc) for cls, loc in IMPORT_FIELD if isinstance(exc, cls)), ["body"])]
+    parameters = [exc.parameter, *exc.others]
+    json_body = _body_model(request) is not None or request.headers.get("content-type", "").startswith("application/json")
+    if request.method in BODY_METHODS and json_body:
+        return [_body_location(request, name, exc.path if name == exc.parameter else ()) for name in parameters]
+    return [["query", QUERY_NAMES.get(name, name)] if name else ["query"] for name in parameters]
 
 
 def allowed_methods(request: Request) -> list[str]:
@@ -137,14 +171,14 @@ def install(app: FastAPI) -> None:
         return JSONResponse(status_code=422, content={"detail": json_safe(detail)})
 
     @app.exception_handler(IncidentlibError)
-    async def _handle(_: Request, exc: IncidentlibError) -> JSONResponse:
+    async def _handle(request: Request, exc: IncidentlibError) -> JSONResponse:
         status = status_for(exc)
         content: dict[str, Any] = {"detail": str(exc)}
         headers: dict[str, str] = {}
         if isinstance(exc, NotFound):
             content["id"] = exc.key
         elif status == 422:  # the documented validation array
-            content["detail"] = [{"loc": _location(exc), "msg": str(exc), "type": "value_error"}]
+            content["detail"] = [{"loc": loc, "msg": str(exc), "type": "value_error"} for loc in _locations(request, exc)]
         if isinstance(exc, ValidationFailed):
             content["problems"] = [p.model_dump() for p in exc.problems]
         if isinstance(exc, Busy):

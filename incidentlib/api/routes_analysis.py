@@ -32,9 +32,12 @@ def cluster(cluster_id: Annotated[str, Path(max_length=16)], library: LibraryDep
 
 
 class DiagnoseRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"text": "MFU drops to 70% every 15 seconds"},
         {"symptoms": ["collective-timeout"], "text": "Watchdog caught collective operation timeout: WorkNCCL(...)"},
+    ], "anyOf": [  # symptoms, text, or both (_something), as the schema says it
+        {"required": ["symptoms"], "properties": {"symptoms": {"type": "array", "minItems": 1}}},
+        {"required": ["text"], "properties": {"text": {"type": "string", "pattern": r"\S"}}},
     ]})
 
     symptoms: list[str] = Field(default_factory=list, max_length=MAX_SYMPTOMS, description="Symptom ids or labels.")

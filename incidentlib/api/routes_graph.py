@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ..errors import ReadOnlyError
@@ -47,10 +48,18 @@ READ_ONLY = "SPARQL UPDATE is not allowed: the library graph is read-only"
 
 SPARQL_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {SPARQL_JSON: {}, "text/turtle": {}}},
-    400: {"model": ErrorBody, "description": "Missing query, syntax error, UPDATE, SERVICE or FROM"},
-    413: {"model": ErrorBody, "description": f"Query longer than {MAX_SPARQL_CHARS:,} characters"},
+    400: {"model": ErrorBody, "description": "Missing query (the SPARQL protocol's answer), syntax error, UPDATE, SERVICE or FROM"},
+    413: {"model": ErrorBody, "description": "Request body too large"},
+    422: {"description": f"Query longer than {MAX_SPARQL_CHARS:,} characters, by GET or POST",
+          # FastAPI's own validation array, which every other route's 422 declares
+          "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}}},
     503: {"model": ErrorBody, "description": "Time limit exceeded, or too many queries running; see Retry-After"},
 }
+#: GET's ``query`` as the OpenAPI document states it: required, as the SPARQL protocol has it.  The route reads it as
+#: optional, so that a request without one gets the protocol's 400 "missing SPARQL query" rather than a 422.
+SPARQL_GET_QUERY: dict[str, Any] = {"parameters": [{
+    "name": "query", "in": "query", "required": True, "description": "The SPARQL query (SELECT, ASK, CONSTRUCT or DESCRIBE).",
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_SPARQL_CHARS}}]}
 SPARQL_POST_RESPONSES: dict[int | str, dict[str, Any]] = {**SPARQL_RESPONSES, 415: {"model": ErrorBody, "description": "Unsupported Content-Type"}}
 SPARQL_METHODS = "GET, POST, OPTIONS"
 # The body is read by hand (two media types), so it is described here for the OpenAPI document.
@@ -62,10 +71,10 @@ SPARQL_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
 }}}
 
 
-@router.get("/sparql", tags=["graph"], response_class=JSONResponse, responses=SPARQL_RESPONSES)
-async def sparql_get(request: Request, library: LibraryDep, query: Annotated[str | None, Query(max_length=MAX_SPARQL_CHARS)] = None) -> Response:
+@router.get("/sparql", tags=["graph"], response_class=JSONResponse, responses=SPARQL_RESPONSES, openapi_extra=SPARQL_GET_QUERY)
+async def sparql_get(request: Request, library: LibraryDep, query: Annotated[str | None, Query(include_in_schema=False)] = None) -> Response:
     """SPARQL 1.1 protocol over GET (``?query=``), read-only. See POST /sparql."""
-    return await _answer(request, library, query)
+    return await _answer(request, library, query, ("query", "query"))
 
 
 @router.options("/sparql", include_in_schema=False)
@@ -83,8 +92,10 @@ async def sparql_post(request: Request, library: LibraryDep) -> Response:
     """
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     query: str | None
+    where: tuple[str, ...] = ("body", "query")
     if content_type == "application/sparql-query":
         query = (await request.body()).decode("utf-8", errors="replace")
+        where = ("body",)
     elif content_type == "application/sparql-update":
         raise ReadOnlyError(READ_ONLY)
     elif content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
@@ -95,14 +106,16 @@ async def sparql_post(request: Request, library: LibraryDep) -> Response:
         query = value if isinstance(value, str) else None
     else:
         raise HTTPException(status_code=415, detail="send application/sparql-query, or a form with a 'query' field")
-    return await _answer(request, library, query)
+    return await _answer(request, library, query, where)
 
 
-async def _answer(request: Request, library: Library, query: str | None) -> Response:
+async def _answer(request: Request, library: Library, query: str | None, where: tuple[str, ...]) -> Response:
+    """``where``: the query's place in the request, for the 422 of an over-long one (the same by GET and POST)."""
     if not query:
         raise HTTPException(status_code=400, detail="missing SPARQL query")
     if len(query) > MAX_SPARQL_CHARS:
-        raise HTTPException(status_code=413, detail=f"SPARQL query longer than {MAX_SPARQL_CHARS:,} characters")
+        raise RequestValidationError([{"loc": where, "type": "string_too_long",
+                                       "msg": f"SPARQL query is {len(query):,} characters; the limit is {MAX_SPARQL_CHARS:,}"}])
     runner: SparqlRunner = request.app.state.sparql_runner
     result = await runner.run(library, query, request.app.state.settings.sparql_timeout)
     if result.json_results is not None:

@@ -31,7 +31,8 @@ def search(
 class SimilarRequest(BaseModel):
     """Give ``incident_id`` or ``text`` (an error message, a log excerpt, a description)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    # strict: JSON has types, so "k": "7" or true is refused (a query string's k=7 is text and is converted)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"incident_id": "IL-0025", "k": 5},
         {"text": "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)", "k": 5},
     ]})

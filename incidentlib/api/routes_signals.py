@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..requests import MAX_DIAGNOSE_LIMIT, MAX_SERIES_BYTES, MAX_SERIES_POINTS, Lang
+from ..requests import MAX_DIAGNOSE_LIMIT, MAX_SERIES_BYTES, MAX_SERIES_POINTS, Lang, alert_payload_schema
 from ..views import AlertsAnswer, SeriesDiagnosis
 from .deps import LangDep, LibraryDep
 
@@ -30,9 +30,12 @@ ALERT_EXAMPLE = {
 
 
 class SeriesRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"points": [{"seconds": 0, "mfu": 0.31}, {"seconds": 10, "mfu": 0.3}], "lang": "en"},
         {"text": "seconds,mfu,throttle\n0,0.98,0\n1,0.7,0x40\n", "expected": None},
+    ], "oneOf": [  # exactly one of points or text (_one_source), as the schema says it
+        {"required": ["points"], "properties": {"points": {"type": "array"}, "text": {"type": "null"}}},
+        {"required": ["text"], "properties": {"text": {"type": "string"}, "points": {"type": "null"}}},
     ]})
 
     points: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_SERIES_POINTS,
@@ -60,7 +63,8 @@ def diagnose_series(body: SeriesRequest, library: LibraryDep, lang: LangDep) -> 
 @router.post("/alerts/alertmanager", response_model=AlertsAnswer)
 def alertmanager(
     library: LibraryDep, lang: LangDep,
-    payload: Annotated[dict[str, Any], Body(openapi_examples={"alertmanager": {"summary": "Alertmanager webhook", "value": ALERT_EXAMPLE}})],
+    payload: Annotated[dict[str, Any], Body(openapi_examples={"alertmanager": {"summary": "Alertmanager webhook", "value": ALERT_EXAMPLE}},
+                                            json_schema_extra=alert_payload_schema())],
     limit: Annotated[int, Query(ge=1, le=MAX_DIAGNOSE_LIMIT)] = 5,
 ) -> AlertsAnswer:
     """An Alertmanager webhook (version 4) or one generic JSON alert in; for each firing alert, the recognised

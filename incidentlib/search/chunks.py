@@ -25,6 +25,9 @@ from ..row_sequence import RowSequence, SplicedRows
 from ..vocab import Vocabulary
 
 ChunkKind = Literal["title", "body", "detail", "concepts", "signal"]
+#: The ``lang`` of a ``signal`` chunk: a log line or error string quoted verbatim, as the system printed it, which is
+#: in neither of the library's languages (it is the same text whichever language is asked for).
+RAW_LANG = "raw"
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 # Longest chunk text, split at sentence ends above it.  A cap chosen by hand, not tuned, and not derived
@@ -295,7 +298,7 @@ def incident_chunks(incident: Incident, vocab: Vocabulary) -> list[Chunk]:
                 names.extend(concept.alt.get(lang))
         add("concepts", lang, ", ".join(dict.fromkeys(names)))
     for index, signal in enumerate(incident.signals):
-        add("signal", "raw", signal.text, index)
+        add("signal", RAW_LANG, signal.text, index)
     return chunks
 
 

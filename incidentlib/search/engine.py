@@ -318,6 +318,13 @@ class SearchEngine:
         """The incident's place in the library's order (ties in a ranking go to the earlier one)."""
         return self._incident_position[incident_id]
 
+    def incident_rows(self, incident_id: str) -> list[int]:
+        """The positions of the incident's own chunks, in the order they were made (per language: title, body,
+        detail, concepts; then the signals)."""
+        order, offsets, _ = self._incident_chunks
+        position = self._incident_position[incident_id]
+        return sorted(int(row) for row in order[offsets[position]:offsets[position + 1]].tolist())
+
     def title_chunk(self, incident_id: str, lang: str) -> int:
         """The position of the incident's ``title`` chunk in ``lang``; ``KeyError`` when it has none.  Found among the
         incident's own chunks (a dozen or so), not through a map of every title chunk: building that took 0.2 s of a

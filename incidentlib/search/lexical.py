@@ -499,6 +499,18 @@ class LexicalIndex:
         at = start + int(np.searchsorted(p.indices[start:end], chunk_index))
         return at < end and int(p.indices[at]) == chunk_index
 
+    def most_matched(self, query: str, chunk_indexes: Sequence[int]) -> int | None:
+        """The first of ``chunk_indexes`` holding the most distinct query tokens (as :meth:`matched_terms` counts
+        them); None when none holds any.  The query is tokenized once for all of them."""
+        terms = [term for token in dict.fromkeys(tokenize(query))
+                 if (term := self._term.get(token)) is not None and not _is_fragment(token, query)]
+        best, best_count = None, 0
+        for chunk_index in chunk_indexes:
+            count = sum(self.contains(term, chunk_index) for term in terms)
+            if count > best_count:
+                best, best_count = chunk_index, count
+        return best
+
     def matched_terms(self, query: str, chunk_index: int) -> list[str]:
         """Query tokens that occur in one chunk, in query order (bigram fragments left out)."""
         seen: dict[str, None] = {}

@@ -18,6 +18,7 @@ from ..models import Incident
 from ..requests import MAX_SIMILAR_TEXT_CHARS, check_query
 from ..tagging.tagger import ConceptTagger
 from ..views import MatchedChunk, SearchResult, Why
+from .chunks import RAW_LANG, Chunk
 from .concepts import ConceptRecognizer, Mention
 from .engine import Hit, SearchEngine, SearchMode
 
@@ -53,6 +54,39 @@ class SearchService:
         hits = self.engine.search(query, k=k, mode=mode, allowed=allowed)
         return [self._result(hit, query, mentions, lang) for hit in hits]
 
+    def passages(self, query: str, k: int = 5, allowed: set[str] | None = None,
+                 lang: str = "en") -> list[tuple[Hit, Chunk]]:
+        """The hybrid search's hits, each with :meth:`passage`: text of the incident's own to quote for ``query``.
+        A hit whose incident has no passage of text at all (every text blank) is left out."""
+        query = check_query(query)
+        found = []
+        for hit in self.engine.search(query, k=k, mode=SearchMode.hybrid, allowed=allowed):
+            chunk = self.passage(hit.incident_id, hit.chunk, query, lang)
+            if chunk is not None:
+                found.append((hit, chunk))
+        return found
+
+    def passage(self, incident_id: str, chunk_index: int, query: str, lang: str = "en") -> Chunk | None:
+        """The incident's best passage of its own text for ``query``, in ``lang`` when it has text in ``lang``.
+
+        The matched chunk when it is real text in ``lang`` (or a verbatim signal).  Otherwise, and always for the
+        ``concepts`` chunk (vocabulary labels and aliases, which the record never says: its "Route 53" is an alias
+        of DNS, not a claim), the incident's title, body, detail or signal chunk sharing the most query terms,
+        or its title and summary when none shares one; in ``lang`` when the incident is written in it, else in
+        the language it is written in.  None when the incident has no passage of text at all."""
+        chunks = self.engine.chunks
+        chunk = chunks[chunk_index]
+        if chunk.kind != "concepts" and chunk.lang in (lang, RAW_LANG):
+            return chunk
+        rows = [row for row in self.engine.incident_rows(incident_id) if chunks[row].kind != "concepts"]
+        in_lang = [row for row in rows if chunks[row].lang in (lang, RAW_LANG)]
+        if any(chunks[row].lang == lang for row in in_lang):
+            rows = in_lang
+        if not rows:
+            return None
+        best = self.engine.lexical.most_matched(query, rows)
+        return chunks[rows[0] if best is None else best]
+
     # ---- similar ---------------------------------------------------------------
     @cached_property
     def similarity(self) -> SimilarityIndex:
@@ -78,7 +112,7 @@ class SearchService:
         return {link.concept: link.confidence for link in links}, {link.concept for link in links}
 
     def similar_to_text(self, text: str, k: int = 10, allowed: set[str] | None = None, lang: str = "en") -> list[SearchResult]:
-        text = check_query(text, MAX_SIMILAR_TEXT_CHARS)
+        text = check_query(text, MAX_SIMILAR_TEXT_CHARS, name="text")
         concepts, inferred = self.text_concepts(text)
         query = self.similarity.text_query(text, concepts, inferred)
         return [self._similar_result(e, lang) for e in self.similarity.rank(query, k, allowed)]
@@ -107,7 +141,7 @@ class SearchService:
             raw["cause"] = round(evidence.cause, 4)
         return SearchResult(
             id=incident.id, score=round(evidence.score, 6), title=incident.title.get(lang), org=incident.org, date=incident.date,
-            snippet=snippet(shown, evidence.terms),
+            snippet=snippet(shown, evidence.terms), status=incident.status.value,
             why=Why(
                 chunk=MatchedChunk(id=chunk.id, kind=chunk.kind, lang=chunk.lang, text=chunk.text),
                 matched_terms=evidence.terms, shared_concepts=shared,
@@ -145,6 +179,7 @@ class SearchService:
             org=incident.org,
             date=incident.date,
             snippet=snippet(shown, terms),
+            status=incident.status.value,
             why=Why(
                 chunk=MatchedChunk(id=chunk.id, kind=chunk.kind, lang=chunk.lang, text=chunk.text),
                 matched_terms=terms,
