@@ -219,3 +219,16 @@ def test_a_stale_reject_keeps_the_draft_someone_edited(client: TestClient, lib: 
     current = lib.record(draft_id).etag
     done = client.post(f"/ui/review/{draft_id}/reject", data={"csrf": csrf, "lang": "en", "etag": current})
     assert done.status_code == 303 and draft_id not in {d.id for d in lib.drafts()}
+
+
+def test_a_draft_another_reviewer_published_meanwhile_is_said_to_be_published(client: TestClient, lib: Library) -> None:
+    draft_id = filed(lib)
+    csrf = signed_in(client, lib.create_token("ann", "editor").token)
+    shown = lib.record(draft_id).etag  # ann's page
+    lib.review_concept(draft_id, "hbm", accept=True, actor="bob")
+    lib.review_concept(draft_id, "gpu", accept=False, actor="bob")
+    lib.publish(draft_id, actor="bob")  # bob publishes first
+    late = client.post(f"/ui/review/{draft_id}/publish", data={"csrf": csrf, "lang": "en", "etag": shown})
+    assert late.status_code == 412 and "Another reviewer has just published this draft" in late.text
+    assert "changed since you loaded the page" not in late.text
+    assert [e.action for e in lib.history(draft_id).items].count("publish") == 1

@@ -146,6 +146,10 @@ _TEXT: dict[str, tuple[str, str]] = {
     "stale_reject": ("This draft was changed since you loaded the page; nothing was rejected. Look at the changes below and "
                      "try again.",
                      "페이지를 연 뒤에 이 초안이 바뀌었습니다. 거절하지 않았습니다. 아래 변경 내용을 보고 다시 하세요."),
+    "reviewed_already": ("Another reviewer has just published this draft; nothing was changed.",
+                         "다른 검토자가 방금 이 초안을 게시했습니다. 아무것도 바뀌지 않았습니다."),
+    "removed_already": ("This draft was just rejected or deleted by someone else; nothing was changed.",
+                        "다른 사람이 방금 이 초안을 거절하거나 삭제했습니다. 아무것도 바뀌지 않았습니다."),
     "not_publishable": ("This draft does not meet the rules for published incidents yet; nothing was published:",
                         "이 초안은 아직 게시 규칙을 채우지 못했습니다. 게시하지 않았습니다:"),
     "write_refused": ("Nothing was changed:", "아무것도 바뀌지 않았습니다:"),

@@ -294,7 +294,13 @@ def _refused(request: Request, library: Library, lang: str, session: str, incide
     stored); ``stale`` is the message for a draft changed since the page was loaded."""
     t = texts(lang)
     if isinstance(exc, PreconditionFailed):
-        return _render(request, library, lang, session, status_code=412, error=t[stale], failed=incident_id, page=page)
+        # a draft another reviewer published or removed meanwhile is not "changed": say what happened to it
+        try:
+            now = library.record(incident_id).status
+        except NotFound:
+            now = "removed"
+        message = t["reviewed_already"] if now == "published" else t["removed_already"] if now == "removed" else t[stale]
+        return _render(request, library, lang, session, status_code=412, error=message, failed=incident_id, page=page)
     if isinstance(exc, ValidationFailed):
         problems = [(p.field or p.file, p.message) for p in exc.problems]
         return _render(request, library, lang, session, status_code=422, error=t["not_publishable"], problems=problems,
