@@ -57,3 +57,18 @@ def running_server(*args: str) -> Iterator[str]:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def wait_for_tagger(base: str, timeout_s: float = 300.0) -> None:
+    """Wait until the server's concept tagger is ready: until then pasted text is answered 503 (docs/api.md)."""
+    import json
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{base}/health") as answer:
+            if json.load(answer).get("tagger_ready"):
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"the concept tagger of {base} was not ready after {timeout_s:g} s")

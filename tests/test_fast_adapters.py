@@ -223,6 +223,7 @@ def test_pasted_text_before_the_background_tagger_is_ready_is_refused_at_once(
     page = client.get("/ui/seen", params={"text": "NCCL watchdog timeout on rank 3"})  # the page says the same
     assert page.status_code == 503 and page.headers["Retry-After"] == str(library_module.TAGGER_RETRY_AFTER_SECONDS)
     assert "text/html" in page.headers["content-type"] and "tagger" in page.text
+    assert "NCCL watchdog timeout on rank 3</textarea>" in page.text  # the paste is kept, to send again
     library.prepare_tagger()
     answered = client.post("/similar", json={"text": "NCCL watchdog timeout on rank 3", "k": 3})
     assert answered.status_code == 200 and answered.json()["results"]

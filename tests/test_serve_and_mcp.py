@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from _server import wait_for_tagger
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -66,6 +67,7 @@ def server(search_library, data_dir: Path, cache_dir: Path):
             if time.monotonic() > deadline:
                 pytest.fail("serve did not become healthy within 180 s")
             time.sleep(0.5)
+        wait_for_tagger(base)  # the MCP tools paste text, answered 503 until the tagger is ready
         yield base
     finally:
         process.terminate()

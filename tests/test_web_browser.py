@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _server import running_server
+from _server import running_server, wait_for_tagger
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -104,6 +104,7 @@ def test_korean_search_as_you_type_finds_imbue_and_its_related_list(tab: Page, b
 
 
 def test_pasting_the_watchdog_line_shows_imbue_and_nccl(tab: Page, base_url: str) -> None:
+    wait_for_tagger(base_url)
     page = tab.page
     page.goto(f"{base_url}/ui/seen?lang=en")
     page.get_by_label("Paste an error, a log excerpt or a description").fill(SEED_WATCHDOG)

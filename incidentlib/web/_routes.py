@@ -202,22 +202,25 @@ async def seen_posted(request: Request, lang: Lang = None, accept_language: Acce
 def _seen(request: Request, text: str, language: str) -> Response:
     library = _library(request)
     similar, diagnosis = [], None
+    busy: Busy | None = None
     if text.strip():
         try:
             similar = library.similar(text=text, k=SEEN_SIMILAR, lang=language).results
             diagnosis = library.diagnose(text=text, lang=language, limit=SEEN_CAUSES)
-        except Busy as exc:  # the tagger is still prepared after start: try again, as the JSON API says (503)
-            response = _error(request, language, 503, str(exc))
-            response.headers["Retry-After"] = str(exc.retry_after)
-            return response
+        except Busy as exc:  # the tagger is still prepared after start: the page keeps the paste to send again (503)
+            busy = exc
         except (IncidentlibError, ValueError, ValidationError) as exc:
             return _error(request, language, 400, str(exc))
     # the switch is a link: it holds the text when a link may (the GET page's own limit); a longer paste is sent
     # again by app.js in the other language
     switch = {"text": text if len(text) <= MAX_QUERY_CHARS else None}
-    return _page(request, "seen.html", language, texts(language)["seen_title"], switch_path="/ui/seen",
-                 switch_params=switch, text=text, similar=similar, diagnosis=diagnosis, max_chars=MAX_SIMILAR_TEXT_CHARS,
-                 **_search.marks(library, similar, language))
+    response = _page(request, "seen.html", language, texts(language)["seen_title"], switch_path="/ui/seen",
+                     switch_params=switch, text=text, similar=similar, diagnosis=diagnosis, max_chars=MAX_SIMILAR_TEXT_CHARS,
+                     busy=str(busy) if busy else None, status_code=503 if busy else 200,
+                     **_search.marks(library, similar, language))
+    if busy is not None:
+        response.headers["Retry-After"] = str(busy.retry_after)
+    return response
 
 
 @router.get("/ui/incidents/{incident_id}", response_class=HTMLResponse)
