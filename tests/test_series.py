@@ -238,6 +238,11 @@ def test_csv_text_that_the_csv_module_refuses_is_a_series_error() -> None:
     assert [p.value for p in parse_text("seconds,mfu\r0,0.5\r1,0.6\r\n2,0.7\n", "text")] == [0.5, 0.6, 0.7]
     with pytest.raises(SeriesError, match=r"^text: not readable as CSV \(line \d+: field larger than field limit"):
         parse_text("seconds,mfu\n0," + "9" * 200_000 + "\n", "text")
+    # a row with more cells than the header (a fuzzer's one-column header then a comma) is named, not a server error
+    with pytest.raises(SeriesError, match=r"^text: row 1: has more cells than the header's 1"):
+        parse_text("95\u00b6oq`-S\n,\U0001f0deU\u00b0", "text")
+    with pytest.raises(SeriesError, match=r"^text: row 2: has more cells"):
+        parse_text("seconds,mfu\n0,0.5\n1,0.6,extra\n", "text")
 
 
 def test_a_library_without_its_own_tables_does_not_need_their_example_incidents(tmp_path: Path, data_dir: Path,

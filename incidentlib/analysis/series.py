@@ -105,7 +105,7 @@ def _bitmask(raw: object, where: str) -> int | None:
 
 
 def _pick(names: Iterable[str], wanted: tuple[str, ...]) -> str | None:
-    lowered = {name.strip().lower(): name for name in names}
+    lowered = {name.strip().lower(): name for name in names if isinstance(name, str)}
     return next((lowered[w] for w in wanted if w in lowered), None)
 
 
@@ -179,6 +179,10 @@ def parse_text(text: str, source: str = "series", fmt: str | None = None) -> lis
         rows: list[Mapping[str, Any]] = list(reader)
     except csv.Error as exc:
         raise SeriesError(source, f"not readable as CSV (line {reader.line_num}: {exc})") from None
+    for index, row in enumerate(rows, 1):
+        if None in row:  # DictReader files the cells past the header under None
+            raise SeriesError(f"{source}: row {index}", f"has more cells than the header's {len(reader.fieldnames)} "
+                                                        f"({', '.join(reader.fieldnames)[:80]})")
     return _from_rows(rows, source, "row")
 
 
