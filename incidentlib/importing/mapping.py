@@ -171,6 +171,19 @@ class _Defaults:
             if key not in self.mapped:
                 self.by_lower.setdefault(str(key).lower(), key)
 
+    def taken(self, explicit: Collection[str], only: Collection[str] | None = None) -> dict[str, str]:
+        """The key each target (of ``only``, or every one) takes its value from when ``explicit`` (the targets
+        ``--map``/``--set`` give) does not give it, whole or in part (``title.ko`` given: nothing from ``title``)."""
+        found: dict[str, str] = {}
+        for target in DEFAULT_SOURCES:
+            if (only is not None and target not in only) or target in explicit \
+                    or any(t.startswith(f"{target}.") for t in explicit):
+                continue
+            key = self.key(target)
+            if key is not None:
+                found[target] = key
+        return found
+
     def key(self, target: str) -> str | None:
         for candidate in DEFAULT_SOURCES.get(target, ()):
             found = candidate if candidate in self.record and candidate not in self.mapped else self.by_lower.get(candidate)
@@ -192,10 +205,7 @@ def unread_keys(record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence
     read = {_split_step(path.split(".", 1)[0])[0] for path in (*(m.source for m in maps),
                                                                  *(p for m in sets for p in _PLACEHOLDER.findall(m.template)))}
     explicit = {m.target for m in maps} | {m.target for m in sets}
-    defaults = _Defaults(record, maps, sets)
-    # as extract: a target given in part (title.ko) takes nothing from its default column
-    read |= {defaults.key(target) for target in DEFAULT_SOURCES
-             if target not in explicit and not any(t.startswith(f"{target}.") for t in explicit)}
+    read |= set(_Defaults(record, maps, sets).taken(explicit).values())
     return [str(key) for key, value in record.items() if key not in read and value not in (None, "", [], {})]
 
 
@@ -225,13 +235,6 @@ def extract(record: dict[str, Any], maps: list[FieldMap], only: Collection[str] 
             problems.append(f"{target}: nothing at {field_map.source!r}")
         else:
             values[target] = value
-    defaults = _Defaults(record, maps, sets)
-    for target in DEFAULT_SOURCES:
-        if only is not None and target not in only:
-            continue
-        if target in values or target in explicit or any(t.startswith(f"{target}.") for t in explicit):
-            continue
-        found = defaults.key(target)
-        if found is not None:
-            values[target] = record[found]
+    for target, key in _Defaults(record, maps, sets).taken(explicit, only).items():
+        values[target] = record[key]
     return values, problems

@@ -102,7 +102,7 @@ def _page(request: Request, template: str, lang: str, title: str, status_code: i
 
 def _error(request: Request, lang: str, status_code: int, message: str, suggestions: list[str] | None = None) -> HTMLResponse:
     t = texts(lang)
-    heading = t["not_found"] if status_code == 404 else t["busy"] if status_code == 503 else t["bad_request"]
+    heading = t["not_found"] if status_code == 404 else t["bad_request"]
     return _page(request, "error.html", lang, heading, status_code=status_code, heading=heading, message=message,
                  suggestions=suggestions or [])
 
