@@ -369,6 +369,32 @@ def test_top_by_score_then_id_is_the_full_sort_cut_to_k() -> None:
         assert top_by_score_then_id(scores, candidates, ids, k).tolist() == full.tolist()
 
 
+def test_the_lexical_evidence_counts_each_terms_rarity_once(hashed_collection: tuple[Library, Path]) -> None:
+    """``w_q(t) = 1 + ln tf_q(t)`` (L2-normalised): the idf is in ``bm25(c, t)`` only, for pasted text and for a
+    record of the library (whose weights come from its saved term counts) alike."""
+    from collections import Counter
+
+    from incidentlib.tagging.tagger import incident_text
+
+    library, _ = hashed_collection
+    index = library._search_service.similarity
+    vocabulary, idf, matrix = index._lexical
+    text = "DNS resolvers returned SERVFAIL. The DNS zone was bad, so DNS lookups failed for the zone."
+    counts = Counter(vocabulary[t] for t in tokenize(index.boilerplate.strip(text)) if t in vocabulary)
+    assert max(counts.values()) >= 3 and len({round(float(idf[t]), 6) for t in counts}) > 1
+    raw = {t: 1 + np.log(c) for t, c in counts.items()}
+    norm = float(np.sqrt(sum(w * w for w in raw.values())))
+    weights = index.lexical_query(text)
+    assert weights.keys() == raw.keys()
+    assert all(weights[t] == pytest.approx(raw[t] / norm) for t in raw)
+    scores = index._lexical_scores(weights)
+    expected = sum(w * matrix[:, t].toarray().ravel() for t, w in weights.items())
+    assert np.allclose(scores, expected)
+    for position, incident in enumerate(library.incidents()):
+        stored, fresh = index._stored_terms(index.position[incident.id]), index.lexical_query(incident_text(incident))
+        assert stored.keys() == fresh.keys() and all(stored[t] == pytest.approx(fresh[t]) for t in fresh), position
+
+
 def test_ranking_matches_a_full_sort_and_a_loop_over_incidents(hashed_collection: tuple[Library, Path]) -> None:
     """rank() against the straightforward method: every candidate sorted by (-score, id), and each
     incident's best chunk found by ``np.argmax`` over its own passages in a Python loop."""

@@ -5,9 +5,9 @@ Four kinds of evidence are measured for every candidate incident ``c`` against a
 (:mod:`.boilerplate`) has been removed from both sides:
 
 - **lexical** — the query's own text as a weighted query: ``L(q, c) = Σ_t w_q(t) · bm25(c, t)``
-  where ``w_q(t) = (1 + ln tf_q(t)) · idf(t)`` (L2-normalised), and ``bm25(c, t)`` is the
-  BM25 weight of term ``t`` in the whole text of ``c`` (k1 = 1.2, b = 0.75).  Every term of
-  the query counts, by how specific it is, not only its title's words.
+  where ``w_q(t) = 1 + ln tf_q(t)`` (L2-normalised), and ``bm25(c, t)`` is the
+  BM25 weight of term ``t`` in the whole text of ``c`` (k1 = 1.2, b = 0.75), its idf included.  Every term of
+  the query counts, by how specific it is (the idf, once), not only its title's words.
 - **dense** — passage to passage: ``D(q, c) = mean_i max_j cos(q_i, c_j)`` over the query's
   passages ``q_i`` and the candidate's passages ``c_j``: each part of the query is matched
   by the best part of the candidate, instead of comparing two averaged vectors.
@@ -155,6 +155,14 @@ PROGRESS_EVERY = 4_096  # records between progress reports: a few a second, none
 #: ``progress(step, done, total)`` during the build (:meth:`SimilarityIndex.prepare`).
 BuildProgress = Callable[[str, int, int], None]
 T = TypeVar("T")
+
+
+def query_term_weight(counts: np.ndarray) -> np.ndarray:
+    """``w_q(t) = 1 + ln tf_q(t)`` for each of the query's term counts: a term said again adds less each time.  No idf
+    here: ``bm25(c, t)`` holds it already, and a second one (``idf²``) let a rare word the two texts share by chance, a
+    place or a product name, outweigh the words they are both about; the lexical evidence alone then ranked below plain
+    BM25 on all three collections measured (docs/search.md, "The idf counted once")."""
+    return np.asarray(1 + np.log(counts), dtype=np.float64)
 BUILD_BLOCK = 65_536  # records whose rows are joined at once when the artefact is built: few arrays, small temporaries
 RELIABILITY_QUERIES = 200  # records used as queries to estimate the weights: enough pairs for stable correlations, bounded cost
 LOADING_FLOOR = 0.0  # a kind that disagrees with the others (negative loading) gets no weight, never a negative one
@@ -460,12 +468,13 @@ class SimilarityIndex:
         return {term: i for i, term in enumerate(artefact.vocabulary)}, artefact.idf, artefact.matrix
 
     def lexical_query(self, text: str) -> dict[int, float]:
-        vocabulary, idf, _ = self._lexical
+        vocabulary, _, _ = self._lexical
         counts: dict[int, int] = {}
         for token in tokenize(self.boilerplate.strip(text)):
             if token in vocabulary:
                 counts[vocabulary[token]] = counts.get(vocabulary[token], 0) + 1
-        weights = {t: (1 + math.log(c)) * float(idf[t]) for t, c in counts.items()}
+        weights = dict(zip(counts, query_term_weight(np.fromiter(counts.values(), dtype=np.float64, count=len(counts))).tolist(),
+                           strict=True))
         norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
         return {t: w / norm for t, w in weights.items()}
 
@@ -507,7 +516,7 @@ class SimilarityIndex:
         artefact = self._artefact
         start, end = int(artefact.matrix.indptr[position]), int(artefact.matrix.indptr[position + 1])
         columns = artefact.matrix.indices[start:end]
-        weights = (1 + np.log(artefact.counts[start:end].astype(np.float64))) * artefact.idf[columns]
+        weights = query_term_weight(artefact.counts[start:end].astype(np.float64))
         norm = math.sqrt(float(np.sum(weights * weights))) or 1.0
         return dict(zip(columns.tolist(), (weights / norm).tolist(), strict=True))
 
