@@ -287,8 +287,23 @@ def list_cmd(
     for column in ("id", "date", "org", "title"):
         table.add_column(column, overflow="fold")
     for item in page.items:
-        table.add_row(item.id, item.date or "—", item.org_label, item.title + (" [draft]" if item.status == "draft" else ""))
+        # escaped: a title is the record's text, not console markup ("[draft]" was swallowed, "[/x]" raised an error)
+        table.add_row(*map(escape, (item.id, item.date or "—", item.org_label,
+                                    item.title + (" [draft]" if item.status == "draft" else ""))))
     out.print(table)
+    if not page.total:
+        _hint_inferred(library, filters)
+
+
+def _hint_inferred(library: Library, filters: IncidentFilter) -> None:
+    """When concept filters matched nothing on curated links, say how many incidents they match through inferred
+    links still proposed (an imported archive has no curated links until reviewed)."""
+    if filters.with_inferred or not any(getattr(filters, name) for name in ("component", "cause", "symptom")):
+        return
+    widened = library.list_incidents(filters.model_copy(update={"inferred": True}), limit=0).total
+    if widened:
+        err.print(f"{widened} incident(s) match through concepts inferred from their text and not yet reviewed: "
+                  "add --inferred to include them.")
 
 
 @app.command()
@@ -561,6 +576,8 @@ def search(
         emit_json(response)
     else:
         _print_results(response)
+        if not response.results:
+            _hint_inferred(library, filters)
 
 
 def _read_text_file(path: Path, option: str) -> str:

@@ -18,15 +18,29 @@ from functools import partial
 from typing import TypeVar, cast
 
 from .loader import each_record
-from .models import CONCEPT_FIELDS, Incident, Severity, Status
+from .models import CONCEPT_FIELDS, INFERRED_KINDS, Incident, Severity, Status
 from .requests import IncidentFilter
 
 T = TypeVar("T")
 
 
+#: Per concept field that can be inferred from text, the facet column of its inferred links still proposed
+#: (read by a filter with ``inferred``): ``components`` -> ``inferred:components`` …
+INFERRED_FIELDS = {field: f"inferred:{field}" for field, kind in CONCEPT_FIELDS.items() if kind in INFERRED_KINDS}
+_INFERRED_KIND = {column: CONCEPT_FIELDS[field].value for field, column in INFERRED_FIELDS.items()}
+#: Every column of :class:`Facets`: the curated fields, then the inferred ones.
+FACET_FIELDS = (*CONCEPT_FIELDS, *INFERRED_FIELDS.values())
+
+
 def incident_values(incident: Incident, field: str) -> tuple[str, ...]:
-    """The ids an incident names in ``field`` of :data:`~.models.CONCEPT_FIELDS` (``org``: its one organisation)."""
-    return (incident.org,) if field == "org" else tuple(getattr(incident, field))
+    """The ids an incident names in ``field`` of :data:`FACET_FIELDS` (``org``: its one organisation; an
+    ``inferred:`` field: the concepts of its proposed inferred links of that kind)."""
+    if field == "org":
+        return (incident.org,)
+    kind = _INFERRED_KIND.get(field)
+    if kind is not None:
+        return tuple(dict.fromkeys(link.concept for link in incident.proposed(kind)))
+    return tuple(getattr(incident, field))
 
 
 def passes(values: Callable[[str], tuple[str, ...]], year: int | None, severity: Severity | None,
@@ -37,8 +51,13 @@ def passes(values: Callable[[str], tuple[str, ...]], year: int | None, severity:
     (``draft``: whether the incident is a draft)."""
     if filters.status is not None and draft != (filters.status is Status.draft):
         return False
-    if any(not ids.intersection(values(field)) for field, ids in accepted.items()):
-        return False
+    widened = filters.with_inferred
+    for field_name, ids in accepted.items():
+        if ids.intersection(values(field_name)):
+            continue
+        inferred = INFERRED_FIELDS.get(field_name) if widened else None
+        if inferred is None or not ids.intersection(values(inferred)):
+            return False
     if filters.year_from is not None and (year is None or year < filters.year_from):
         return False
     if filters.year_to is not None and (year is None or year > filters.year_to):
@@ -65,7 +84,7 @@ class Facets:
         years: list[int | None] = []
         severities: list[Severity | None] = []
         drafts: list[bool] = []
-        values: dict[str, list[tuple[str, ...]]] = {field: [] for field in CONCEPT_FIELDS}
+        values: dict[str, list[tuple[str, ...]]] = {field: [] for field in FACET_FIELDS}
         intern = sys.intern
         for incident in each_record(incidents):
             ids.append(incident.id)
@@ -136,8 +155,8 @@ class Facets:
     def concept_counts(self) -> Counter[str]:
         """How many incidents name each organisation and each concept id (curated links)."""
         counts: Counter[str] = Counter()
-        for column in self.values.values():
-            for ids in column:
+        for field_name in CONCEPT_FIELDS:
+            for ids in self.values[field_name]:
                 counts.update(ids)
         return counts
 

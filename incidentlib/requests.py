@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 
 from .errors import FilterError, InvalidRequest, QueryError
 from .models import CONCEPT_FIELDS, LANGS, ConceptKind, Lang, Severity, Status
@@ -81,6 +81,10 @@ TopicKind = Literal["component", "cause", "symptom", "tag"]
 assert set(get_args(ConceptKindName)) == {k.value for k in ConceptKind}
 
 
+#: The filter that widens the component, cause and symptom filters to inferred links (see :data:`FILTER_PARAMS`).
+INFERRED_FILTER = "inferred"
+
+
 @dataclass(frozen=True)
 class FilterParam:
     """One filter: its parameter name, type, help text and (for concept filters) vocabulary kind."""
@@ -106,6 +110,9 @@ FILTER_PARAMS: tuple[FilterParam, ...] = (
     FilterParam("severity", Severity, "Only this severity (sev1 is the worst)."),
     FilterParam("status", Status, "Only records in this review state: 'published' leaves out drafts awaiting "
                 "review (imported or filed, not yet checked by a curator); 'draft' keeps only them."),
+    FilterParam(INFERRED_FILTER, bool, "The component, cause and symptom filters also match concepts inferred from a "
+                "record's text and not yet reviewed (an imported archive has no curated links until reviewed). "
+                "Off: they match curated links only."),
 )
 CONCEPT_FILTERS: tuple[FilterParam, ...] = tuple(p for p in FILTER_PARAMS if p.kind is not None)
 assert all(CONCEPT_FIELDS[p.incident_field] is p.kind for p in CONCEPT_FILTERS if p.incident_field)
@@ -126,6 +133,7 @@ class IncidentFilter(BaseModel):
     year_to: StrictInt | None = Field(default=None, ge=MIN_YEAR, le=MAX_YEAR)
     severity: Severity | None = None
     status: Status | None = None
+    inferred: StrictBool | None = None
 
     @model_validator(mode="after")
     def _years_in_order(self) -> IncidentFilter:
@@ -135,8 +143,13 @@ class IncidentFilter(BaseModel):
         return self
 
     def is_empty(self) -> bool:
-        """True when no filter is set."""
-        return all(value is None for value in self.model_dump().values())
+        """True when no filter narrows anything (``inferred`` alone widens the concept filters, of which there are none)."""
+        return all(value is None for name, value in self.model_dump().items() if name != INFERRED_FILTER)
+
+    @property
+    def with_inferred(self) -> bool:
+        """Whether the concept filters also match inferred links still proposed."""
+        return bool(self.inferred)
 
     @classmethod
     def of(cls, **values: Any) -> IncidentFilter:

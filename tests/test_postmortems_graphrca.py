@@ -77,5 +77,5 @@ def test_a_folder_without_incidents_is_an_error_naming_it(tmp_path: Path) -> Non
     broken = tmp_path / "incident_001"
     broken.mkdir()
     (broken / "metadata.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(converter.ConversionError, match="metadata.json"):
+    with pytest.raises(converter.ConversionError, match=r"metadata\.json"):
         converter.convert(tmp_path)

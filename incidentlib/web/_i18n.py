@@ -34,6 +34,8 @@ _TEXT: dict[str, tuple[str, str]] = {
     "tag": ("Tag", "태그"),
     "year": ("Year", "연도"),
     "severity": ("Severity", "심각도"),
+    "inferred_filter": ("Component and cause also match concepts inferred from the text, not yet reviewed",
+                        "구성 요소와 원인 필터가 본문에서 추론되어 아직 검토되지 않은 개념도 찾음"),
     "results_for": ("Results for", "검색 결과:"),
     "no_results": ("No incident matches. Try fewer words or remove a filter.",
                    "맞는 사례가 없습니다. 검색어를 줄이거나 필터를 빼 보세요."),

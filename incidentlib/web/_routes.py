@@ -107,7 +107,7 @@ def _error(request: Request, lang: str, status_code: int, message: str, suggesti
                  suggestions=suggestions or [])
 
 
-def _filters(org: str, component: str, cause: str, tag: str, year: str, severity: str) -> IncidentFilter:
+def _filters(org: str, component: str, cause: str, tag: str, year: str, severity: str, inferred: str = "") -> IncidentFilter:
     year = year.strip()
     if year and not (year.isdigit() and len(year) <= YEAR_DIGITS):
         raise FilterError(f"year: {year[:YEAR_DIGITS * 2]!r} is not a year (write it as 2024)", parameter="year")
@@ -115,7 +115,7 @@ def _filters(org: str, component: str, cause: str, tag: str, year: str, severity
     # validated like every other request, so a bad value is a 400 page naming the field
     return IncidentFilter.model_validate({"org": org or None, "component": component or None, "cause": cause or None,
                                           "tag": tag or None, "year_from": year_value, "year_to": year_value,
-                                          "severity": severity or None})
+                                          "severity": severity or None, "inferred": True if inferred else None})
 
 
 def _filter_options(library: Library, lang: str) -> dict[str, list[tuple[str, str]]]:
@@ -145,11 +145,12 @@ def _results(library: Library, q: str, selected: dict[str, str], lang: str, page
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, q: Text = "", org: Field = "", component: Field = "", cause: Field = "", tag: Field = "",
-         year: Field = "", severity: Field = "", page: Field = "", lang: Lang = None,
+         year: Field = "", severity: Field = "", inferred: Field = "", page: Field = "", lang: Lang = None,
          accept_language: AcceptLanguage = None) -> Response:
     language = _lang(lang, accept_language)
     library = _library(request)
-    selected = {"org": org, "component": component, "cause": cause, "tag": tag, "year": year, "severity": severity}
+    selected = {"org": org, "component": component, "cause": cause, "tag": tag, "year": year, "severity": severity,
+                "inferred": "1" if inferred else ""}
     try:
         context = _results(library, q, selected, language, page)
     except (IncidentlibError, ValueError, ValidationError) as exc:
@@ -167,11 +168,12 @@ def favicon() -> RedirectResponse:
 
 @router.get("/ui/results", response_class=HTMLResponse)
 def results_fragment(request: Request, q: Text = "", org: Field = "", component: Field = "", cause: Field = "", tag: Field = "",
-                     year: Field = "", severity: Field = "", page: Field = "", lang: Lang = None,
+                     year: Field = "", severity: Field = "", inferred: Field = "", page: Field = "", lang: Lang = None,
                      accept_language: AcceptLanguage = None) -> Response:
     """The result list alone, swapped into the home page as the user types."""
     language = _lang(lang, accept_language)
-    selected = {"org": org, "component": component, "cause": cause, "tag": tag, "year": year, "severity": severity}
+    selected = {"org": org, "component": component, "cause": cause, "tag": tag, "year": year, "severity": severity,
+                "inferred": "1" if inferred else ""}
     try:
         context = _results(_library(request), q, selected, language, page)
     except (IncidentlibError, ValueError, ValidationError) as exc:
