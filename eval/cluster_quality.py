@@ -15,8 +15,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from incidentlib import Library  # noqa: E402
-from incidentlib.analysis.clusters import embedding_clusters, graph_clusters, quality, read_rows  # noqa: E402
+from incidentlib import Library
+from incidentlib.analysis.clusters import embedding_clusters, graph_clusters, quality, read_rows
 
 
 def main() -> None:

@@ -28,7 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded from its path: its siblings
+from _collection_files import write_collection
 
 ID_PREFIX = "PG"
 LABEL_FIELD = "category"  # of ground_truth.json (metadata.json's is sometimes a longer form: "Configuration/Scaling")
@@ -103,14 +107,7 @@ def main() -> None:
         records, labels = convert(args.folder)
     except ConversionError as error:
         parser.exit(2, f"error: {error}\n")
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("collection.jsonl", records), ("labels.jsonl", labels)):
-        (args.out / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    counts: dict[str, int] = {}
-    for row in labels:
-        for label in row["labels"]:  # type: ignore[union-attr]
-            counts[label] = counts.get(label, 0) + 1
-    print(f"{len(records)} records, {len(labels)} labelled; labels: {dict(sorted(counts.items(), key=lambda kv: -kv[1]))}")
+    print(write_collection(args.out, records, labels))
 
 
 if __name__ == "__main__":

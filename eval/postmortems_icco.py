@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded from its path: its siblings
+from _collection_files import write_collection
 
 FRONT_MATTER = "---"
 ID_PREFIX = "PI"
@@ -116,14 +120,7 @@ def main() -> None:
     if not args.folder or not args.out:
         parser.error("give the data folder and --out (or --prune with --library)")
     records, labels = convert(args.folder)
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("collection.jsonl", records), ("labels.jsonl", labels)):
-        (args.out / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    counts: dict[str, int] = {}
-    for row in labels:
-        for label in row["labels"]:  # type: ignore[union-attr]
-            counts[label] = counts.get(label, 0) + 1
-    print(f"{len(records)} records, {len(labels)} labelled; labels: {dict(sorted(counts.items(), key=lambda kv: -kv[1]))}")
+    print(write_collection(args.out, records, labels))
 
 
 if __name__ == "__main__":

@@ -16,9 +16,12 @@ lists of other lists, analysis, contributors, the table of contents) are left ou
 from __future__ import annotations
 
 import argparse
-import json
 import re
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded from its path: its siblings
+from _collection_files import write_collection
 
 ENTRY = re.compile(r"^\[(?P<org>[^\]]+)\]\((?P<url>[^)\s]+)\)\.?\s*(?P<text>.*)$")
 HEADING = re.compile(r"^##\s+(?P<name>.+?)\s*$")
@@ -59,14 +62,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="folder for collection.jsonl and labels.jsonl")
     args = parser.parse_args()
     records, labels = convert(args.markdown.read_text(encoding="utf-8"))
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("collection.jsonl", records), ("labels.jsonl", labels)):
-        (args.out / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    counts: dict[str, int] = {}
-    for row in labels:
-        for label in row["labels"]:  # type: ignore[union-attr]
-            counts[label] = counts.get(label, 0) + 1
-    print(f"{len(records)} records; labels: {counts}")
+    print(write_collection(args.out, records, labels))
 
 
 if __name__ == "__main__":
