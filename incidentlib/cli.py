@@ -300,6 +300,8 @@ def _hint_inferred(library: Library, filters: IncidentFilter) -> None:
     links still proposed (an imported archive has no curated links until reviewed)."""
     if filters.with_inferred or not any(getattr(filters, name) for name in ("component", "cause", "symptom")):
         return
+    if library.list_incidents(filters, limit=0).total:  # the filters matched: the query found nothing among them
+        return
     widened = library.list_incidents(filters.model_copy(update={"inferred": True}), limit=0).total
     if widened:
         err.print(f"{widened} incident(s) match through concepts inferred from their text and not yet reviewed: "
@@ -620,6 +622,8 @@ def similar(
         emit_json(response)
     else:
         _print_results(response)
+        if not response.results:
+            _hint_inferred(library, filters)
 
 
 eval_app = typer.Typer(cls=_Commands, help="Measure retrieval and similarity quality.", invoke_without_command=True)

@@ -1,7 +1,8 @@
 """What list filters and concept counts read of every record, kept as columns instead of the records.
 
 ``GET /incidents?component=…``, the topic and organisation counts, diagnosis by symptoms and the signal explanations
-look at every incident's organisation, year, severity, draft status and curated concept ids, and nothing else. Read from the records themselves, such a request kept every record
+look at every incident's organisation, year, severity, draft status and concept ids (curated, and for the ``inferred``
+filter the inferred links still proposed), and nothing else. Read from the records themselves, such a request kept every record
 validated: about 1.3 GB at 100k incidents (docs/benchmarks.md, "Records read once and not kept"). The columns
 are read in one pass that keeps no record (:func:`incidentlib.loader.each_record`), once per loaded library, and
 hold only those fields, their strings shared (``sys.intern``).  After a live write the columns are patched, not
@@ -68,8 +69,9 @@ def passes(values: Callable[[str], tuple[str, ...]], year: int | None, severity:
 @dataclass(frozen=True)
 class Facets:
     """Per incident (in the library's order): id, year, severity, whether it is a draft, and the ids of each field
-    of :data:`~.models.CONCEPT_FIELDS` (organisation and curated concepts).  Diagnosis and the signal explanations
-    read the concept columns too (which published incidents show a symptom, which incidents share one)."""
+    of :data:`FACET_FIELDS` (organisation and curated concepts, then the concepts of inferred links still proposed, by
+    kind).  Diagnosis and the signal explanations read the curated concept columns too (which published incidents
+    show a symptom, which incidents share one)."""
 
     ids: list[str]
     years: list[int | None]
@@ -127,8 +129,9 @@ class Facets:
         return self._index(field_name).get(concept_id, [])
 
     def index_all(self) -> None:
-        """Make every field's index of :meth:`holders` now (a warm-up: each is otherwise made on its first use)."""
-        for field_name in self.values:
+        """Make the index of :meth:`holders` of every curated field now (a warm-up: each is otherwise made on its
+        first use; nothing asks for the holders of an inferred field)."""
+        for field_name in CONCEPT_FIELDS:
             self._index(field_name)
 
     def _index(self, field_name: str) -> dict[str, list[int]]:

@@ -17,7 +17,8 @@ from incidentlib.importing import ImportFormat, ImportOptions, run_import
 from incidentlib.requests import IncidentFilter
 
 ROWS = [
-    ("DNS resolvers returned SERVFAIL for every domain after a bad zone file was pushed.", "Example DNS"),
+    ("DNS resolvers returned SERVFAIL for every domain after a configuration change pushed a bad zone file.",
+     "Example DNS"),
     ("The NCCL watchdog timed out an all-reduce on rank 3 and the training job stopped.", "Example NCCL"),
     ("The database primary ran out of disk space and writes failed.", "Example Disk"),
 ]
@@ -60,7 +61,15 @@ def test_a_rejected_link_no_longer_matches(archive: Path, tmp_path: Path) -> Non
     shutil.copytree(archive, copy)
     library = Library.open(copy)
     dns = next(i for i in library.incidents() if "SERVFAIL" in i.body.get("en"))
+    causes = {link.concept for link in dns.proposed("cause")}
+    assert causes and library.filter_ids(IncidentFilter(cause=sorted(causes)[0], inferred=True)) == [dns.id]
+    assert library.filter_ids(IncidentFilter(component="dns", inferred=True)) == [dns.id]  # the columns are read now
     library.review_concept(dns.id, "dns", accept=False)
+    # the same library after the write (its columns patched, not read again), then a fresh one
+    assert library.filter_ids(IncidentFilter(component="dns", inferred=True)) == []
+    assert library._facets == Facets.of(library.data.incidents)
+    library.review_concept(dns.id, sorted(causes)[0], accept=True)  # accepted: a curated link, found without the flag
+    assert library.filter_ids(IncidentFilter(cause=sorted(causes)[0])) == [dns.id]
     reopened = Library.open(copy)
     assert reopened.filter_ids(IncidentFilter(component="dns", inferred=True)) == []
     rows = Facets.of(reopened.data.incidents)
@@ -86,6 +95,12 @@ def test_the_cli_says_when_only_inferred_links_match(archive: Path) -> None:
     assert "Example DNS [draft]" in widened.output and "not yet reviewed" not in widened.output
     nothing = CliRunner().invoke(app, ["list", "--data", str(archive), "--component", "infiniband"])
     assert nothing.exit_code == 0 and "not yet reviewed" not in nothing.output  # no incident has it, inferred or not
+    words = ["search", "SERVFAIL", "--data", str(archive), "--mode", "lexical", "--component", "dns"]
+    searched = CliRunner().invoke(app, words)
+    assert searched.exit_code == 0 and "1 incident(s) match through concepts inferred" in searched.output
+    # a filter that matches curated links, with a query whose words nothing holds: the hint would be wrong
+    curated = CliRunner().invoke(app, ["search", "qqqzzzxx", "--mode", "lexical", "--component", "gpu"])
+    assert curated.exit_code == 0 and "no results" in curated.output and "not yet reviewed" not in curated.output
 
 
 def test_a_title_in_brackets_is_listed_as_written(tmp_path: Path) -> None:
@@ -142,6 +157,9 @@ def test_the_search_page_has_the_filter_and_keeps_it(archive: Path) -> None:
         plain = client.get("/", params={"component": "dns"})
         widened = client.get("/", params={"component": "dns", "inferred": "1"})
         fragment = client.get("/ui/results", params={"component": "dns", "inferred": "1"})
+        unticked = [client.get("/", params={"component": "dns", "inferred": value}) for value in ("false", "0", "off", "")]
+        ticked = client.get("/", params={"component": "dns", "inferred": "True"})
+        bad = client.get("/", params={"component": "dns", "inferred": "maybe"})
     listed = re.compile(r'<li class="result">\s*<h3><a href="/ui/incidents/([A-Z]+-\d+)')
     assert plain.status_code == 200 and listed.findall(plain.text) == []
     assert 'name="inferred"' in plain.text and "checked" not in plain.text.split('name="inferred"')[1].split(">")[0]
@@ -149,3 +167,8 @@ def test_the_search_page_has_the_filter_and_keeps_it(archive: Path) -> None:
     assert widened.status_code == 200 and listed.findall(widened.text) == dns
     assert "checked" in widened.text.split('name="inferred"')[1].split(">")[0]  # the box stays ticked
     assert fragment.status_code == 200 and listed.findall(fragment.text) == dns
+    for page in unticked:
+        assert page.status_code == 200 and listed.findall(page.text) == []
+        assert "checked" not in page.text.split('name="inferred"')[1].split(">")[0]
+    assert listed.findall(ticked.text) == dns
+    assert bad.status_code == 400 and "inferred" in bad.text and "maybe" in bad.text

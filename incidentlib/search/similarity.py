@@ -155,14 +155,6 @@ PROGRESS_EVERY = 4_096  # records between progress reports: a few a second, none
 #: ``progress(step, done, total)`` during the build (:meth:`SimilarityIndex.prepare`).
 BuildProgress = Callable[[str, int, int], None]
 T = TypeVar("T")
-
-
-def query_term_weight(counts: np.ndarray) -> np.ndarray:
-    """``w_q(t) = 1 + ln tf_q(t)`` for each of the query's term counts: a term said again adds less each time.  No idf
-    here: ``bm25(c, t)`` holds it already, and a second one (``idf²``) let a rare word the two texts share by chance, a
-    place or a product name, outweigh the words they are both about; the lexical evidence alone then ranked below plain
-    BM25 on all three collections measured (docs/search.md, "The idf counted once")."""
-    return np.asarray(1 + np.log(counts), dtype=np.float64)
 BUILD_BLOCK = 65_536  # records whose rows are joined at once when the artefact is built: few arrays, small temporaries
 RELIABILITY_QUERIES = 200  # records used as queries to estimate the weights: enough pairs for stable correlations, bounded cost
 LOADING_FLOOR = 0.0  # a kind that disagrees with the others (negative loading) gets no weight, never a negative one
@@ -207,6 +199,14 @@ SAMPLE_SEED = 0  # a fixed sample: the same query gets the same scores on every 
 #: pools) and every member is scored again exactly, so a passage missed or misordered by a few 1e-3 only matters if its
 #: incident then falls out of all three pools.  bench/bench_similar.py --paths --probe-shares (docs/benchmarks.md).
 CANDIDATE_PROBE_SHARE = 0.25
+
+
+def query_term_weight(counts: np.ndarray) -> np.ndarray:
+    """``w_q(t) = 1 + ln tf_q(t)`` for each of the query's term counts: a term said again adds less each time.  No idf
+    here: ``bm25(c, t)`` holds it already, and a second one (``idf²``) let a rare word the two texts share by chance, a
+    place or a product name, outweigh the words they are both about; the lexical evidence alone then ranked below plain
+    BM25 on all three collections measured (docs/search.md, "The idf counted once")."""
+    return np.asarray(1 + np.log(counts), dtype=np.float64)
 
 
 @dataclass(frozen=True)

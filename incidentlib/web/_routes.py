@@ -107,6 +107,19 @@ def _error(request: Request, lang: str, status_code: int, message: str, suggesti
                  suggestions=suggestions or [])
 
 
+#: How the search page's ``inferred`` box may be written in an address: ticked, or not (any other value is a 400).
+CHECKED, UNCHECKED = frozenset({"1", "true", "on"}), frozenset({"", "0", "false", "off"})
+
+
+def _checked(value: str, name: str) -> bool:
+    """A check box's value from the address, read as the HTTP API reads a boolean; anything else names the field."""
+    lowered = value.strip().lower()
+    if lowered in CHECKED or lowered in UNCHECKED:
+        return lowered in CHECKED
+    raise FilterError(f"{name}: {value[:MAX_REF_CHARS]!r} is neither on (1, true, on) nor off (0, false, off)",
+                      parameter=name)
+
+
 def _filters(org: str, component: str, cause: str, tag: str, year: str, severity: str, inferred: str = "") -> IncidentFilter:
     year = year.strip()
     if year and not (year.isdigit() and len(year) <= YEAR_DIGITS):
@@ -115,7 +128,7 @@ def _filters(org: str, component: str, cause: str, tag: str, year: str, severity
     # validated like every other request, so a bad value is a 400 page naming the field
     return IncidentFilter.model_validate({"org": org or None, "component": component or None, "cause": cause or None,
                                           "tag": tag or None, "year_from": year_value, "year_to": year_value,
-                                          "severity": severity or None, "inferred": True if inferred else None})
+                                          "severity": severity or None, "inferred": _checked(inferred, "inferred") or None})
 
 
 def _filter_options(library: Library, lang: str) -> dict[str, list[tuple[str, str]]]:
@@ -150,11 +163,12 @@ def home(request: Request, q: Text = "", org: Field = "", component: Field = "",
     language = _lang(lang, accept_language)
     library = _library(request)
     selected = {"org": org, "component": component, "cause": cause, "tag": tag, "year": year, "severity": severity,
-                "inferred": "1" if inferred else ""}
+                "inferred": inferred}
     try:
         context = _results(library, q, selected, language, page)
     except (IncidentlibError, ValueError, ValidationError) as exc:
         return _error(request, language, 400, str(exc))
+    selected["inferred"] = "1" if _checked(inferred, "inferred") else ""  # read above; the box and the page links agree
     title = f"{q} · {texts(language)['site']}" if q else texts(language)["site"]
     return _page(request, "home.html", language, title, selected=selected, options=_filter_options(library, language),
                  **context)
@@ -173,7 +187,7 @@ def results_fragment(request: Request, q: Text = "", org: Field = "", component:
     """The result list alone, swapped into the home page as the user types."""
     language = _lang(lang, accept_language)
     selected = {"org": org, "component": component, "cause": cause, "tag": tag, "year": year, "severity": severity,
-                "inferred": "1" if inferred else ""}
+                "inferred": inferred}
     try:
         context = _results(_library(request), q, selected, language, page)
     except (IncidentlibError, ValueError, ValidationError) as exc:
