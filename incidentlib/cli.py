@@ -287,9 +287,9 @@ def list_cmd(
     for column in ("id", "date", "org", "title"):
         table.add_column(column, overflow="fold")
     for item in page.items:
-        # escaped: a title is the record's text, not console markup ("[draft]" was swallowed, "[/x]" raised an error)
+        # escaped: a title is the record's text, not console markup (the draft mark was swallowed, "[/x]" raised an error)
         table.add_row(*map(escape, (item.id, item.date or "—", item.org_label,
-                                    item.title + (" [draft]" if item.status == "draft" else ""))))
+                                    item.title + (f" {DRAFT_MARK}" if item.status == "draft" else ""))))
     out.print(table)
     if not page.total:
         _hint_inferred(library, filters)
@@ -298,7 +298,7 @@ def list_cmd(
 def _hint_inferred(library: Library, filters: IncidentFilter) -> None:
     """When concept filters matched nothing on curated links, say how many incidents they match through inferred
     links still proposed (an imported archive has no curated links until reviewed)."""
-    if filters.with_inferred or not any(getattr(filters, name) for name in ("component", "cause", "symptom")):
+    if filters.with_inferred or not filters.names_inferable_concept:
         return
     if library.list_incidents(filters, limit=0).total:  # the filters matched: the query found nothing among them
         return

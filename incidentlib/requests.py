@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar, get_args
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 
 from .errors import FilterError, InvalidRequest, QueryError
-from .models import CONCEPT_FIELDS, LANGS, ConceptKind, Lang, Severity, Status
+from .models import CONCEPT_FIELDS, INFERRED_KINDS, LANGS, ConceptKind, Lang, Severity, Status
 
 #: Results per search or similar call: beyond this, rankings are noise and responses get large.
 MAX_K = 100
@@ -115,6 +115,8 @@ FILTER_PARAMS: tuple[FilterParam, ...] = (
                 "Off: they match curated links only."),
 )
 CONCEPT_FILTERS: tuple[FilterParam, ...] = tuple(p for p in FILTER_PARAMS if p.kind is not None)
+#: The concept filters ``inferred`` widens: those of the kinds a record's text is tagged with.
+INFERABLE_FILTERS: tuple[str, ...] = tuple(p.name for p in CONCEPT_FILTERS if p.kind in INFERRED_KINDS)
 assert all(CONCEPT_FIELDS[p.incident_field] is p.kind for p in CONCEPT_FILTERS if p.incident_field)
 
 
@@ -150,6 +152,11 @@ class IncidentFilter(BaseModel):
     def with_inferred(self) -> bool:
         """Whether the concept filters also match inferred links still proposed."""
         return bool(self.inferred)
+
+    @property
+    def names_inferable_concept(self) -> bool:
+        """Whether a filter that ``inferred`` widens is set (:data:`INFERABLE_FILTERS`)."""
+        return any(getattr(self, name) for name in INFERABLE_FILTERS)
 
     @classmethod
     def of(cls, **values: Any) -> IncidentFilter:
@@ -271,6 +278,7 @@ __all__ = [
     "CONCEPT_FILTERS",
     "FILTER_PARAMS",
     "IMPORT_FORMATS",
+    "INFERABLE_FILTERS",
     "LANGS",
     "MAX_AGENT_K",
     "MAX_AGENT_LIMIT",

@@ -157,8 +157,9 @@ def test_the_search_page_has_the_filter_and_keeps_it(archive: Path) -> None:
         plain = client.get("/", params={"component": "dns"})
         widened = client.get("/", params={"component": "dns", "inferred": "1"})
         fragment = client.get("/ui/results", params={"component": "dns", "inferred": "1"})
-        unticked = [client.get("/", params={"component": "dns", "inferred": value}) for value in ("false", "0", "off", "")]
+        unticked = [client.get("/", params={"component": "dns", "inferred": value}) for value in ("false", "0", "off", "no", "")]
         ticked = client.get("/", params={"component": "dns", "inferred": "True"})
+        yes = client.get("/", params={"component": "dns", "inferred": "yes"})  # as the HTTP API reads it
         bad = client.get("/", params={"component": "dns", "inferred": "maybe"})
     listed = re.compile(r'<li class="result">\s*<h3><a href="/ui/incidents/([A-Z]+-\d+)')
     assert plain.status_code == 200 and listed.findall(plain.text) == []
@@ -170,5 +171,5 @@ def test_the_search_page_has_the_filter_and_keeps_it(archive: Path) -> None:
     for page in unticked:
         assert page.status_code == 200 and listed.findall(page.text) == []
         assert "checked" not in page.text.split('name="inferred"')[1].split(">")[0]
-    assert listed.findall(ticked.text) == dns
+    assert listed.findall(ticked.text) == dns == listed.findall(yes.text)
     assert bad.status_code == 400 and "inferred" in bad.text and "maybe" in bad.text

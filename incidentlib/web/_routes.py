@@ -15,7 +15,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import escape
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import Busy, FilterError, IncidentlibError, NotFound
@@ -107,17 +107,19 @@ def _error(request: Request, lang: str, status_code: int, message: str, suggesti
                  suggestions=suggestions or [])
 
 
-#: How the search page's ``inferred`` box may be written in an address: ticked, or not (any other value is a 400).
-CHECKED, UNCHECKED = frozenset({"1", "true", "on"}), frozenset({"", "0", "false", "off"})
-
-
 def _checked(value: str, name: str) -> bool:
-    """A check box's value from the address, read as the HTTP API reads a boolean; anything else names the field."""
-    lowered = value.strip().lower()
-    if lowered in CHECKED or lowered in UNCHECKED:
-        return lowered in CHECKED
-    raise FilterError(f"{name}: {value[:MAX_REF_CHARS]!r} is neither on (1, true, on) nor off (0, false, off)",
-                      parameter=name)
+    """A check box's value from the address (absent or empty: off), read by pydantic's rule for a boolean, as the HTTP
+    API reads ``?inferred=``; anything else is a :class:`FilterError` naming the field."""
+    if not value.strip():
+        return False
+    try:
+        return _BOOLEAN.validate_strings(value.strip())
+    except ValidationError:
+        raise FilterError(f"{name}: {value[:MAX_REF_CHARS]!r} is neither on (1, true, on, yes) nor off (0, false, "
+                          "off, no)", parameter=name) from None
+
+
+_BOOLEAN = TypeAdapter(bool)
 
 
 def _filters(org: str, component: str, cause: str, tag: str, year: str, severity: str, inferred: str = "") -> IncidentFilter:
