@@ -951,7 +951,7 @@ class Library:
         return path
 
     def evaluate_similar(self, labels: str, k: int = 5, name: str | None = None,
-                         tagger_for: dict[str, ConceptTagger] | None = None) -> SimilarEvalReport:
+                         tagger_for: dict[str, ConceptTagger] | None = None, labels_name: str | None = None) -> SimilarEvalReport:
         """Label agreement P@k and MAP of ``similar`` (by incident, by text) next to random, BM25 and
         dense baselines, in one run (see :mod:`incidentlib.similar_eval`)."""
         from .similar_eval import RANDOM_REPEATS, baseline_rankers, evaluate, load_labels, similar_rankers
@@ -959,7 +959,7 @@ class Library:
         check_k(k)
         label_map = load_labels(labels, self.data.incidents)
         rankers = {**baseline_rankers(self.data.incidents, self._search_engine.embedder), **similar_rankers(self, tagger_for)}
-        return evaluate(name or str(self.root), labels, label_map, rankers, k, repeats={"random": RANDOM_REPEATS})
+        return evaluate(name or str(self.root), labels_name or labels, label_map, rankers, k, repeats={"random": RANDOM_REPEATS})
 
     def evaluate_leave_concepts_out(self, k: int = 5) -> SimilarEvalReport:
         """Strip every record's concepts, keep its text as a draft in a scratch library, infer concepts
@@ -976,7 +976,9 @@ class Library:
             # the drafts keep every passage of the source: their index takes its vectors from the build just
             # used (the most recent of this embedder), reused by chunk id and text
             blind.build_index()
-            return blind.evaluate_similar(str(labels), k=k, name=f"{self.root.name} (leave concepts out)", tagger_for=taggers)
+            # the labels file is in the scratch directory, gone once this returns: the report names what it held
+            return blind.evaluate_similar(str(labels), k=k, name=f"{self.root.name} (leave concepts out)", tagger_for=taggers,
+                                          labels_name="held-out causes")
 
     # ---- root-cause exploration ---------------------------------------------------
     @cached_property

@@ -212,6 +212,11 @@ def test_eval_similar_reports_every_method_in_one_run(collection: tuple[Library,
     assert methods["similar (incident)"].p_at_k > methods["random"].p_at_k
     assert methods["similar (text)"].p_at_k > methods["random"].p_at_k
     assert "| similar (text) |" in report.to_markdown()
+    assert report.baseline in ("bm25", "dense") and methods[report.baseline].gain is None
+    for name in ("similar (incident)", "similar (text)"):
+        scored = methods[name]
+        assert scored.gain is not None and scored.gain_low is not None and scored.gain_high is not None
+        assert scored.gain_low <= scored.gain <= scored.gain_high
 
 
 def test_labels_from_field_or_file_and_errors(hashed_collection: tuple[Library, Path], tmp_path: Path) -> None:
