@@ -54,7 +54,7 @@ BASELINES = ("bm25", "dense")  # the single-evidence baselines a method is measu
 BOOTSTRAP_SAMPLES = 2000
 BOOTSTRAP_SEED = 11
 CONFIDENCE = 0.95
-_BOOTSTRAP_BLOCK = 250  # resamples drawn at once: bounds the index array to 250 × queries integers
+_BOOTSTRAP_BLOCK_DRAWS = 1_000_000  # query indices drawn at once (8 MB), whatever the number of queries
 
 
 class MethodScore(BaseModel):
@@ -167,8 +167,9 @@ def relative_gain_interval(method: np.ndarray, baseline: np.ndarray, confidence:
         return None
     rng = np.random.default_rng(seed)
     ratios: list[np.ndarray] = []
-    for start in range(0, samples, _BOOTSTRAP_BLOCK):
-        drawn = rng.integers(0, n, size=(min(_BOOTSTRAP_BLOCK, samples - start), n))
+    block = max(1, _BOOTSTRAP_BLOCK_DRAWS // n)  # resamples per block
+    for start in range(0, samples, block):
+        drawn = rng.integers(0, n, size=(min(block, samples - start), n))
         ours, theirs = method[drawn].mean(axis=1), baseline[drawn].mean(axis=1)
         kept = theirs > 0
         ratios.append(ours[kept] / theirs[kept] - 1.0)
