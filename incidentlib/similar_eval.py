@@ -39,7 +39,8 @@ import bm25s
 import numpy as np
 from pydantic import BaseModel
 
-from .errors import LabelError
+from .errors import LabelError, ReadError
+from .importing.readers import read_utf8
 from .requests import MAX_SIMILAR_TEXT_CHARS
 from .search.tokenize import tokenize
 from .tagging.tagger import incident_text
@@ -98,7 +99,7 @@ def load_labels(spec: str, incidents: Mapping[str, object]) -> dict[str, set[str
     """Labels per incident id from a field of the records or from a file.
 
     A file is JSONL (``{"id": …, "labels": [...]}`` or ``"label": …``) or CSV with ``id``
-    and ``label`` columns (one row per label).  Ids not in the library are an error.
+    and ``label`` columns (one row per label), in UTF-8.  Ids not in the library are an error.
     """
     path = Path(spec)
     if spec in LABEL_FIELDS and not path.is_file():
@@ -107,30 +108,49 @@ def load_labels(spec: str, incidents: Mapping[str, object]) -> dict[str, set[str
             value = getattr(incident, spec)
             from_field[incident_id] = {value} if isinstance(value, str) else set(value)
         return from_field
-    if not path.is_file():
+    if not path.exists():
         raise LabelError(f"--labels {spec!r}: not a file and not one of the fields {', '.join(LABEL_FIELDS)}")
-    labels: dict[str, set[str]] = {}
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".csv":
-        for number, row in enumerate(csv.DictReader(text.splitlines()), 2):
-            if not row.get("id") or not row.get("label"):
-                raise LabelError(f"{path}:{number}: needs 'id' and 'label' columns")
-            labels.setdefault(row["id"], set()).add(row["label"])
-    else:
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LabelError(f"{path}:{number}: not JSON: {exc}") from None
-            values = row.get("labels", [row["label"]] if "label" in row else None)
-            if not isinstance(row, dict) or "id" not in row or not values:
-                raise LabelError(f"{path}:{number}: needs 'id' and 'labels' (a list) or 'label'")
-            labels.setdefault(str(row["id"]), set()).update(str(v) for v in values)
+    try:
+        text = read_utf8(path, "of labels")
+    except ReadError as exc:
+        raise LabelError(f"--labels: {exc}") from None
+    labels = _csv_labels(text, path) if path.suffix.lower() == ".csv" else _jsonl_labels(text, path)
     unknown = sorted(set(labels) - set(incidents))
     if unknown:
         raise LabelError(f"{path}: ids not in the library: {', '.join(unknown[:10])}{' …' if len(unknown) > 10 else ''}")
+    return labels
+
+
+def _csv_labels(text: str, path: Path) -> dict[str, set[str]]:
+    reader = csv.DictReader(text.splitlines())
+    if not reader.fieldnames or not {"id", "label"} <= set(reader.fieldnames):
+        raise LabelError(f"{path}:1: needs 'id' and 'label' columns, found {', '.join(reader.fieldnames or []) or 'none'}")
+    labels: dict[str, set[str]] = {}
+    for number, row in enumerate(reader, 2):
+        if not row.get("id") or not row.get("label"):
+            raise LabelError(f"{path}:{number}: an empty 'id' or 'label'")
+        labels.setdefault(row["id"], set()).add(row["label"])
+    return labels
+
+
+def _jsonl_labels(text: str, path: Path) -> dict[str, set[str]]:
+    labels: dict[str, set[str]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LabelError(f"{path}:{number}: not JSON: {exc}") from None
+        if not isinstance(row, dict) or "id" not in row:
+            raise LabelError(f"{path}:{number}: needs an object with 'id' and 'labels' (a list) or 'label'")
+        values = row["labels"] if "labels" in row else [row["label"]] if "label" in row else None
+        # a string is one label, never its characters; a list holds strings or numbers
+        if isinstance(values, str | int | float) and not isinstance(values, bool):
+            values = [values]
+        if not isinstance(values, list) or not values or not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in values):
+            raise LabelError(f"{path}:{number}: 'labels' must be a non-empty list of strings (or 'label' one string)")
+        labels.setdefault(str(row["id"]), set()).update(str(v) for v in values)
     return labels
 
 
@@ -185,6 +205,12 @@ def evaluate(name: str, labels_name: str, labels: dict[str, set[str]], rankers: 
              repeats: dict[str, int] | None = None) -> SimilarEvalReport:
     labelled = sorted(i for i, values in labels.items() if values)
     queries = [q for q in labelled if any(labels[q] & labels[o] for o in labelled if o != q)]
+    if not queries:
+        raise LabelError(f"labels {labels_name}: {len(labelled)} labelled record(s) and no two share a label, so there "
+                         "is nothing to measure (a field such as causes holds curated links only: drafts have none "
+                         "until reviewed)")
+    if k > len(labelled) - 1:
+        raise LabelError(f"--k {k}: more than the {len(labelled) - 1} candidate(s) each query is ranked against")
     depth = min(MAX_DEPTH, max(len(labelled) - 1, 1))
     precisions: dict[str, np.ndarray] = {}  # per method, each query's P@k (averaged over repeated orders)
     maps: dict[str, float] = {}

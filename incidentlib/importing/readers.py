@@ -42,18 +42,24 @@ class RawRecord:
     heading: str | None = None  # the Markdown heading above an entry, which becomes a tag
 
 
-def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
+def read_utf8(path: Path, purpose: str = "to import") -> str:
+    """The text of a file a user gives, or a :class:`ReadError` that names the file and the line of the first byte
+    that is not UTF-8.  A byte-order mark (spreadsheets write one) is not part of the first field."""
     if path.is_dir():
-        raise ReadError(f"{path}: a directory, not a file to import")
+        raise ReadError(f"{path}: a directory, not a file {purpose}")
     if not path.is_file():
         raise ReadError(f"{path}: no such file")
     raw = path.read_bytes()
     try:
-        text = raw.decode("utf-8-sig")  # a byte-order mark (spreadsheets write one) is not part of the first field
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        where = raw.count(b"\n", 0, exc.start) + 1  # the line of the first byte that is not UTF-8
+        where = raw.count(b"\n", 0, exc.start) + 1
         raise ReadError(f"{path.name}:{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
                         "convert the file to UTF-8 first") from None
+
+
+def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
+    text = read_utf8(path)
     name = path.name
     if fmt is ImportFormat.markdown:
         return read_markdown_list(text, name)
