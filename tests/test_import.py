@@ -532,3 +532,21 @@ def test_an_export_s_shared_problem_is_said_a_few_times_then_counted_and_unread_
 
     row = {"title": "Disk full", "제목": "디스크 가득 참", "summary": "x", "org": "acme", "service": "db", 1: "one"}
     assert unread_keys(row, [FieldMap.parse("title.ko=제목")]) == ["title", "service", "1"]
+
+
+def test_a_column_quoted_by_a_set_template_still_gives_its_own_field(tmp_path: Path, target: Path) -> None:
+    """``--set source_url=…/{id}`` reads the id into a link; the record keeps that id (the template used to take the
+    column away from it, and the records were numbered anew without a word)."""
+    rows = [{"id": "TK-50", "title": "Queue backlog after a broker restart", "org": "acme",
+             "body": "The broker restarted and consumers fell behind for an hour."},
+            {"id": "TK-3", "title": "Expired certificate on the API gateway", "org": "acme",
+             "body": "The gateway served an expired certificate until it was renewed by hand."}]
+    source = jsonl(tmp_path / "tickets.jsonl", rows)
+    result = CliRunner().invoke(app, ["import", str(source), "--format", "jsonl", "--into", str(target), "--json",
+                                      "--id-prefix", "TK", "--set", "source_url=https://tickets.example/{id}"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert sorted(r["id"] for r in report["accepted"]) == ["TK-0003", "TK-0050"]
+    record = yaml.safe_load((target / "incidents" / "TK-0050.yaml").read_text(encoding="utf-8"))
+    assert record["sources"][0]["url"] == "https://tickets.example/TK-50"
+    assert report["unread_columns"] == []

@@ -161,11 +161,12 @@ def _split_step(step: str) -> tuple[str | None, list[int | None]]:
 class _Defaults:
     """The keys of a record that targets no mapping gives are taken from: a target's common names
     (:data:`DEFAULT_SOURCES`) in any case (exports capitalise their columns: "Summary", "Description"), a column
-    mapped to one field (or read by a ``--set`` template) never taken for another."""
+    mapped to one field never taken for another.  A column a ``--set`` template reads still gives its own field:
+    ``--set source_url=https://t.example/{id}`` quotes the id in a link, and the record keeps that id."""
 
-    def __init__(self, record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence[FieldSet]) -> None:
+    def __init__(self, record: dict[str, Any], maps: Sequence[FieldMap]) -> None:
         self.record = record
-        self.mapped = {m.source for m in maps} | {path for m in sets for path in _PLACEHOLDER.findall(m.template)}
+        self.mapped = {m.source for m in maps}
         self.by_lower: dict[str, str] = {}
         for key in record:
             if key not in self.mapped:
@@ -192,10 +193,9 @@ class _Defaults:
         return None
 
 
-def default_source(record: dict[str, Any], target: str, maps: Sequence[FieldMap] = (),
-                   sets: Sequence[FieldSet] = ()) -> str | None:
+def default_source(record: dict[str, Any], target: str, maps: Sequence[FieldMap] = ()) -> str | None:
     """The key of ``record`` a target's value is taken from when no mapping gives it (as :func:`extract` takes it)."""
-    return _Defaults(record, maps, sets).key(target)
+    return _Defaults(record, maps).key(target)
 
 
 def unread_keys(record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence[FieldSet] = ()) -> list[str]:
@@ -205,7 +205,7 @@ def unread_keys(record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence
     read = {_split_step(path.split(".", 1)[0])[0] for path in (*(m.source for m in maps),
                                                                  *(p for m in sets for p in _PLACEHOLDER.findall(m.template)))}
     explicit = {m.target for m in maps} | {m.target for m in sets}
-    read |= set(_Defaults(record, maps, sets).taken(explicit).values())
+    read |= set(_Defaults(record, maps).taken(explicit).values())
     return [str(key) for key, value in record.items() if key not in read and value not in (None, "", [], {})]
 
 
@@ -235,6 +235,6 @@ def extract(record: dict[str, Any], maps: list[FieldMap], only: Collection[str] 
             problems.append(f"{target}: nothing at {field_map.source!r}")
         else:
             values[target] = value
-    for target, key in _Defaults(record, maps, sets).taken(explicit, only).items():
+    for target, key in _Defaults(record, maps).taken(explicit, only).items():
         values[target] = record[key]
     return values, problems

@@ -398,7 +398,7 @@ class Importer:
             if any(given.target == "date" for given in self.maps) or any(given.target == "date" for given in self.sets):
                 reasons.append(str(exc))
             else:
-                column = default_source(raw.data, "date", self.maps, self.sets)
+                column = default_source(raw.data, "date", self.maps)
                 warnings.append(f"{exc} (column {column!r}, read as the date for its name; map one with "
                                 "--map date=…); left out")
             return None
