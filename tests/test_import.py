@@ -550,3 +550,28 @@ def test_a_column_quoted_by_a_set_template_still_gives_its_own_field(tmp_path: P
     record = yaml.safe_load((target / "incidents" / "TK-0050.yaml").read_text(encoding="utf-8"))
     assert record["sources"][0]["url"] == "https://tickets.example/TK-50"
     assert report["unread_columns"] == []
+
+
+def test_a_status_page_history_is_not_rejected_for_its_template_sentences(tmp_path: Path, target: Path) -> None:
+    """Records that share a status page's template sentences and differ in the sentence naming their cause are
+    different incidents; a record filed twice (reworded a little, or copied three times) is still a duplicate."""
+    causes = ["an expired TLS certificate on the edge proxies", "a full disk on the primary database",
+              "a bad DNS record pushed by automation", "a memory leak in the session service",
+              "a misconfigured load balancer health check", "a saturated message queue after a deploy",
+              "a failed storage controller in one zone", "a runaway cron job exhausting connections"]
+    template = ("We are investigating reports of elevated errors. The root cause was {cause}. "
+                "A fix has been implemented and we are monitoring the results. This incident has been resolved.")
+    rows = [{"title": "Elevated API errors", "summary": template.format(cause=cause), "org": "acme",
+             "url": f"https://status.example/incidents/{n}"} for n, cause in enumerate(causes)]
+    copied = {"title": "Checkout latency", "summary": "Checkout pages took ten seconds to load for all shoppers.",
+              "org": "acme"}
+    rows += [dict(copied, url=f"https://status.example/copy/{n}") for n in range(3)]
+    rows.append({**rows[0], "url": "https://status.example/incidents/again",
+                 "summary": rows[0]["summary"].replace("The root cause was", "Root cause:")})
+    source = jsonl(tmp_path / "status.jsonl", rows)
+    report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, id_prefix="SP", dry_run=True))
+    accepted = [a.location for a in report.accepted]
+    assert len(accepted) == len(causes) + 1, [r.reasons for r in report.rejected]
+    rejected = {r.location: r.duplicate_of for r in report.rejected}
+    assert len(rejected) == 3 and all(of for of in rejected.values())  # two copies, and the reworded record
+    assert rejected[f"status.jsonl:{len(rows)}"] == report.accepted[0].id

@@ -6,6 +6,12 @@ banding over the token sets (:mod:`incidentlib.dedupe`: ``BANDS`` bands of ``ROW
 each candidate is then compared exactly, so a reported score is exact.  A pair at the
 threshold J = 0.6 becomes a candidate with probability ``1 − (1 − 0.6⁴)³² ≈ 0.988``, one at
 J = 0.7 with 0.9998, one at J = 0.8 with ≈ 1; unrelated records (J ≈ 0.05) almost never do.
+
+A status-page history or a ticket export writes the same template sentences into every record ("We are
+investigating reports of…", "A fix has been implemented and we are monitoring the results."), and two
+incidents that share them and differ in the one sentence that names their cause are not the same incident.
+So the texts are compared without the collection's boilerplate (:class:`~incidentlib.search.boilerplate.Boilerplate`:
+sentences in at least 3 records and 1 % of them), learnt from the library's records and the import's together.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dedupe import BANDS, ROWS, MinHasher
+from ..search.boilerplate import Boilerplate
 from ..search.tokenize import tokenize
 
 # Jaccard similarity of title+summary tokens at or above which an imported record is a near-duplicate.
@@ -80,8 +87,9 @@ class DuplicateIndex:
     integers and so the same number as :func:`jaccard`.
     """
 
-    def __init__(self, threshold: float = SIMILARITY_THRESHOLD) -> None:
+    def __init__(self, threshold: float = SIMILARITY_THRESHOLD, boilerplate: Boilerplate | None = None) -> None:
         self.threshold = threshold
+        self.boilerplate = boilerplate  # template sentences left out of every text compared
         self._known: list[Known] = []
         self._by_url: dict[str, str] = {}
         self._hasher = MinHasher(num_perm=BANDS * ROWS)
@@ -95,7 +103,7 @@ class DuplicateIndex:
     def _prepared(self, text: str) -> tuple[frozenset[str], list[tuple[int, bytes]]]:
         found = self._last.get(text)
         if found is None:
-            tokens = fingerprint(text)
+            tokens = fingerprint(self.boilerplate.strip(text) if self.boilerplate is not None else text)
             found = (tokens, self._bands(tokens) if tokens else [])
         return found
 

@@ -32,6 +32,7 @@ from ..journal import JOURNAL_DIR, JournalBusy, commit_files, new_directory
 from ..loader import INCIDENTS_DIR, VOCAB_DIR, Problem, check_library
 from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident
 from ..paths import bundled_data_dir
+from ..search.boilerplate import Boilerplate
 from ..search.concepts import ConceptRecognizer
 from ..tagging.tagger import ConceptTagger
 from ..vocab import Vocabulary
@@ -134,6 +135,12 @@ def slugify(text: str, kind: str = "concept") -> str:
     return f"{slug or kind}-{digest}"
 
 
+def compared_text(title: str, summary: str) -> str:
+    """What the duplicate check compares of a record in one language: its title and summary, each its own line (so a
+    title is a sentence of its own when template sentences are left out)."""
+    return f"{title}\n{summary}".strip()
+
+
 def _as_list(value: object, *, cell: bool = True) -> list[str]:
     """The values of a list field: a list's items whole (an object by its url, href or name); a single value (a CSV
     cell, ``cell``) split on ``;`` and ``|``."""
@@ -230,10 +237,7 @@ class Importer:
         self.recognizer = ConceptRecognizer(data.vocab)
         # alias matching only: an import stays fast and model-free; `incidentlib tag` adds the classifier
         self.tagger = ConceptTagger(data.vocab)
-        self.duplicates = DuplicateIndex()
-        for incident in data.incidents.values():
-            self.duplicates.add(incident.id, [str(s.url) for s in incident.sources],
-                                [f"{incident.title.get(lang, False)} {incident.summary.get(lang, False)}" for lang in LANGS])
+        self.duplicates = DuplicateIndex()  # made again by prepare(), with the templates of the records to import
         self.new_concepts: dict[ConceptKind, dict[str, Concept]] = {ConceptKind.organization: {}, ConceptKind.tag: {}}
         # concepts added while building the current record, dropped again if it is rejected (a list, so a rejection
         # costs what the record added, not a copy of everything added so far)
@@ -277,13 +281,27 @@ class Importer:
             if candidate not in self.data.incidents and candidate not in self._named:
                 return candidate
 
-    def reserve(self, records: list[RawRecord]) -> None:
-        """Claim, for the first record naming it, every valid id the records name that the library does not hold."""
+    def prepare(self, records: list[RawRecord]) -> None:
+        """Before the first record is built: claim, for the first record naming it, every valid id the records name
+        that the library does not hold; and index the library's records for the duplicate check, without the
+        template sentences of the library and of ``records`` together."""
+        texts: list[str] = []
         for raw in records:
-            given = extract(raw.data, self.maps, only=("id",), sets=self.sets)[0].get("id")
+            values = extract(raw.data, self.maps, sets=self.sets)[0]
+            given = values.get("id")
             own = self._own_id(str(given)) if isinstance(given, (str, int)) else None
             if own is not None and own not in self.data.incidents:
                 self._named.setdefault(own, raw.location)
+            title, summary, _ = _bilingual_texts(values, self.options.lang)
+            texts.extend(compared_text(title.get(code, ""), summary.get(code, "")) for code in LANGS)
+        known = [(incident.id, [str(s.url) for s in incident.sources],
+                  [compared_text(incident.title.get(code, False), incident.summary.get(code, False)) for code in LANGS])
+                 for incident in self.data.incidents.values()]
+        texts.extend(text for _, _, pair in known for text in pair)
+        # a record imported twice is a duplicate, not a template: each distinct text counts once
+        self.duplicates = DuplicateIndex(boilerplate=Boilerplate(list(dict.fromkeys(t for t in texts if t))))
+        for incident_id, urls, pair in known:
+            self.duplicates.add(incident_id, urls, pair)
 
     def _own_id(self, given: str) -> str | None:
         """``given`` as an id of this import's prefix, its number written with at least 4 digits (a ticket key
@@ -343,7 +361,7 @@ class Importer:
         if reasons:
             return None, Rejected(location=raw.location, reasons=reasons)
 
-        texts = [f"{title.get(code, '')} {summary.get(code, '')}".strip() for code in LANGS]
+        texts = [compared_text(title.get(code, ""), summary.get(code, "")) for code in LANGS]
         duplicate = self.duplicates.find(urls, texts)
         if duplicate and duplicate.reason.startswith("same source URL"):
             return None, Rejected(location=raw.location, reasons=[duplicate.reason], duplicate_of=duplicate.of)
@@ -651,7 +669,7 @@ def _import_records(records: list[RawRecord], source: Path, target: Path, option
     report = ImportReport(source=str(source), into=str(target),
                           format=options.format.value, dry_run=options.dry_run, written=False)
     built: list[Incident] = []
-    importer.reserve(records)
+    importer.prepare(records)
     unread: dict[str, None] = {}
     for index, raw in enumerate(records, 1):
         unread.update(dict.fromkeys(unread_keys(raw.data, importer.maps, importer.sets)))
