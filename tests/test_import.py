@@ -575,3 +575,21 @@ def test_a_status_page_history_is_not_rejected_for_its_template_sentences(tmp_pa
     rejected = {r.location: r.duplicate_of for r in report.rejected}
     assert len(rejected) == 3 and all(of for of in rejected.values())  # two copies, and the reworded record
     assert rejected[f"status.jsonl:{len(rows)}"] == report.accepted[0].id
+
+
+@pytest.mark.parametrize(("name", "content", "fmt"), [
+    ("empty.jsonl", "\n\n", "jsonl"),
+    ("header.csv", "title,org,url\n", "csv"),
+    ("tickets.csv", "title,org,url\nDisk full,acme,https://t.example/1\n", "markdown"),
+    ("list.json", "[]", "json"),
+])
+def test_a_file_with_no_records_is_an_error_not_an_empty_import(tmp_path: Path, target: Path, name: str, content: str,
+                                                                 fmt: str) -> None:
+    source = tmp_path / name
+    source.write_text(content, encoding="utf-8")
+    before = files(target)
+    result = CliRunner().invoke(app, ["import", str(source), "--format", fmt, "--into", str(target)])
+    assert result.exit_code != 0
+    said = " ".join(result.output.split())
+    assert f"{name}: no records found as {fmt}" in said and "--format" in said, said
+    assert files(target) == before

@@ -34,7 +34,7 @@ def test_a_spreadsheet_csv_with_a_byte_order_mark_and_crlf_is_read(tmp_path: Pat
     ("l.jsonl", '{"id": "SP-0001", "labels": []}\n', r"l\.jsonl:1: 'labels' must be a non-empty list"),
     ("l.jsonl", '{"id": "SP-0001", "labels": [{"x": 1}]}\n', r"l\.jsonl:1: 'labels' must be a non-empty list"),
     ("l.jsonl", '{"id": "SP-0001", "labels": ["a"]}\n{"id": \n', r"l\.jsonl:2: not JSON"),
-    ("l.jsonl", 'x'.encode() + b'\n{"id": "SP-0001", "label": "caf\xe9"}\n', r"--labels: l\.jsonl:2: not UTF-8 text"),
+    ("l.jsonl", b'x\n{"id": "SP-0001", "label": "caf\xe9"}\n', r"--labels: l\.jsonl:2: not UTF-8 text"),
     ("l.csv", "incident,category\nSP-0001,dns\n", r"l\.csv:1: needs 'id' and 'label' columns, found incident, category"),
     ("l.csv", "id,label\nSP-0001,\n", r"l\.csv:2: an empty 'id' or 'label'"),
 ])
@@ -53,7 +53,7 @@ def test_nothing_to_measure_and_a_depth_past_the_candidates_are_errors() -> None
         return candidates
 
     apart = {"A": {"x"}, "B": {"y"}, "C": {"z"}}
-    with pytest.raises(LabelError, match="3 labelled record.* no two share a label"):
+    with pytest.raises(LabelError, match=r"3 labelled record.* no two share a label"):
         evaluate("toy", "causes", apart, {"bm25": any_order}, k=1)
     shared = {"A": {"x"}, "B": {"x"}, "C": {"z"}}
     with pytest.raises(LabelError, match="--k 3: more than the 2 candidate"):

@@ -58,7 +58,27 @@ def read_utf8(path: Path, purpose: str = "to import") -> str:
                         "convert the file to UTF-8 first") from None
 
 
+#: What each format reads a record from, for the error of a file in which none was found.
+_RECORD_SHAPES = {
+    ImportFormat.yaml: "a list of mappings",
+    ImportFormat.json: "a list of objects",
+    ImportFormat.jsonl: "one JSON object per line",
+    ImportFormat.csv: "a row under the header",
+    ImportFormat.markdown: "a list item with a link (- [title](url))",
+}
+
+
 def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
+    """The records of ``path`` read as ``fmt``; a file in which none is found is an error (an import of nothing
+    would look like an import that worked)."""
+    records = _read_records(path, fmt)
+    if not records:
+        raise ReadError(f"{path.name}: no records found as {fmt.value} ({_RECORD_SHAPES[fmt]}); "
+                        "is the file empty, or is --format wrong?")
+    return records
+
+
+def _read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
     text = read_utf8(path)
     name = path.name
     if fmt is ImportFormat.markdown:
