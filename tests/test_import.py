@@ -593,3 +593,25 @@ def test_a_file_with_no_records_is_an_error_not_an_empty_import(tmp_path: Path, 
     said = " ".join(result.output.split())
     assert f"{name}: no records found as {fmt}" in said and "--format" in said, said
     assert files(target) == before
+
+
+def test_a_mapping_that_names_no_column_of_the_file_is_refused_before_any_record(tmp_path: Path, target: Path) -> None:
+    source = tmp_path / "tickets.csv"
+    source.write_text("id,created,title,description\nOPS-1,2024-05-01,Disk full,The log disk filled up.\n", encoding="utf-8")
+    before = files(target)
+    runner = CliRunner()
+    for option, said in ((["--map", "title=summary_text"], "--map title=summary_text: no record has 'summary_text'"),
+                         (["--set", "source_url=https://t.example/{ticket}"],
+                          "--set source_url=https://t.example/{ticket}: no record has 'ticket'")):
+        result = runner.invoke(app, ["import", str(source), "--format", "csv", "--into", str(target), "--set", "org=acme",
+                                     *option])
+        message = " ".join(result.output.split())
+        assert result.exit_code != 0 and said in message, message
+        assert "the records' keys are: id, created, title, description" in message
+    assert files(target) == before
+    # a key some records have and others lack is a value those lack, not a typo: each of those says so
+    rows = [{"title": "Disk full", "org": "acme", "url": "https://t.example/1", "team": "storage"},
+            {"title": "Cache cold", "org": "acme", "url": "https://t.example/2"}]
+    report = run_import(jsonl(tmp_path / "t.jsonl", rows), target,
+                        ImportOptions(format=ImportFormat.jsonl, maps=["tags=team"], dry_run=True))
+    assert len(report.accepted) == 2 and report.accepted[1].warnings == ["tags: nothing at 'team'"]

@@ -148,9 +148,10 @@ def test_status_page_updates_a_title_alone_and_urls_told_apart_by_case(tmp_path:
 
 
 def test_why_a_record_is_rejected_names_the_mapping_and_the_way_out(tmp_path: Path, target: Path) -> None:
-    records = [{"title": "Queue backed up", "source_url": "https://e.example/q1", "org": "acme",
+    # each record has a "page", none a "page.name": the mapping is right for some other export, so each record says
+    records = [{"title": "Queue backed up", "source_url": "https://e.example/q1", "org": "acme", "page": {"id": "p1"},
                 "summary": "The consumer lag grew until the queue backed up."},
-               {"title": "Queue backed up", "source_url": "https://e.example/q2", "org": "acme",
+               {"title": "Queue backed up", "source_url": "https://e.example/q2", "org": "acme", "page": {"id": "p1"},
                 "summary": "The consumer lag grew until the queue backed up."}]
     report = run_import(jsonl(tmp_path / "again.jsonl", records), target,
                         ImportOptions(format=ImportFormat.jsonl, maps=["org=page.name"]))

@@ -158,6 +158,17 @@ def _split_step(step: str) -> tuple[str | None, list[int | None]]:
     return key, indexes
 
 
+def placeholders(template: str) -> list[str]:
+    """The source paths of a ``--set`` template's ``{path}`` placeholders."""
+    return list(_PLACEHOLDER.findall(template))
+
+
+def source_key(path: str) -> str | None:
+    """The record key a source path starts from (``links`` of ``links[0].href``); None for a path that starts with an
+    index (``[0].name``: a list at the top)."""
+    return _split_step(path.split(".", 1)[0])[0]
+
+
 class _Defaults:
     """The keys of a record that targets no mapping gives are taken from: a target's common names
     (:data:`DEFAULT_SOURCES`) in any case (exports capitalise their columns: "Summary", "Description"), a column

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
-from ..errors import ImportFailed
+from ..errors import ImportFailed, MappingError
 from ..journal import JOURNAL_DIR, JournalBusy, commit_files, new_directory
 from ..loader import INCIDENTS_DIR, VOCAB_DIR, Problem, check_library
 from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident
@@ -38,7 +38,7 @@ from ..tagging.tagger import ConceptTagger
 from ..vocab import Vocabulary
 from .dates import parse_date
 from .duplicates import DuplicateIndex
-from .mapping import FieldMap, FieldSet, default_source, extract, unread_keys
+from .mapping import FieldMap, FieldSet, default_source, extract, placeholders, source_key, unread_keys
 from .readers import ImportFormat, RawRecord, read_records
 
 ProgressFn = Callable[[int, int], None]
@@ -220,6 +220,10 @@ def _first_sentence(text: str, limit: int = TITLE_CHARS) -> str:
     return sentence if len(sentence) <= limit else sentence[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
+#: Keys of the records listed in the error of a mapping that names none of them (a wide export has hundreds).
+SHOWN_KEYS = 40
+
+
 class Importer:
     def __init__(self, target: Path, options: ImportOptions) -> None:
         self.target = target
@@ -285,6 +289,7 @@ class Importer:
         """Before the first record is built: claim, for the first record naming it, every valid id the records name
         that the library does not hold; and index the library's records for the duplicate check, without the
         template sentences of the library and of ``records`` together."""
+        self._check_sources(records)
         texts: list[str] = []
         for raw in records:
             values = extract(raw.data, self.maps, sets=self.sets)[0]
@@ -302,6 +307,21 @@ class Importer:
         self.duplicates = DuplicateIndex(boilerplate=Boilerplate(list(dict.fromkeys(t for t in texts if t))))
         for incident_id, urls, pair in known:
             self.duplicates.add(incident_id, urls, pair)
+
+    def _check_sources(self, records: list[RawRecord]) -> None:
+        """A ``--map`` or ``--set`` placeholder whose first key no record has is a typo, not a value some records lack:
+        refused before any record is built, with the keys the records do have (it used to warn once per record and
+        import every record without the field)."""
+        keys: dict[str, None] = {}
+        for raw in records:
+            keys.update(dict.fromkeys(str(key) for key in raw.data))
+        given = [(f"--map {m.target}={m.source}", m.source) for m in self.maps]
+        given += [(f"--set {m.target}={m.template}", path) for m in self.sets for path in placeholders(m.template)]
+        for option, path in given:
+            first = source_key(path)
+            if first is not None and first not in keys:
+                shown = ", ".join(list(keys)[:SHOWN_KEYS]) + (" …" if len(keys) > SHOWN_KEYS else "")
+                raise MappingError(f"{option}: no record has {first!r}; the records' keys are: {shown or 'none'}")
 
     def _own_id(self, given: str) -> str | None:
         """``given`` as an id of this import's prefix, its number written with at least 4 digits (a ticket key

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hmac
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -137,17 +138,21 @@ async def import_records(request: Request) -> Response:
         report = await run_in_threadpool(_run, library, values, dry_run, actor)
     except (InvalidRequest, DataError, WriteError) as exc:
         status = 409 if isinstance(exc, WriteError) else 422
+        # what the records could not be read or mapped from depends on the format they were read as: named too
         return _render(request, library, lang, session, status_code=status, error=f"{t['write_refused']} {exc}",
-                       values=values)
+                       values=values, read_as=_read_as(t, values) if isinstance(exc, DataError) else "")
     except IncidentlibError as exc:  # an embedder or a store that cannot be reached: said, not a bare 500
         return _render(request, library, lang, session, status_code=503, error=f"{t['write_refused']} {exc}",
                        values=values)
     if report.written:
         values["content"] = ""  # imported: a second click must not file the same records again
+    return _render(request, library, lang, session, report=report, values=values, read_as=_read_as(t, values))
+
+
+def _read_as(t: Mapping[str, str], values: dict[str, str]) -> str:
+    """The sentence naming the format the records were read as, and the file name it came from when it did."""
     fmt, by_name = chosen_format(values)
-    return _render(request, library, lang, session, report=report, values=values,
-                   read_as=t["import_read_as_named" if by_name else "import_read_as"].format(format=fmt,
-                                                                                            name=values["filename"]))
+    return t["import_read_as_named" if by_name else "import_read_as"].format(format=fmt, name=values["filename"])
 
 
 def chosen_format(values: dict[str, str]) -> tuple[str, bool]:
