@@ -45,7 +45,7 @@ from .graph.store import (
     read_graph,
 )
 from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, each_record, load_library
-from .models import LANGS, Concept, ConceptKind, Incident, InferredLink
+from .models import LANGS, Concept, ConceptKind, Incident, InferredLink, padded_incident_id
 from .paths import CACHE_ENV, DATA_ENV, default_cache_dir, resolve_data_dir
 from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
 from .search.backend import BACKEND_ENV as SEARCH_BACKEND_ENV
@@ -312,10 +312,10 @@ class Library:
     def get(self, incident_id: str) -> Incident:
         """One incident by id (case and surrounding spaces ignored); :class:`IncidentNotFound` with close ids."""
         key = incident_id.strip().upper()
-        try:
-            return self.data.incidents[key]
-        except KeyError:
-            raise IncidentNotFound(incident_id, difflib.get_close_matches(key, list(self.data.incidents), n=3)) from None
+        found = self.data.incidents.get(key) or self.data.incidents.get(padded_incident_id(key) or key)
+        if found is None:  # OPS-87 is OPS-0087, as the import that stored it read the ticket key
+            raise IncidentNotFound(incident_id, difflib.get_close_matches(key, list(self.data.incidents), n=3))
+        return found
 
     # ---- graph (private) ---------------------------------------------------
     @cached_property

@@ -30,6 +30,16 @@ Lang = Literal["en", "ko"]
 # The curated library uses IL-NNNN; imports may choose another prefix (--id-prefix).
 INCIDENT_ID_RE = re.compile(r"^[A-Z]{2,8}-\d{4,6}$")
 CONCEPT_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_SHORT_ID_RE = re.compile(r"^([A-Z]{2,8})-(\d{1,6})$")
+
+
+def padded_incident_id(given: str) -> str | None:
+    """``given`` as the library writes an incident id, its number with at least 4 digits: a ticket key ``OPS-87`` is
+    ``OPS-0087`` (as an import stores it), ``IL-000123`` stays as written; None when it is not ``PREFIX-N`` (N > 0)."""
+    match = _SHORT_ID_RE.match(given.strip())
+    if match is None or not int(match.group(2)):
+        return None
+    return f"{match.group(1)}-{match.group(2).zfill(4)}"
 _DATE_RE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 
 

@@ -41,6 +41,7 @@ from pydantic import BaseModel
 
 from .errors import LabelError, ReadError
 from .importing.readers import read_utf8
+from .models import padded_incident_id
 from .requests import MAX_SIMILAR_TEXT_CHARS
 from .search.tokenize import tokenize
 from .tagging.tagger import incident_text
@@ -114,7 +115,12 @@ def load_labels(spec: str, incidents: Mapping[str, object]) -> dict[str, set[str
         text = read_utf8(path, "of labels")
     except ReadError as exc:
         raise LabelError(f"--labels: {exc}") from None
-    labels = _csv_labels(text, path) if path.suffix.lower() == ".csv" else _jsonl_labels(text, path)
+    read = _csv_labels(text, path) if path.suffix.lower() == ".csv" else _jsonl_labels(text, path)
+    labels: dict[str, set[str]] = {}
+    for given, values in read.items():  # an export's own key OPS-87 is the record OPS-0087 its import stored
+        padded = padded_incident_id(given.upper())
+        key = padded if padded is not None and given not in incidents and padded in incidents else given
+        labels.setdefault(key, set()).update(values)
     unknown = sorted(set(labels) - set(incidents))
     if unknown:
         raise LabelError(f"{path}: ids not in the library: {', '.join(unknown[:10])}{' …' if len(unknown) > 10 else ''}")

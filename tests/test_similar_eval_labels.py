@@ -59,3 +59,24 @@ def test_nothing_to_measure_and_a_depth_past_the_candidates_are_errors() -> None
     with pytest.raises(LabelError, match="--k 3: more than the 2 candidate"):
         evaluate("toy", "causes", shared, {"bm25": any_order}, k=3)
     assert evaluate("toy", "causes", shared, {"bm25": any_order}, k=2).queries == 2
+
+
+def test_an_export_s_own_ticket_keys_find_the_records_its_import_stored(tmp_path: Path) -> None:
+    from incidentlib.models import padded_incident_id
+
+    assert padded_incident_id("OPS-87") == "OPS-0087" and padded_incident_id("IL-000123") == "IL-000123"
+    assert padded_incident_id("OPS-0") is None and padded_incident_id("ops87") is None
+    spec = write(tmp_path, "l.jsonl", '{"id": "SP-1", "labels": ["dns"]}\n{"id": "sp-2", "label": "dns"}\n'
+                                      '{"id": "SP-0001", "label": "cert"}\n')
+    assert load_labels(spec, RECORDS) == {"SP-0001": {"dns", "cert"}, "SP-0002": {"dns"}}
+    with pytest.raises(LabelError, match="ids not in the library: SP-9"):
+        load_labels(write(tmp_path, "m.jsonl", '{"id": "SP-9", "label": "dns"}\n'), RECORDS)
+
+
+def test_a_short_ticket_key_names_the_stored_record(data_dir: Path) -> None:
+    from incidentlib import IncidentNotFound, Library
+
+    library = Library.open(data_dir)
+    assert library.get(" il-25 ").id == "IL-0025" and library.get("IL-0025").id == "IL-0025"
+    with pytest.raises(IncidentNotFound):
+        library.get("IL-99999")

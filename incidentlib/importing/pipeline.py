@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_va
 from ..errors import ImportFailed, MappingError
 from ..journal import JOURNAL_DIR, JournalBusy, commit_files, new_directory
 from ..loader import INCIDENTS_DIR, VOCAB_DIR, Problem, check_library
-from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident
+from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident, padded_incident_id
 from ..paths import bundled_data_dir
 from ..search.boilerplate import Boilerplate
 from ..search.concepts import ConceptRecognizer
@@ -327,11 +327,8 @@ class Importer:
         """``given`` as an id of this import's prefix, its number written with at least 4 digits (a ticket key
         ``OPS-87`` is ``OPS-0087``, still read as the same ticket; 4 to 6 digits stay as written); None when it is
         not of that form."""
-        match = re.fullmatch(rf"{self.options.id_prefix}-(\d{{1,6}})", given.strip())
-        if match is None or not int(match.group(1)):
-            return None
-        digits = match.group(1)
-        return f"{self.options.id_prefix}-{digits.zfill(4)}"  # IL-000123 stays as written; OPS-87 is OPS-0087
+        padded = padded_incident_id(given)
+        return padded if padded is not None and padded.startswith(f"{self.options.id_prefix}-") else None
 
     # ---- one record ------------------------------------------------------------
     def build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
