@@ -61,3 +61,8 @@ def test_review_of_an_unproposed_or_contradictory_link_is_refused_and_the_file_k
     with pytest.raises(ReviewError, match="cannot both accept and reject nvlink"):
         review_links(incident_file, accept={"nvlink"}, reject={"nvlink"})
     assert incident_file.read_text(encoding="utf-8") == text
+    review_links(incident_file, accept=set(), reject={"nvlink"})
+    rejected = incident_file.read_text(encoding="utf-8")
+    with pytest.raises(ReviewError, match=r"no proposed inferred link for nvlink \(rejected earlier: .*add it to the record"):
+        review_links(incident_file, accept={"nvlink"}, reject=set())
+    assert incident_file.read_text(encoding="utf-8") == rejected

@@ -63,7 +63,10 @@ def review_document(document: dict[str, Any], accept: set[str], reject: set[str]
     proposed = {link.concept for link in links if link.status is InferredStatus.proposed}
     unknown = sorted((accept | reject) - proposed)
     if unknown:
-        raise ReviewError(f"{name}: no proposed inferred link for {', '.join(unknown)}")
+        rejected = {link.concept for link in links if link.status is InferredStatus.rejected}
+        said = [f"{c} (rejected earlier: a rejected link is never proposed again; to link it, add it to the record's "
+                "own concepts)" if c in rejected else c for c in unknown]
+        raise ReviewError(f"{name}: no proposed inferred link for {', '.join(said)}")
     both = sorted(accept & reject)
     if both:
         raise ReviewError(f"{name}: cannot both accept and reject {', '.join(both)}")
