@@ -728,7 +728,9 @@ def review(
     if result is not None:
         out.print(f"accepted: {', '.join(result.accepted) or '—'}; rejected: {', '.join(result.rejected) or '—'}")
     for view in remaining:
-        out.print(f"  {view.concept.kind} {view.concept.id} {view.confidence:.2f} ({view.method}) [dim]{escape(view.evidence)}[/dim]")
+        # the label in the asked language to read, the id to pass to --accept / --reject
+        out.print(f"  {view.concept.kind} {escape(view.concept.label)} ({view.concept.id}) {view.confidence:.2f} "
+                  f"({view.method}) [dim]{escape(view.evidence)}[/dim]")
     if not remaining:
         out.print("no proposed inferred links")
 

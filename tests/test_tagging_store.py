@@ -66,3 +66,20 @@ def test_review_of_an_unproposed_or_contradictory_link_is_refused_and_the_file_k
     with pytest.raises(ReviewError, match=r"no proposed inferred link for nvlink \(rejected earlier: .*add it to the record"):
         review_links(incident_file, accept={"nvlink"}, reject=set())
     assert incident_file.read_text(encoding="utf-8") == rejected
+
+
+def test_the_review_command_lists_each_link_by_its_label_in_the_asked_language_and_its_id(
+        tmp_path: Path, data_dir: Path) -> None:
+    from conftest import small_library
+    from typer.testing import CliRunner
+
+    from incidentlib.cli import app
+
+    library = small_library(tmp_path / "lib", data_dir, ["IL-0001"])
+    write_inferred(library / "incidents" / "IL-0001.yaml", [_link("natural-event", ConceptKind.cause)])
+    runner = CliRunner()
+    korean = runner.invoke(app, ["review", "IL-0001", "--data", str(library), "--lang", "ko"])
+    assert korean.exit_code == 0, korean.output
+    assert "cause 기상·자연 현상 (natural-event) 0.80 (alias)" in " ".join(korean.output.split())
+    english = runner.invoke(app, ["review", "IL-0001", "--data", str(library), "--lang", "en"])
+    assert "cause weather or natural event (natural-event) 0.80" in " ".join(english.output.split())
