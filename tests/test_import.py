@@ -615,3 +615,15 @@ def test_a_mapping_that_names_no_column_of_the_file_is_refused_before_any_record
     report = run_import(jsonl(tmp_path / "t.jsonl", rows), target,
                         ImportOptions(format=ImportFormat.jsonl, maps=["tags=team"], dry_run=True))
     assert len(report.accepted) == 2 and report.accepted[1].warnings == ["tags: nothing at 'team'"]
+
+
+def test_a_lone_description_is_the_body_and_the_summary_its_first_sentences(tmp_path: Path, target: Path) -> None:
+    from incidentlib.importing.pipeline import SUMMARY_CHARS
+
+    long_text = "The primary database ran out of disk after a runaway audit log. " + "Filler words for length. " * 400
+    rows = [{"title": "Database disk full", "org": "acme", "url": "https://t.example/9", "description": long_text}]
+    report = run_import(jsonl(tmp_path / "d.jsonl", rows), target, ImportOptions(format=ImportFormat.jsonl))
+    record = yaml.safe_load((target / "incidents" / f"{report.accepted[0].id}.yaml").read_text(encoding="utf-8"))
+    assert record["body"]["en"] == long_text.strip()
+    assert record["summary"]["en"] == "The primary database ran out of disk after a runaway audit log."
+    assert len(record["summary"]["en"]) <= SUMMARY_CHARS

@@ -194,6 +194,10 @@ class _Defaults:
             key = self.key(target)
             if key is not None:
                 found[target] = key
+        if "summary" in found and found["summary"] == found.get("body"):
+            # one column (a lone "description") is the body; the summary is then made from its first sentences, not
+            # a second copy of the whole text
+            del found["summary"]
         return found
 
     def key(self, target: str) -> str | None:
