@@ -40,7 +40,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from .errors import LabelError, ReadError
-from .importing.readers import read_utf8
+from .importing.readers import json_lines, read_utf8
 from .models import padded_incident_id
 from .requests import MAX_SIMILAR_TEXT_CHARS
 from .search.tokenize import tokenize
@@ -113,9 +113,9 @@ def load_labels(spec: str, incidents: Mapping[str, object]) -> dict[str, set[str
         raise LabelError(f"--labels {spec!r}: not a file and not one of the fields {', '.join(LABEL_FIELDS)}")
     try:
         text = read_utf8(path, "of labels")
+        read = _csv_labels(text, path) if path.suffix.lower() == ".csv" else _jsonl_labels(text, path)
     except ReadError as exc:
         raise LabelError(f"--labels: {exc}") from None
-    read = _csv_labels(text, path) if path.suffix.lower() == ".csv" else _jsonl_labels(text, path)
     labels: dict[str, set[str]] = {}
     for given, values in read.items():  # an export's own key OPS-87 is the record OPS-0087 its import stored
         padded = padded_incident_id(given.upper())
@@ -141,13 +141,7 @@ def _csv_labels(text: str, path: Path) -> dict[str, set[str]]:
 
 def _jsonl_labels(text: str, path: Path) -> dict[str, set[str]]:
     labels: dict[str, set[str]] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LabelError(f"{path}:{number}: not JSON: {exc}") from None
+    for number, row in json_lines(text, path.name):
         if not isinstance(row, dict) or "id" not in row:
             raise LabelError(f"{path}:{number}: needs an object with 'id' and 'labels' (a list) or 'label'")
         values = row["labels"] if "labels" in row else [row["label"]] if "label" in row else None

@@ -33,7 +33,7 @@ def test_a_spreadsheet_csv_with_a_byte_order_mark_and_crlf_is_read(tmp_path: Pat
     ("l.jsonl", '[1, 2]\n', r"l\.jsonl:1: needs an object with 'id'"),
     ("l.jsonl", '{"id": "SP-0001", "labels": []}\n', r"l\.jsonl:1: 'labels' must be a non-empty list"),
     ("l.jsonl", '{"id": "SP-0001", "labels": [{"x": 1}]}\n', r"l\.jsonl:1: 'labels' must be a non-empty list"),
-    ("l.jsonl", '{"id": "SP-0001", "labels": ["a"]}\n{"id": \n', r"l\.jsonl:2: not JSON"),
+    ("l.jsonl", '{"id": "SP-0001", "labels": ["a"]}\n{"id": \n', r"--labels: l\.jsonl:2: not valid JSON"),
     ("l.jsonl", b'x\n{"id": "SP-0001", "label": "caf\xe9"}\n', r"--labels: l\.jsonl:2: not UTF-8 text"),
     ("l.csv", "incident,category\nSP-0001,dns\n", r"l\.csv:1: needs 'id' and 'label' columns, found incident, category"),
     ("l.csv", "id,label\nSP-0001,\n", r"l\.csv:2: an empty 'id' or 'label'"),

@@ -58,6 +58,19 @@ def read_utf8(path: Path, purpose: str = "to import") -> str:
                         "convert the file to UTF-8 first") from None
 
 
+def json_lines(text: str, name: str) -> Iterator[tuple[int, Any]]:
+    """Each non-blank line of JSON Lines ``text`` parsed, with its line number; :class:`ReadError` naming ``name`` and
+    the line for one that is not JSON.  Only a newline ends a line: ``str.splitlines()`` would also cut at U+2028 or a
+    form feed, which JSON strings may hold unescaped (ticket exports do), and report a valid line as broken JSON."""
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ReadError(f"{name}:{number}: not valid JSON: {exc.msg}") from None
+
+
 #: What each format reads a record from, for the error of a file in which none was found.
 _RECORD_SHAPES = {
     ImportFormat.yaml: "a list of mappings",
@@ -85,15 +98,7 @@ def _read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
         return read_markdown_list(text, name)
     if fmt is ImportFormat.jsonl:
         records = []
-        # only a newline ends a record: str.splitlines() would also cut at U+2028 or a form feed, which JSON strings
-        # may hold unescaped (ticket exports do), and report a valid line as broken JSON
-        for number, line in enumerate(text.split("\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ReadError(f"{name}:{number}: not valid JSON: {exc.msg}") from None
+        for number, value in json_lines(text, name):
             if not isinstance(value, dict):
                 raise ReadError(f"{name}:{number}: expected a JSON object per line")
             records.append(RawRecord(f"{name}:{number}", value))
