@@ -105,7 +105,10 @@ def _check_library(root: Path, cache_dir: Path | None) -> tuple[LibraryData | No
     problems: list[Problem] = []
     recover(root)  # finish or undo an import that was interrupted (see incidentlib.journal)
     if not root.is_dir():
-        return None, [Problem(file=str(root), message="library directory does not exist")]
+        # a file given as --data is most often an export meant for `incidentlib import`
+        said = ("a file, not a library directory (to read an export into a library: incidentlib import FILE --into DIR)"
+                if root.is_file() else "library directory does not exist")
+        return None, [Problem(file=str(root), message=said)]
     for sub in (VOCAB_DIR, INCIDENTS_DIR):
         if not (root / sub).is_dir():
             problems.append(Problem(file=str(root / sub), message="missing folder"))

@@ -133,3 +133,8 @@ def test_load_library_refuses_broken_library(library_copy: Path) -> None:
 def test_missing_directory(tmp_path: Path) -> None:
     _, found = check_library(tmp_path / "nowhere")
     assert found and "does not exist" in found[0].message
+    export = tmp_path / "tickets.csv"
+    export.write_text("title,org\nDisk full,acme\n", encoding="utf-8")
+    _, found = check_library(export)
+    assert found and found[0].message.startswith("a file, not a library directory")
+    assert "incidentlib import FILE --into DIR" in found[0].message
