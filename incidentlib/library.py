@@ -311,11 +311,23 @@ class Library:
 
     def get(self, incident_id: str) -> Incident:
         """One incident by id (case and surrounding spaces ignored); :class:`IncidentNotFound` with close ids."""
-        key = incident_id.strip().upper()
-        found = self.data.incidents.get(key) or self.data.incidents.get(padded_incident_id(key) or key)
-        if found is None:  # OPS-87 is OPS-0087, as the import that stored it read the ticket key
+        key = self._stored_id(incident_id)
+        found = self.data.incidents.get(key)
+        if found is None:
             raise IncidentNotFound(incident_id, difflib.get_close_matches(key, list(self.data.incidents), n=3))
         return found
+
+    def _stored_id(self, incident_id: str) -> str:
+        """The id an incident is stored under: case and surrounding spaces ignored, and a short ticket key read as
+        the import that stored it read it (``OPS-87`` is ``OPS-0087``), for a record in view or only in the change
+        log (a deleted or rejected one).  Anything else is returned as given, upper-cased, for the caller to refuse."""
+        key = incident_id.strip().upper()
+        if key in self.data.incidents:
+            return key
+        padded = padded_incident_id(key)
+        if padded is not None and padded != key and (padded in self.data.incidents or self._store.history(padded)):
+            return padded
+        return key
 
     # ---- graph (private) ---------------------------------------------------
     @cached_property
@@ -1414,40 +1426,40 @@ class Library:
 
     def update_incident(self, incident_id: str, patch: Doc, if_match: str | None, actor: str = "local") -> StoredRecord:
         """Apply a JSON Merge Patch (RFC 7386) when ``if_match`` is the current ETag: 412 stale, 428 missing."""
-        return self._stored(self._writer.update(incident_id, patch, if_match, actor))
+        return self._stored(self._writer.update(self._stored_id(incident_id), patch, if_match, actor))
 
     def publish(self, incident_id: str, actor: str = "local", if_match: str | None = None) -> StoredRecord:
         """Publish a draft; it must now meet the published rules (both languages, a date, a component)."""
-        return self._stored(self._writer.publish(incident_id, actor, if_match))
+        return self._stored(self._writer.publish(self._stored_id(incident_id), actor, if_match))
 
     def reject(self, incident_id: str, actor: str = "local", if_match: str | None = None) -> StoredRecord:
         """Reject a draft: it leaves every view, restorable with :meth:`restore`; with ``if_match``, only the draft
         as read (:class:`PreconditionFailed` when it was changed since)."""
-        return self._stored(self._writer.reject(incident_id, actor, if_match))
+        return self._stored(self._writer.reject(self._stored_id(incident_id), actor, if_match))
 
     def delete(self, incident_id: str, actor: str = "local") -> StoredRecord:
         """Soft delete: the record leaves every view, restorable with :meth:`restore`."""
-        return self._stored(self._writer.delete(incident_id, actor))
+        return self._stored(self._writer.delete(self._stored_id(incident_id), actor))
 
     def restore(self, incident_id: str, actor: str = "local") -> StoredRecord:
         """Bring back a deleted or rejected record as it was."""
-        return self._stored(self._writer.restore(incident_id, actor))
+        return self._stored(self._writer.restore(self._stored_id(incident_id), actor))
 
     def add_link(self, incident_id: str, target: str, reason: dict[str, str], actor: str = "local") -> StoredRecord:
         """Add a curated related link ``incident_id`` -> ``target`` with its reason ({"en": ..., "ko": ...})."""
-        return self._stored(self._writer.add_link(incident_id, target, reason, actor))
+        return self._stored(self._writer.add_link(self._stored_id(incident_id), target, reason, actor))
 
     def remove_link(self, incident_id: str, target: str, actor: str = "local") -> StoredRecord:
         """Remove the curated related link ``incident_id`` -> ``target``."""
-        return self._stored(self._writer.remove_link(incident_id, target, actor))
+        return self._stored(self._writer.remove_link(self._stored_id(incident_id), target, actor))
 
     def review_concept(self, incident_id: str, concept: str, accept: bool, actor: str = "local") -> StoredRecord:
         """Accept a proposed ``inferred:`` link of ``incident_id`` into its curated field, or mark it rejected (as :meth:`review`)."""
-        return self._stored(self._writer.review_concept(incident_id, concept, accept, actor))
+        return self._stored(self._writer.review_concept(self._stored_id(incident_id), concept, accept, actor))
 
     def history(self, incident_id: str) -> HistoryPage:
         """Every change of one incident, oldest first: who, when, a JSON Patch and the before/after documents."""
-        key = incident_id.strip().upper()
+        key = self._stored_id(incident_id)
         changes = self._store.history(key)
         if not changes and key not in self.data.incidents:
             self.get(incident_id)  # raises IncidentNotFound with suggestions
@@ -1459,7 +1471,7 @@ class Library:
         """The change log (of one incident, or all) as PROV-O in an RDF format."""
         from .store.provenance import provenance_graph
 
-        changes = self._store.history(incident_id.strip().upper()) if incident_id else self._store.all_changes()
+        changes = self._store.history(self._stored_id(incident_id)) if incident_id else self._store.all_changes()
         fmt = ExportFormat(fmt)
         if fmt in (ExportFormat.graphml, ExportFormat.jsonl):
             raise InvalidRequest("format: provenance is RDF: use ttl, jsonld or nt")

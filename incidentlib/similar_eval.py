@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -65,7 +66,8 @@ class MethodScore(BaseModel):
     map: float
     #: P@k relative to the best baseline's, minus 1; None for the best baseline itself (or when its P@k is 0)
     gain: float | None = None
-    #: the paired bootstrap interval of ``gain`` at :data:`CONFIDENCE` (see :func:`relative_gain_interval`)
+    #: the paired bootstrap interval of ``gain`` at :data:`CONFIDENCE` (see :func:`relative_gain_interval`);
+    #: ``gain_high`` None with a ``gain_low``: unbounded above (the baseline agrees on no query in many resamples)
     gain_low: float | None = None
     gain_high: float | None = None
 
@@ -91,7 +93,8 @@ class SimilarEvalReport(BaseModel):
                  "|---|---|---|---|---|"]
         for m in self.methods:
             gain = "–" if m.gain is None else f"{m.gain * 100:+.1f} %"
-            interval = "–" if m.gain_low is None or m.gain_high is None else f"{m.gain_low * 100:+.1f} to {m.gain_high * 100:+.1f} %"
+            interval = "–" if m.gain_low is None else f"{m.gain_low * 100:+.1f} to " + (
+                "unbounded" if m.gain_high is None else f"{m.gain_high * 100:+.1f} %")
             lines.append(f"| {m.method} | {m.p_at_k:.3f} | {m.map:.3f} | {gain} | {interval} |")
         return "\n".join(lines) + "\n"
 
@@ -171,13 +174,14 @@ Ranker = Callable[[str, list[str]], list[str]]
 
 
 def relative_gain_interval(method: np.ndarray, baseline: np.ndarray, confidence: float = CONFIDENCE,
-                           samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+                           samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float | None] | None:
     """The percentile interval of ``mean(method) / mean(baseline) − 1`` under a paired bootstrap of the queries.
 
     ``method`` and ``baseline`` hold one score per query, in the same order.  Each resample draws the queries
     with replacement and keeps each query's two scores together, so what the queries share (an easy query is easy
-    for both) cancels in the ratio.  Resamples whose baseline mean is 0 have no ratio and are left out; None when
-    every one is (or there are no queries)."""
+    for both) cancels in the ratio.  A resample whose baseline mean is 0 has an unbounded gain (none when the
+    method's is 0 too): the upper end is None when the upper percentile falls among those, and the interval is None
+    when the lower one does (or there are no queries).  Percentiles interpolate linearly between resamples."""
     if method.shape != baseline.shape:
         raise ValueError(f"one score per query on both sides: {method.shape} against {baseline.shape}")
     if not 0.0 < confidence < 1.0:
@@ -191,14 +195,22 @@ def relative_gain_interval(method: np.ndarray, baseline: np.ndarray, confidence:
     for start in range(0, samples, block):
         drawn = rng.integers(0, n, size=(min(block, samples - start), n))
         ours, theirs = method[drawn].mean(axis=1), baseline[drawn].mean(axis=1)
-        kept = theirs > 0
-        ratios.append(ours[kept] / theirs[kept] - 1.0)
-    gains = np.concatenate(ratios)
-    if not len(gains):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios.append(np.where(theirs > 0, ours / theirs - 1.0, np.where(ours > 0, np.inf, 0.0)))
+    gains = np.sort(np.concatenate(ratios))
+    tail = (1.0 - confidence) / 2
+
+    def percentile(q: float) -> float:  # numpy's linear rule, with +inf kept as the end it is
+        position = q * (len(gains) - 1)
+        below, above = gains[math.floor(position)], gains[math.ceil(position)]
+        if np.isinf(above):
+            return math.inf
+        return float(below + (above - below) * (position - math.floor(position)))
+
+    low, high = percentile(tail), percentile(1.0 - tail)
+    if math.isinf(low):
         return None
-    tail = (1.0 - confidence) / 2 * 100
-    low, high = np.percentile(gains, [tail, 100 - tail])
-    return float(low), float(high)
+    return low, None if math.isinf(high) else high
 
 
 def evaluate(name: str, labels_name: str, labels: dict[str, set[str]], rankers: dict[str, Ranker], k: int,
@@ -236,7 +248,9 @@ def evaluate(name: str, labels_name: str, labels: dict[str, set[str]], rankers: 
             gain["gain"] = round(means[method] / means[baseline] - 1.0, 4)
             interval = relative_gain_interval(values, precisions[baseline])
             if interval is not None:
-                gain["gain_low"], gain["gain_high"] = round(interval[0], 4), round(interval[1], 4)
+                gain["gain_low"] = round(interval[0], 4)
+                if interval[1] is not None:
+                    gain["gain_high"] = round(interval[1], 4)
         methods.append(MethodScore(method=method, p_at_k=round(means[method], 4), map=round(maps[method], 4), **gain))
     return SimilarEvalReport(collection=name, labels=labels_name, queries=len(queries), candidates=len(labelled), k=k,
                              methods=methods, baseline=baseline)

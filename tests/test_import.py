@@ -558,7 +558,8 @@ def test_a_status_page_history_is_not_rejected_for_its_template_sentences(tmp_pa
     causes = ["an expired TLS certificate on the edge proxies", "a full disk on the primary database",
               "a bad DNS record pushed by automation", "a memory leak in the session service",
               "a misconfigured load balancer health check", "a saturated message queue after a deploy",
-              "a failed storage controller in one zone", "a runaway cron job exhausting connections"]
+              "a failed storage controller in one zone", "a runaway cron job exhausting connections",
+              "a stale feature flag in the pricing service", "an exhausted connection pool on the cache tier"]
     template = ("We are investigating reports of elevated errors. The root cause was {cause}. "
                 "A fix has been implemented and we are monitoring the results. This incident has been resolved.")
     rows = [{"title": "Elevated API errors", "summary": template.format(cause=cause), "org": "acme",
@@ -609,6 +610,14 @@ def test_a_mapping_that_names_no_column_of_the_file_is_refused_before_any_record
         assert result.exit_code != 0 and said in message, message
         assert "the records' keys are: id, created, title, description" in message
     assert files(target) == before
+    typo = runner.invoke(app, ["import", str(source), "--format", "csv", "--into", str(target), "--set", "org=acme",
+                               "--set", "source_url=https://t.example/x", "--map", "date=creatd"])
+    assert typo.exit_code != 0 and "no record has 'creatd' (did you mean 'created'?)" in " ".join(typo.output.split())
+    # an optional field no record of this export fills (exporters drop empty keys) is said per record, not refused
+    optional = run_import(source, target, ImportOptions(format=ImportFormat.csv, dry_run=True,
+                                                        sets=["org=acme", "source_url=https://t.example/{id}"],
+                                                        maps=["mitigation=resolution_notes"]))
+    assert len(optional.accepted) == 1 and "mitigation: nothing at 'resolution_notes'" in optional.accepted[0].warnings
     # a key some records have and others lack is a value those lack, not a typo: each of those says so
     rows = [{"title": "Disk full", "org": "acme", "url": "https://t.example/1", "team": "storage"},
             {"title": "Cache cold", "org": "acme", "url": "https://t.example/2"}]
@@ -627,3 +636,35 @@ def test_a_lone_description_is_the_body_and_the_summary_its_first_sentences(tmp_
     assert record["body"]["en"] == long_text.strip()
     assert record["summary"]["en"] == "The primary database ran out of disk after a runaway audit log."
     assert len(record["summary"]["en"]) <= SUMMARY_CHARS
+
+
+def test_an_incident_filed_four_times_with_a_new_status_line_each_time_is_still_a_duplicate(
+        tmp_path: Path, target: Path) -> None:
+    """The sentences four copies share are what they have in common, not a template: below the template threshold
+    (TEMPLATE_MIN_RECORDS) they stay in the comparison, and the copies are caught."""
+    text = ("Checkout requests failed for shoppers in the EU region. The payment gateway returned timeouts after a "
+            "certificate rotation. Engineers rolled the certificate back. ")
+    rows = [{"title": "Checkout failures in EU", "summary": text + f"Status: {status}.", "org": "acme",
+             "url": f"https://status.example/eu/{n}"} for n, status in enumerate(("investigating", "identified",
+                                                                                   "monitoring", "resolved"))]
+    report = run_import(jsonl(tmp_path / "copies.jsonl", rows), target,
+                        ImportOptions(format=ImportFormat.jsonl, id_prefix="SP", dry_run=True))
+    assert len(report.accepted) == 1 and len(report.rejected) == 3
+    assert {r.duplicate_of for r in report.rejected} == {report.accepted[0].id}
+
+
+def test_a_text_column_quoted_by_a_text_template_is_not_also_the_summary(tmp_path: Path, target: Path) -> None:
+    description = "The nightly batch overran into business hours. " + "It kept the warehouse locked. " * 30
+    rows = [{"title": "Batch overran", "org": "acme", "url": "https://t.example/b1", "description": description}]
+    report = run_import(jsonl(tmp_path / "b.jsonl", rows), target,
+                        ImportOptions(format=ImportFormat.jsonl, sets=["body={description} (imported from Jira)"]))
+    record = yaml.safe_load((target / "incidents" / f"{report.accepted[0].id}.yaml").read_text(encoding="utf-8"))
+    assert record["body"]["en"].endswith("(imported from Jira)")
+    assert record["summary"]["en"] == "The nightly batch overran into business hours."
+
+
+def test_a_wrapper_with_an_empty_list_of_incidents_holds_no_records(tmp_path: Path, target: Path) -> None:
+    source = tmp_path / "status.json"
+    source.write_text(json.dumps({"page": {"id": "p1", "name": "Acme"}, "incidents": []}), encoding="utf-8")
+    with pytest.raises(ImportFailed, match=r"status\.json: no records found as json"):
+        run_import(source, target, ImportOptions(format=ImportFormat.json, maps=["source_url=shortlink"]))

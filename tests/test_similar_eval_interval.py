@@ -89,3 +89,19 @@ def test_the_report_measures_every_method_against_the_better_baseline() -> None:
     assert "vs best baseline (dense)" in markdown and "95 % interval" in markdown
     assert f"| similar (incident) | 1.000 | 1.000 | +100.0 % | {perfect_score.gain_low * 100:+.1f} to" in markdown
     assert json.loads(report.model_dump_json())["methods"][2]["gain_low"] == perfect_score.gain_low
+
+
+def test_an_interval_whose_baseline_agrees_on_almost_nothing_is_unbounded_above() -> None:
+    # the baseline agrees on 1 query of 60, the method on 3: about a third of the resamples miss the baseline's one
+    baseline, method = np.zeros(60), np.zeros(60)
+    baseline[0], method[:3] = 0.2, 0.2
+    interval = relative_gain_interval(method, baseline)
+    assert interval is not None and interval[1] is None and interval[0] >= 0.0
+    labels = {f"R{i}": {"a" if i < 3 else f"x{i}"} for i in range(60)}
+    labels.update({"R3": {"b"}, "R4": {"b"}})
+
+    def first(query: str, candidates: list[str]) -> list[str]:
+        return sorted(candidates)
+
+    report = evaluate("toy", "labels", labels, {"bm25": first, "dense": first}, k=1)
+    assert "| dense |" in report.to_markdown()  # a tie: no gain is unbounded here, and nothing breaks

@@ -127,7 +127,7 @@ def test_an_upload_left_at_the_default_format_is_read_by_its_file_name(client: T
                          files={"file": ("tickets.jsonl", JSONL.encode("utf-8"), "application/x-ndjson")})
     assert "csv 형식으로 읽었습니다." in chosen.text  # a format the user chose wins over the name, and is named
     # read as CSV, the lines of JSON have no column "Key": refused before any record, the format said beside it
-    assert chosen.status_code == 422 and "--map id=Key: no record has &#39;Key&#39;" in chosen.text
+    assert chosen.status_code == 422 and "--map title=Summary: no record has &#39;Summary&#39;" in chosen.text
 
 
 def test_the_preview_rejects_a_record_of_an_unknown_organization_as_the_import_does(client: TestClient, lib: Library) -> None:

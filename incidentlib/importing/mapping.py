@@ -172,12 +172,15 @@ def source_key(path: str) -> str | None:
 class _Defaults:
     """The keys of a record that targets no mapping gives are taken from: a target's common names
     (:data:`DEFAULT_SOURCES`) in any case (exports capitalise their columns: "Summary", "Description"), a column
-    mapped to one field never taken for another.  A column a ``--set`` template reads still gives its own field:
-    ``--set source_url=https://t.example/{id}`` quotes the id in a link, and the record keeps that id."""
+    mapped to one field never taken for another.  A column a ``--set`` template of a text field quotes is held back
+    the same way (``--set "body={description} (from Jira)"``: the description is not the summary too); one that a
+    template of another field quotes still gives its own field: ``--set source_url=https://t.example/{id}`` quotes
+    the id in a link, and the record keeps that id."""
 
-    def __init__(self, record: dict[str, Any], maps: Sequence[FieldMap]) -> None:
+    def __init__(self, record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence[FieldSet] = ()) -> None:
         self.record = record
-        self.mapped = {m.source for m in maps}
+        self.mapped = {m.source for m in maps} | {
+            path for m in sets if m.target.split(".", 1)[0] in TEXT_FIELDS for path in placeholders(m.template)}
         self.by_lower: dict[str, str] = {}
         for key in record:
             if key not in self.mapped:
@@ -208,9 +211,10 @@ class _Defaults:
         return None
 
 
-def default_source(record: dict[str, Any], target: str, maps: Sequence[FieldMap] = ()) -> str | None:
+def default_source(record: dict[str, Any], target: str, maps: Sequence[FieldMap] = (),
+                   sets: Sequence[FieldSet] = ()) -> str | None:
     """The key of ``record`` a target's value is taken from when no mapping gives it (as :func:`extract` takes it)."""
-    return _Defaults(record, maps).key(target)
+    return _Defaults(record, maps, sets).key(target)
 
 
 def unread_keys(record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence[FieldSet] = ()) -> list[str]:
@@ -220,7 +224,7 @@ def unread_keys(record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence
     read = {_split_step(path.split(".", 1)[0])[0] for path in (*(m.source for m in maps),
                                                                  *(p for m in sets for p in _PLACEHOLDER.findall(m.template)))}
     explicit = {m.target for m in maps} | {m.target for m in sets}
-    read |= set(_Defaults(record, maps).taken(explicit).values())
+    read |= set(_Defaults(record, maps, sets).taken(explicit).values())
     return [str(key) for key, value in record.items() if key not in read and value not in (None, "", [], {})]
 
 
@@ -250,6 +254,6 @@ def extract(record: dict[str, Any], maps: list[FieldMap], only: Collection[str] 
             problems.append(f"{target}: nothing at {field_map.source!r}")
         else:
             values[target] = value
-    for target, key in _Defaults(record, maps).taken(explicit, only).items():
+    for target, key in _Defaults(record, maps, sets).taken(explicit, only).items():
         values[target] = record[key]
     return values, problems

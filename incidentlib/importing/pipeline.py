@@ -16,6 +16,7 @@ or, once the next command has run, as it would be after.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 import shutil
@@ -222,6 +223,14 @@ def _first_sentence(text: str, limit: int = TITLE_CHARS) -> str:
 
 #: Keys of the records listed in the error of a mapping that names none of them (a wide export has hundreds).
 SHOWN_KEYS = 40
+#: Fields without which every record is rejected or takes its text from elsewhere: a mapping of one of them that
+#: finds nothing in any record can only be a mistake.
+NEEDED_TARGETS = ("title", "org", "source_url")
+#: Distinct texts (title and summary) a sentence must be in to be left out of the duplicate check as a template.
+#: Higher than the similarity's 3 (:data:`~incidentlib.search.boilerplate.MIN_RECORDS`): an incident filed again a
+#: few times, each copy with its own status line, shares all its other sentences, and those must still be compared.
+#: A status page's template is in every incident of its history, so a history of ten or more is read right.
+TEMPLATE_MIN_RECORDS = 10
 
 
 class Importer:
@@ -250,7 +259,7 @@ class Importer:
         numbers = [int(i[len(prefix):]) for i in data.incidents if i.startswith(prefix)]
         self._next_number = max(numbers, default=0) + 1
         # the ids the records of this import name themselves (valid, not in the library), each claimed by the first
-        # record naming it (:meth:`reserve`): an id made up for a record without one never takes a named id
+        # record naming it (:meth:`prepare`): an id made up for a record without one never takes a named id
         self._named: dict[str, str] = {}
 
     # ---- concepts ---------------------------------------------------------------
@@ -303,25 +312,33 @@ class Importer:
                   [compared_text(incident.title.get(code, False), incident.summary.get(code, False)) for code in LANGS])
                  for incident in self.data.incidents.values()]
         texts.extend(text for _, _, pair in known for text in pair)
-        # a record imported twice is a duplicate, not a template: each distinct text counts once
-        self.duplicates = DuplicateIndex(boilerplate=Boilerplate(list(dict.fromkeys(t for t in texts if t))))
+        # a record imported twice is a duplicate, not a template: each distinct text counts once, and a sentence is a
+        # template only past TEMPLATE_MIN_RECORDS texts, so a record filed a few times over is still caught
+        self.duplicates = DuplicateIndex(boilerplate=Boilerplate(list(dict.fromkeys(t for t in texts if t)),
+                                                                 min_records=TEMPLATE_MIN_RECORDS))
         for incident_id, urls, pair in known:
             self.duplicates.add(incident_id, urls, pair)
 
     def _check_sources(self, records: list[RawRecord]) -> None:
-        """A ``--map`` or ``--set`` placeholder whose first key no record has is a typo, not a value some records lack:
-        refused before any record is built, with the keys the records do have (it used to warn once per record and
-        import every record without the field)."""
+        """A ``--map`` or ``--set`` placeholder whose first key no record has, for a field every record needs
+        (:data:`NEEDED_TARGETS`) or with a key of the records close to it, is a typo: refused before any record is built,
+        with the keys the records do have (it warned once per record and imported every record without the field).
+        For another field it may be a value this export left out of every record (exporters drop empty keys): each
+        record says so, as before."""
         keys: dict[str, None] = {}
         for raw in records:
             keys.update(dict.fromkeys(str(key) for key in raw.data))
-        given = [(f"--map {m.target}={m.source}", m.source) for m in self.maps]
-        given += [(f"--set {m.target}={m.template}", path) for m in self.sets for path in placeholders(m.template)]
-        for option, path in given:
+        given = [(m.target, f"--map {m.target}={m.source}", m.source) for m in self.maps]
+        given += [(m.target, f"--set {m.target}={m.template}", path) for m in self.sets for path in placeholders(m.template)]
+        for target, option, path in given:
             first = source_key(path)
-            if first is not None and first not in keys:
+            if first is None or first in keys:
+                continue
+            close = difflib.get_close_matches(first, list(keys), n=1)
+            if target.split(".", 1)[0] in NEEDED_TARGETS or close:
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
                 shown = ", ".join(list(keys)[:SHOWN_KEYS]) + (" …" if len(keys) > SHOWN_KEYS else "")
-                raise MappingError(f"{option}: no record has {first!r}; the records' keys are: {shown or 'none'}")
+                raise MappingError(f"{option}: no record has {first!r}{hint}; the records' keys are: {shown or 'none'}")
 
     def _own_id(self, given: str) -> str | None:
         """``given`` as an id of this import's prefix, its number written with at least 4 digits (a ticket key
@@ -433,7 +450,7 @@ class Importer:
             if any(given.target == "date" for given in self.maps) or any(given.target == "date" for given in self.sets):
                 reasons.append(str(exc))
             else:
-                column = default_source(raw.data, "date", self.maps)
+                column = default_source(raw.data, "date", self.maps, self.sets)
                 warnings.append(f"{exc} (column {column!r}, read as the date for its name; map one with "
                                 "--map date=…); left out")
             return None
@@ -463,7 +480,7 @@ class Importer:
 
     def _record_id(self, values: dict[str, Any], warnings: list[str], location: str) -> str:
         """The record's own id (:meth:`_own_id`) when it has the prefix's form, the library does not hold it and no
-        earlier record of this import named it (:meth:`reserve`); else the next free one, with a warning saying why."""
+        earlier record of this import named it (:meth:`prepare`); else the next free one, with a warning saying why."""
         given = values.get("id")
         if given is None or given == "":
             return self._next_id()

@@ -229,6 +229,10 @@ def _find_list(value: object) -> list[Any] | None:
         lists = [v for v in value.values() if isinstance(v, list) and v and all(isinstance(i, dict) for i in v)]
         if len(lists) == 1:
             return lists[0]
+        if not lists and any(isinstance(v, list) for v in value.values()) \
+                and not any(isinstance(v, str | int | float) for v in value.values()):
+            # no value of its own, only an empty list: a wrapper with no records ({"page": {…}, "incidents": []})
+            return []
         return [value]  # a single record
     return None
 

@@ -33,11 +33,11 @@ def split(text: str) -> list[str]:
 
 
 class Boilerplate:
-    def __init__(self, texts: Sequence[str]) -> None:
+    def __init__(self, texts: Sequence[str], min_records: int = MIN_RECORDS) -> None:
         counts: Counter[str] = Counter()
         for text in texts:
             counts.update({k for s in split(text) if (k := sentence_key(s))})
-        threshold = max(MIN_RECORDS, math.ceil(MIN_SHARE * len(texts)))
+        threshold = max(min_records, math.ceil(MIN_SHARE * len(texts)))
         self.keys = frozenset(k for k, n in counts.items() if n >= threshold)
 
     @classmethod
