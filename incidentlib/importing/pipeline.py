@@ -251,6 +251,7 @@ class Importer:
         # alias matching only: an import stays fast and model-free; `incidentlib tag` adds the classifier
         self.tagger = ConceptTagger(data.vocab)
         self.duplicates = DuplicateIndex()  # made again by prepare(), with the templates of the records to import
+        self._extracted: dict[int, tuple[dict[str, object], list[str]]] = {}  # by id() of a prepared record
         self.new_concepts: dict[ConceptKind, dict[str, Concept]] = {ConceptKind.organization: {}, ConceptKind.tag: {}}
         # concepts added while building the current record, dropped again if it is rejected (a list, so a rejection
         # costs what the record added, not a copy of everything added so far)
@@ -301,7 +302,9 @@ class Importer:
         self._check_sources(records)
         texts: list[str] = []
         for raw in records:
-            values = extract(raw.data, self.maps, sets=self.sets)[0]
+            extracted = extract(raw.data, self.maps, sets=self.sets)
+            self._extracted[id(raw)] = extracted  # built next from the same values, not extracted twice
+            values = extracted[0]
             given = values.get("id")
             own = self._own_id(str(given)) if isinstance(given, (str, int)) else None
             if own is not None and own not in self.data.incidents:
@@ -368,7 +371,8 @@ class Importer:
         return incident, outcome
 
     def _build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
-        values, unmatched = extract(raw.data, self.maps, sets=self.sets)
+        found = self._extracted.pop(id(raw), None)
+        values, unmatched = found if found is not None else extract(raw.data, self.maps, sets=self.sets)
         warnings: list[str] = list(unmatched)  # required fields that stay missing are rejected below
         shape = _shape_errors(values, warnings)
         if shape:  # a list where one name is expected would become a made-up name (["a", "b"] -> "a-b")
