@@ -10,8 +10,10 @@ J = 0.7 with 0.9998, one at J = 0.8 with ≈ 1; unrelated records (J ≈ 0.05) a
 A status-page history or a ticket export writes the same template sentences into every record ("We are
 investigating reports of…", "A fix has been implemented and we are monitoring the results."), and two
 incidents that share them and differ in the one sentence that names their cause are not the same incident.
-So the texts are compared without the collection's boilerplate (:class:`~incidentlib.search.boilerplate.Boilerplate`:
-sentences in at least 3 records and 1 % of them), learnt from the library's records and the import's together.
+So the texts are compared without the collection's boilerplate (:class:`~incidentlib.search.boilerplate.Boilerplate`),
+learnt by the importer from the library's records and the import's together: sentences in at least
+``TEMPLATE_MIN_RECORDS`` (10) distinct texts and 1 % of them, more than the similarity's 3, so that an incident filed
+again a few times is still compared by what its copies share.
 """
 
 from __future__ import annotations

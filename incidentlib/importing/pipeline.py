@@ -250,7 +250,8 @@ class Importer:
         self.recognizer = ConceptRecognizer(data.vocab)
         # alias matching only: an import stays fast and model-free; `incidentlib tag` adds the classifier
         self.tagger = ConceptTagger(data.vocab)
-        self.duplicates = DuplicateIndex()  # made again by prepare(), with the templates of the records to import
+        # made by prepare(), which knows the template sentences of the records to import; build() needs it first
+        self.duplicates: DuplicateIndex
         self._extracted: dict[int, tuple[dict[str, object], list[str]]] = {}  # by id() of a prepared record
         self.new_concepts: dict[ConceptKind, dict[str, Concept]] = {ConceptKind.organization: {}, ConceptKind.tag: {}}
         # concepts added while building the current record, dropped again if it is rejected (a list, so a rejection
