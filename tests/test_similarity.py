@@ -4,6 +4,7 @@ labelled collection made here."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -193,6 +194,9 @@ def test_similar_finds_the_same_cause_and_explains_it(hashed_collection: tuple[L
     top = response.results[0]
     assert top.why.evidence is not None and {"dense", "lexical"} <= set(top.why.evidence)
     assert all(t not in {"apologize", "sincerely"} for t in top.why.matched_terms)  # boilerplate does not explain
+    for result in response.results:  # each term shown is a word the record writes ("resolvers", not the stem "resolver")
+        written = set(re.findall(r"[a-z0-9]+", library.get(result.id).summary.en.lower()))
+        assert result.why.matched_terms and set(result.why.matched_terms) <= written, (result.why.matched_terms, written)
     text = library.similar(text="TLS certificate expired and HTTPS handshakes failed", k=3)
     cert = {i.id for i in library.incidents()[8:]}
     assert text.results[0].id in cert

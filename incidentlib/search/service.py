@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..graph.knowledge import KnowledgeGraph
 from ..models import Incident
 from ..requests import MAX_SIMILAR_TEXT_CHARS, check_query
-from ..tagging.tagger import ConceptTagger
+from ..tagging.tagger import ConceptTagger, incident_text
 from ..views import MatchedChunk, SearchResult, Why
 from .chunks import RAW_LANG, Chunk
 from .concepts import ConceptRecognizer, Mention
@@ -132,6 +132,7 @@ class SearchService:
             ref = self.knowledge.concept_ref(concept_id, lang)
             shared.append(ref.model_copy(update={"inferred": inferred, "broader": True}))
         shown = self.engine.chunks[self._title_chunk(incident.id, lang)].text if chunk.kind == "concepts" else chunk.text
+        terms = as_written(evidence.terms, chunk.text, incident_text(incident))
         raw = {"dense": round(evidence.dense, 4)}
         if evidence.lexical is not None:
             raw["lexical"] = round(evidence.lexical, 4)
@@ -141,10 +142,10 @@ class SearchService:
             raw["cause"] = round(evidence.cause, 4)
         return SearchResult(
             id=incident.id, score=round(evidence.score, 6), title=incident.title.get(lang), org=incident.org, date=incident.date,
-            snippet=snippet(shown, evidence.terms), status=incident.status.value,
+            snippet=snippet(shown, terms), status=incident.status.value,
             why=Why(
                 chunk=MatchedChunk(id=chunk.id, kind=chunk.kind, lang=chunk.lang, text=chunk.text),
-                matched_terms=evidence.terms, shared_concepts=shared,
+                matched_terms=terms, shared_concepts=shared,
                 lexical_rank=evidence.ranks.get("lexical"), dense_rank=evidence.ranks.get("dense"),
                 graph_score=None if evidence.graph is None else round(evidence.graph, 4), evidence=raw,
                 neighbours=evidence.neighbours,
@@ -167,7 +168,7 @@ class SearchService:
                 graph_score: float | None = None) -> SearchResult:
         incident = self.engine.data.incidents[hit.incident_id]
         chunk = self.engine.chunks[hit.chunk]
-        terms = self.engine.lexical.matched_terms(query, hit.chunk)
+        terms = as_written(self.engine.lexical.matched_terms(query, hit.chunk), query, chunk.text)
         own = set(self._concepts(incident.id)) | {incident.org}
         shared = [self.knowledge.concept_ref(m.concept_id, lang) for m in mentions if m.concept_id in own]
         # a vocabulary match explains *why*, but a list of labels reads badly: show the summary instead
@@ -189,6 +190,17 @@ class SearchService:
                 graph_score=None if graph_score is None else round(graph_score, 4),
             ),
         )
+
+
+_LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+
+
+def as_written(terms: list[str], *texts: str) -> list[str]:
+    """Matched terms as the texts write them.  The tokenizer's one English rule drops a plural ``s`` ("timeouts" →
+    "timeout"), which also cuts names ("postgres" → "postgre", "kubernetes" → "kubernete"); a term shown to a
+    reader is the word of ``texts`` it came from when that word, not the term, is there."""
+    words = {word.lower() for text in texts for word in _LATIN_WORD.findall(text)}
+    return [f"{term}s" if term not in words and f"{term}s" in words else term for term in terms]
 
 
 def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
