@@ -122,6 +122,9 @@ class Concept(Record):
     broader: str | None = None
     definition: Text | None = None
     url: AnyHttpUrl | None = None
+    #: Latin names recognised in free text only as written, because in lower case they are an everyday word
+    #: ("UPS" in "follow-ups", "VAST" in "the vast majority", "PACE" in "sets the pace").
+    cased: list[str] = Field(default_factory=list)
 
     @field_validator("id")
     @classmethod
@@ -129,6 +132,14 @@ class Concept(Record):
         if not CONCEPT_ID_RE.match(value):
             raise ValueError(f"concept id {value!r} must be lowercase words joined by '-'")
         return value
+
+    @model_validator(mode="after")
+    def _cased_are_names(self) -> Concept:
+        names = set(self.names())
+        unknown = [name for name in self.cased if name not in names]
+        if unknown:
+            raise ValueError(f"cased names {unknown} are not among the concept's labels and aliases (write them as there)")
+        return self
 
     def names(self) -> list[str]:
         """Every label and alias in both languages."""

@@ -113,6 +113,46 @@ def test_names_are_recognised_in_the_english_plural(recognizer: ConceptRecognize
     assert recognizer.spans(name) and not recognizer.spans(f"{name}s")
 
 
+def test_cased_names_match_only_as_written(recognizer: ConceptRecognizer) -> None:
+    def found(text: str) -> dict[str, str]:
+        spans = recognizer.spans(text)
+        assert spans == recognizer.reference_spans(text), text
+        return {mention.concept_id: mention.matched for mention, _, _ in spans}
+
+    # the bundled vocabulary lists UPS, VAST and PACE as cased: in lower case they are everyday words
+    assert found("The UPS failed during the transfer")["power"] == "UPS"
+    assert found("two UPSs tripped")["power"] == "UPSs"
+    assert "power" not in found("Follow-ups included better alerting") and "power" not in found("large scale-ups")
+    assert found("checkpoints on VAST stalled")["shared-filesystem"] == "VAST"
+    assert "shared-filesystem" not in found("the vast majority of jobs")
+    assert "georgia-tech" not in found("the slowest GPU sets the pace") and "georgia-tech" in found("PACE ran it")
+    # a name that is not cased still matches in any case
+    assert found("the psu died")["power"] == "psu"
+
+
+def test_everyday_words_are_not_names_of_concepts(recognizer: ConceptRecognizer) -> None:
+    """Words the bundled vocabulary once listed as names, which incident text mostly uses for something else."""
+    def found(text: str) -> set[str]:
+        spans = recognizer.spans(text)
+        assert spans == recognizer.reference_spans(text), text
+        return {mention.concept_id for mention, _, _ in spans}
+
+    assert "kakao" not in found("다음 날에 걸쳐 복구됐다") and "kakao" in found("다음카카오 서비스가 멈췄다")
+    assert "time-sync" not in found("engineers watched the run around the clock; wall-clock time lost")
+    assert "time-sync" in found("a clock skew of two seconds") and "time-sync" in found("NTP stopped")
+    assert "message-queue" not in found("more queue pairs per connection, one CUDA stream per rank")
+    assert "message-queue" in found("the Kafka brokers fell behind")
+    assert "monitoring" not in found("Logging in as a different user; the plugin kept logging warnings")
+    assert "monitoring" in found("the logging pipeline dropped events") and "monitoring" in found("Prometheus was down")
+    assert "block-storage" not in found("a large volume of requests") and "block-storage" in found("the EBS volume")
+    assert "local-storage" not in found("hash polarization drive the design") and "database" not in found("the primary cause")
+    # ... while the longer names a postmortem writes for the component still find it
+    assert "database" in found("hit the integer limit on a primary key") and "message-queue" in found("job queues backed up")
+    assert "block-storage" in found("a loss of 0.07% of volumes") and "local-storage" in found("two physical drives failed")
+    assert "source-control" not in found("메타데이터 저장소에서 읽었다") and "source-control" in found("코드 저장소가 노출됐다")
+    assert "package-registry" not in found("서비스 간 의존성 때문에") and "package-registry" not in found("a hidden dependency")
+
+
 def test_an_xid_is_recognised_as_the_kernel_writes_it(recognizer: ConceptRecognizer) -> None:
     line = "[1834567.123456] NVRM: Xid (PCI:0000:c3:00): 79, pid=99812, name=torchrun"
     spans = recognizer.spans(line)

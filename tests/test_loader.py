@@ -122,6 +122,16 @@ def test_vocab_problems(library_copy: Path) -> None:
     assert any("duplicate concept id" in p for p in found)
 
 
+def test_a_cased_name_must_be_one_of_the_concepts_names(library_copy: Path) -> None:
+    path = library_copy / "vocab" / "components.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    power = next(concept for concept in doc["concepts"] if concept["id"] == "power")
+    power["cased"] = ["UPS", "ups"]  # the name as written is UPS; "ups" is not a name of the concept
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    found = [p for p in problems_of(library_copy) if "components.yaml" in p]
+    assert any("cased" in p and "'ups'" in p and "not among the concept's labels and aliases" in p for p in found), found
+
+
 def test_load_library_refuses_broken_library(library_copy: Path) -> None:
     edit(library_copy / "incidents" / "IL-0025.yaml", org="imbu")
     with pytest.raises(LibraryError) as info:

@@ -7,7 +7,8 @@ a CamelCase boundary (``WorkNCCL``); Hangul names match where a Korean word begi
 be followed by a particle or ending glued to them (InfiniBand 패브릭에서, 재시작했다), but not by
 the rest of a longer word (``러스터`` for Lustre is not found in 클러스터, nor ``메타`` in 메타데이터).  Very short
 Latin aliases (under three letters) must match in their written case, so ``IB``
-is recognised but the word "ib" inside other text is not.
+is recognised but the word "ib" inside other text is not; so must the names a concept lists as ``cased``, whose lower
+case is an everyday word (``UPS`` but not the "ups" of "follow-ups").
 """
 
 from __future__ import annotations
@@ -122,15 +123,16 @@ class ConceptRecognizer:
         names: list[_Name] = []
         for kind in RECOGNISED_KINDS:
             for concept in vocab.of_kind(kind):
+                cased = set(concept.cased)
                 for name in dict.fromkeys(n for n in concept.names() if n and len(n) >= MIN_NAME_CHARS):
                     hangul = bool(_HANGUL.search(name))
-                    sensitive = hangul or len(name) < CASE_SENSITIVE_BELOW
+                    sensitive = hangul or len(name) < CASE_SENSITIVE_BELOW or name in cased
                     needle = "" if _DEVICE_CODE.fullmatch(name) else name if sensitive else name.lower() if name.isascii() else ""
                     names.append(_Name(name, concept.id, kind.value, not sensitive, needle))
         # longer names first, so "InfiniBand fabric" is credited before "fabric"-like aliases
         names.sort(key=lambda item: -len(item.name))
         self._names = names
-        self._compiled: dict[tuple[str, str], re.Pattern[str]] = {}
+        self._compiled: dict[tuple[str, str, bool], re.Pattern[str]] = {}
         # key -> positions in self._names; a name without a key is searched in every text
         self._by_word: dict[bytes, list[int]] = defaultdict(list)
         self._by_words: dict[tuple[bytes, bytes], list[int]] = defaultdict(list)
@@ -145,7 +147,7 @@ class ConceptRecognizer:
             words = [w.encode() for w in _WORD_RUN.findall(item.name.lower())] if item.name.isascii() else []
             # a name's last word may carry a plural ending (plural_ending): a one-word name, or a two-word name's
             # second word, is keyed in the plural too (one more key, not a lookup more per text)
-            endings = _PLURAL_ENDINGS if item.folded and plural_ending(item.name, item.kind)[0] else (b"",)
+            endings = _PLURAL_ENDINGS if plural_ending(item.name, item.kind)[0] else (b"",)
             if _DEVICE_CODE.fullmatch(item.name):  # its two words need not be adjacent (_DEVICE_CODE)
                 self._by_word[words[0]].append(position)
             elif len(words) > 1:
@@ -164,14 +166,15 @@ class ConceptRecognizer:
         return [(item.name, item.concept_id) for item in self._names]
 
     def _pattern(self, item: _Name) -> re.Pattern[str]:
-        key = (item.name, item.kind)  # one name may be an organisation's and a component's, with other endings
+        # one name may be an organisation's and a component's, with other endings, and cased for one of them only
+        key = (item.name, item.kind, item.folded)
         pattern = self._compiled.get(key)
         if pattern is None:
-            pattern = self._compiled[key] = self._compile(item.name, item.kind)
+            pattern = self._compiled[key] = self._compile(item.name, item.kind, item.folded)
         return pattern
 
     @staticmethod
-    def _compile(name: str, kind: str) -> re.Pattern[str]:
+    def _compile(name: str, kind: str, folded: bool = True) -> re.Pattern[str]:
         escaped = re.escape(name)
         if _HANGUL.search(name):
             # each end is bounded by the rule of its own script ("NVIDIA 드라이버" starts as a Latin word does)
@@ -180,6 +183,9 @@ class ConceptRecognizer:
             return re.compile(before + escaped + after)
         if len(name) < CASE_SENSITIVE_BELOW:
             return re.compile(rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])")
+        if not folded:  # a cased name: as written, and its plural ending as written too
+            ending, written_case = plural_ending(name, kind)
+            return re.compile(rf"(?<![A-Za-z0-9_]){escaped}{f'(?:{ending})?' if written_case else ending}(?![A-Za-z0-9_])")
         code = _DEVICE_CODE.fullmatch(name)
         if code:
             return re.compile(rf"(?i:(?<![A-Za-z0-9_]){code.group(1)}(?:\s*\((?:pci:)?[0-9a-f:.]+\)\s*:?\s*|\s+)"

@@ -123,7 +123,7 @@ class LooseNames:
             for concept in vocab.of_kind(kind):
                 for name in dict.fromkeys(n for n in concept.names() if n):
                     parts = name.split()
-                    if len(parts) < 2 or not name.isascii() or len(name) < CASE_SENSITIVE_BELOW:
+                    if len(parts) < 2 or not name.isascii() or len(name) < CASE_SENSITIVE_BELOW or name in concept.cased:
                         continue
                     words = _WORD.findall(name.lower())
                     if not words or all(part.lower() in NEGATING_WORDS for part in parts[:-1]):
