@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from .errors import InvalidRequest, ValidationFailed
+from .errors import InputError, InvalidRequest, ValidationFailed
 from .library import Library
 from .views import HistoryPage, StoredRecord
 
@@ -55,7 +56,13 @@ class Remote:
         self.client = httpx.Client(base_url=server.rstrip("/"), headers=headers, timeout=REMOTE_TIMEOUT_S)
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.client.request(method, path, **kwargs)
+        import httpx
+
+        try:
+            response = self.client.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise _fail(f"the server at {self.client.base_url} did not answer ({type(exc).__name__}: {exc}); "
+                        "is `incidentlib serve` running there?", 1) from None
         if response.status_code >= 400:
             try:
                 body = response.json()
@@ -75,14 +82,42 @@ def _actor(name: str | None) -> str:
 
 
 def _read_doc(path: str) -> dict[str, Any]:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); save it as UTF-8") from None
+    except IsADirectoryError:
+        raise InputError(path, "a directory, not a file of incident fields") from None
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InvalidRequest(f"{path}: not valid YAML or JSON: {exc}") from None
+    except ValueError as exc:  # YAML reads an unquoted 2026-02-30 as a date, and that day does not exist
+        raise InvalidRequest(f"{path}: a value written as a date or time is not one ({exc}); "
+                             f"dates are YYYY-MM-DD, YYYY-MM or YYYY") from None
     if not isinstance(doc, dict):
         raise InvalidRequest(f"{path}: expected a mapping of incident fields")
     return doc
+
+
+def _run_editor(editor: str, path: Path) -> None:
+    """``$VISUAL``/``$EDITOR`` read as a shell would (quotes, escaped spaces), then the file to edit."""
+    try:
+        command = shlex.split(editor)
+    except ValueError as exc:
+        raise InputError("$EDITOR", f"{editor!r} cannot be read as a command ({exc})") from None
+    if not command:
+        raise InputError("$EDITOR", "empty: set it to the command that edits a file, e.g. EDITOR='nano'")
+    try:
+        finished = subprocess.run([*command, str(path)], check=False)
+    except OSError as exc:
+        raise InputError("$EDITOR", f"{command[0]!r} could not be started ({exc.strerror or exc}); set $EDITOR or $VISUAL") from None
+    if finished.returncode != 0:
+        raise InputError("$EDITOR", f"{command[0]!r} exited with status {finished.returncode}; nothing was saved")
 
 
 def _print_record(record: StoredRecord, verb: str, as_json: bool) -> None:
@@ -90,6 +125,17 @@ def _print_record(record: StoredRecord, verb: str, as_json: bool) -> None:
         sys.stdout.write(record.model_dump_json(indent=2) + "\n")
     else:
         out.print(f"{verb} {record.id} ({record.status}) etag {record.etag}")
+
+
+#: Fields an edit cannot change, and what changes them instead.
+_FIXED_FIELDS = {"id": "an incident keeps its id", "status": "`incidentlib publish` or `incidentlib reject` changes it"}
+
+
+def _keeps_fixed_fields(before: dict[str, Any], after: dict[str, Any], path: str) -> None:
+    """Refuse an edit of ``id`` or ``status`` by name (they would otherwise be dropped from the patch unsaid)."""
+    for field, how in _FIXED_FIELDS.items():
+        if field in after and after[field] != before.get(field):
+            raise InputError(f"{path}: {field}", f"cannot be changed by an edit ({how}); set it back to {before.get(field)!r}")
 
 
 def _edit_patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -133,9 +179,10 @@ def register(app: typer.Typer) -> None:
         done = False  # saved, or nothing to save: the edited file can go
         try:
             while True:
-                subprocess.run([*editor.split(), str(path)], check=True)
+                _run_editor(editor, path)
                 try:
                     after = _read_doc(str(path))
+                    _keeps_fixed_fields(current.record, after, str(path))
                 except InvalidRequest as exc:
                     err.print(f"[red]{escape(str(exc))}[/red]")
                     if sys.stdin.isatty() and typer.confirm("edit again?", default=True):
@@ -184,12 +231,35 @@ def register(app: typer.Typer) -> None:
     def reject(incident_id: Annotated[str, typer.Argument(help="The draft to reject.")],
                data: DataOpt = None, server: ServerOpt = None, token: TokenOpt = None, actor: ActorOpt = None,
                as_json: JsonOpt = False) -> None:
-        """Reject a draft (it leaves the library; restorable)."""
+        """Reject a draft (it leaves the library; `incidentlib restore` brings it back)."""
         if server:
             record = StoredRecord.model_validate(Remote(server, token).call("POST", f"/incidents/{incident_id}/reject"))
         else:
             record = Library.open(data).reject(incident_id, actor=_actor(actor))
         _print_record(record, "rejected", as_json)
+
+    @app.command()
+    def delete(incident_id: Annotated[str, typer.Argument(help="The incident to delete.")],
+               data: DataOpt = None, server: ServerOpt = None, token: TokenOpt = None, actor: ActorOpt = None,
+               as_json: JsonOpt = False) -> None:
+        """Delete an incident (soft: it leaves every view; `incidentlib restore` brings it back). Refused while
+        other incidents link to it."""
+        if server:
+            record = StoredRecord.model_validate(Remote(server, token).call("DELETE", f"/incidents/{incident_id}"))
+        else:
+            record = Library.open(data).delete(incident_id, actor=_actor(actor))
+        _print_record(record, "deleted", as_json)
+
+    @app.command()
+    def restore(incident_id: Annotated[str, typer.Argument(help="The deleted or rejected incident.")],
+                data: DataOpt = None, server: ServerOpt = None, token: TokenOpt = None, actor: ActorOpt = None,
+                as_json: JsonOpt = False) -> None:
+        """Bring back a deleted incident or a rejected draft (until `incidentlib export-yaml` has written it away)."""
+        if server:
+            record = StoredRecord.model_validate(Remote(server, token).call("POST", f"/incidents/{incident_id}/restore"))
+        else:
+            record = Library.open(data).restore(incident_id, actor=_actor(actor))
+        _print_record(record, "restored", as_json)
 
     @app.command()
     def history(incident_id: Annotated[Optional[str], typer.Argument(help="One incident (all changes with --prov).")] = None,

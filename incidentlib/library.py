@@ -27,6 +27,7 @@ from .errors import (
     ImportInterrupted,
     IncidentNotFound,
     InvalidRequest,
+    NotFound,
     TaggerNotReady,
     UnknownNodeError,
     ValidationFailed,
@@ -1453,9 +1454,13 @@ class Library:
         """Remove the curated related link ``incident_id`` -> ``target``."""
         return self._stored(self._writer.remove_link(self._stored_id(incident_id), target, actor))
 
-    def review_concept(self, incident_id: str, concept: str, accept: bool, actor: str = "local") -> StoredRecord:
-        """Accept a proposed ``inferred:`` link of ``incident_id`` into its curated field, or mark it rejected (as :meth:`review`)."""
-        return self._stored(self._writer.review_concept(self._stored_id(incident_id), concept, accept, actor))
+    def review_concept(self, incident_id: str, concept: str, accept: bool, actor: str = "local",
+                       if_match: str | None = None) -> StoredRecord:
+        """Accept a proposed ``inferred:`` link of ``incident_id`` into its curated field, or mark it rejected (as
+        :meth:`review`); with ``if_match``, only on the version reviewed (:class:`PreconditionFailed` otherwise)."""
+        if self.vocab.get(concept) is None:
+            raise NotFound(concept, f"concept: unknown concept {concept!r}", self.vocab.suggest(concept))
+        return self._stored(self._writer.review_concept(self._stored_id(incident_id), concept, accept, actor, if_match))
 
     def history(self, incident_id: str) -> HistoryPage:
         """Every change of one incident, oldest first: who, when, a JSON Patch and the before/after documents."""

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from incidentlib import Library
-from incidentlib.search.chunks import Chunk, incident_chunks
+from incidentlib.search.chunks import MAX_CHUNK_CHARS, Chunk, incident_chunks
 
 
 def test_digest_is_sha256_of_id_and_text_and_is_cached() -> None:
@@ -33,3 +33,20 @@ def test_chunks_are_frozen_slotted_and_equal_by_fields() -> None:
     _ = first.digest  # a cached digest does not take part in equality
     assert twin == first
     assert sys.getsizeof(first) < 120
+
+
+def test_a_paragraph_without_sentence_ends_is_cut_between_words() -> None:
+    """A pasted log or table can run for pages with no full stop; one chunk of it would be embedded and scored whole
+    (a 400 KB paragraph took gigabytes to search, and its length drowned any term in it)."""
+    data = Library.open().data
+    incident = next(iter(data.incidents.values()))
+    words = [f"tok{i}" for i in range(30_000)]
+    blob = "x" * (3 * MAX_CHUNK_CHARS + 7)  # one "word" longer than a chunk: cut where the limit falls
+    body = " ".join(words[:100]) + f" {blob} " + " ".join(words[100:])
+    long = incident.model_copy(update={"body": incident.body.model_copy(update={"en": body})})
+    pieces = [c.text for c in incident_chunks(long, data.vocab) if c.kind == "body" and c.lang == "en"]
+    assert len(pieces) > 30_000 * 6 // MAX_CHUNK_CHARS
+    assert all(0 < len(piece) <= MAX_CHUNK_CHARS for piece in pieces)
+    assert " ".join(pieces).replace(" ", "") == body.replace(" ", "")  # nothing lost, nothing repeated
+    known = set(words)
+    assert all(token in known or set(token) == {"x"} for piece in pieces for token in piece.split())  # words whole

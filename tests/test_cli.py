@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from incidentlib.cli import app
 
@@ -241,3 +242,66 @@ def test_an_edit_refused_as_stale_is_kept_for_the_user(tmp_path: Path, data_dir:
     assert kept and "severity: sev2" in Path(kept.group(1)).read_text(encoding="utf-8")
     assert Library.open(root).get(filed.id).severity.value == "sev4"  # the colleague's save stands
     Path(kept.group(1)).unlink()
+
+
+def test_write_commands_say_what_is_wrong_with_their_input(tmp_path: Path, data_dir: Path) -> None:
+    """Files, editors and servers that fail are named in one line with exit 2 (or 1), never a traceback."""
+    from conftest import small_library
+
+    from incidentlib import Library
+
+    root = small_library(tmp_path / "lib", data_dir, ["IL-0001", "IL-0025"])
+    common = ["--data", str(root)]
+    fields = ("org: meta\ntitle: {en: Checkpoint stalls}\nsummary: {en: Jobs stalled.}\n"
+              "body: {en: The storage tier stopped answering.}\nsources: [{url: 'https://example.com/pm', title: Postmortem}]\n")
+
+    def said(result: Result) -> str:
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        return " ".join(result.output.split())
+
+    impossible = tmp_path / "impossible.yaml"
+    impossible.write_text(fields + "date: 2026-02-30\n", encoding="utf-8")  # unquoted: YAML reads it as a date
+    result = runner.invoke(app, ["add", str(impossible), *common])
+    assert result.exit_code == 2 and "impossible.yaml: a value written as a date or time is not one" in said(result)
+    result = runner.invoke(app, ["add", str(tmp_path / "nowhere.yaml"), *common])
+    assert result.exit_code == 2 and "nowhere.yaml: no such file" in said(result)
+    result = runner.invoke(app, ["add", str(tmp_path), *common])
+    assert result.exit_code == 2 and "a directory, not a file of incident fields" in said(result)
+    latin = tmp_path / "latin1.yaml"
+    latin.write_bytes(fields.replace("stopped", "café stopped").encode("latin-1"))
+    result = runner.invoke(app, ["add", str(latin), *common])
+    assert result.exit_code == 2 and "latin1.yaml: not UTF-8 text" in said(result)
+    valid = tmp_path / "valid.yaml"
+    valid.write_text(fields, encoding="utf-8")
+    result = runner.invoke(app, ["add", str(valid), "--server", "http://127.0.0.1:9"])
+    assert result.exit_code == 1 and "the server at http://127.0.0.1:9 did not answer" in said(result)
+
+    filed = Library.open(root).create_draft(yaml.safe_load(fields))
+    folder = tmp_path / "my editors"  # a space in the editor's path, quoted in $EDITOR as a shell would
+    folder.mkdir()
+    renumber = folder / "renumber.py"
+    renumber.write_text("import sys\nfrom pathlib import Path\npath = Path(sys.argv[1])\n"
+                        f"path.write_text(path.read_text(encoding='utf-8').replace({filed.id!r}, 'IL-0999'), encoding='utf-8')\n",
+                        encoding="utf-8")
+    outputs = []
+    result = runner.invoke(app, ["edit", filed.id, *common], env={"EDITOR": f'{sys.executable} "{renumber}"', "VISUAL": ""})
+    outputs.append(said(result))
+    assert result.exit_code == 2 and ": id: cannot be changed by an edit" in outputs[-1]
+    assert Library.open(root).get(filed.id).id == filed.id
+    result = runner.invoke(app, ["edit", filed.id, *common], env={"EDITOR": "false", "VISUAL": ""})
+    outputs.append(said(result))
+    assert result.exit_code == 2 and "$EDITOR: 'false' exited with status 1; nothing was saved" in outputs[-1]
+    result = runner.invoke(app, ["edit", filed.id, *common], env={"EDITOR": "no-such-editor-here", "VISUAL": ""})
+    outputs.append(said(result))
+    assert result.exit_code == 2 and "'no-such-editor-here' could not be started" in outputs[-1]
+    for output in outputs:  # each refused edit was kept for the user; this test's copies go
+        for kept in re.findall(r"your edit is kept in (\S+?);", output):
+            Path(kept).unlink(missing_ok=True)
+
+    result = runner.invoke(app, ["reject", "IL-0025", *common])
+    assert result.exit_code != 0 and "only a draft is rejected (`incidentlib delete IL-0025`" in said(result)
+    assert runner.invoke(app, ["delete", filed.id, *common]).exit_code == 0
+    assert filed.id not in [i.id for i in Library.open(root).incidents()]
+    restored = runner.invoke(app, ["restore", filed.id, *common])
+    assert restored.exit_code == 0 and f"restored {filed.id} (draft)" in said(restored)
+    assert Library.open(root).get(filed.id).id == filed.id

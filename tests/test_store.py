@@ -19,6 +19,7 @@ from incidentlib.errors import (
     AuthError,
     Forbidden,
     IncidentNotFound,
+    NotFound,
     PreconditionFailed,
     PreconditionRequired,
     ReviewError,
@@ -350,6 +351,21 @@ def test_inferred_concepts_are_accepted_into_their_field_or_rejected(root: Path)
         lib.review_concept(record.id, "gpu", accept=True)
     with pytest.raises(StateConflict):
         lib.review_concept(record.id, "hbm", accept=False)
+
+
+def test_a_concept_is_reviewed_on_the_version_read_and_must_exist(root: Path) -> None:
+    lib = open_lib(root)
+    doc = {**draft(), "inferred": [{"concept": "hbm", "kind": "component", "evidence": "memory", "method": "alias", "confidence": 0.9},
+                                   {"concept": "gpu", "kind": "component", "evidence": "x", "method": "alias", "confidence": 0.6}]}
+    record = lib.create_draft(doc)
+    edited = lib.update_incident(record.id, {"severity": "sev2"}, record.etag)
+    with pytest.raises(PreconditionFailed, match="changed since you read it"):  # reviewed on the version before the edit
+        lib.review_concept(record.id, "hbm", accept=True, if_match=record.etag)
+    assert [link.concept for link in lib.get(record.id).proposed()] == ["hbm", "gpu"]  # nothing changed
+    accepted = lib.review_concept(record.id, "hbm", accept=True, if_match=edited.etag)
+    assert accepted.record["components"] == ["hbm"]
+    with pytest.raises(NotFound, match=r"concept: unknown concept 'hbmm' \(did you mean hbm\?\)"):
+        lib.review_concept(record.id, "hbmm", accept=True)
 
 
 def test_history_is_prov_o(root: Path) -> None:

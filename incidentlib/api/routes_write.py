@@ -106,13 +106,16 @@ def remove_link(incident_id: IncidentId, target: IncidentId, library: LibraryDep
     return _stored(response, library.remove_link(incident_id, target, actor=actor))
 
 
-@router.post("/incidents/{incident_id}/concepts/{concept}/{decision}", response_model=StoredRecord, responses=ERRORS,
-             tags=["writes"])
+@router.post("/incidents/{incident_id}/concepts/{concept}/{decision}", response_model=StoredRecord,
+             responses={**ERRORS, 412: {"model": ErrorBody, "description": "If-Match names another version"}}, tags=["writes"])
 def review_concept(incident_id: IncidentId, concept: Annotated[str, Path(max_length=MAX_REF_CHARS)],
-                   decision: Literal["accept", "reject"], library: LibraryDep, actor: EditorDep,
-                   response: Response) -> StoredRecord:
-    """Accept a proposed inferred concept into its curated field, or mark it rejected (as `incidentlib review`)."""
-    return _stored(response, library.review_concept(incident_id, concept, decision == "accept", actor=actor))
+                   decision: Literal["accept", "reject"], library: LibraryDep, actor: EditorDep, response: Response,
+                   if_match: Annotated[str | None, Header(description="The ETag of the version you reviewed.")] = None,
+                   ) -> StoredRecord:
+    """Accept a proposed inferred concept into its curated field, or mark it rejected (as `incidentlib review`); with
+    `If-Match`, only on the version you reviewed (412 when someone changed it since)."""
+    return _stored(response, library.review_concept(incident_id, concept, decision == "accept", actor=actor,
+                                                    if_match=if_match))
 
 
 @router.get("/drafts", response_model=list[StoredRecord], tags=["writes"])

@@ -239,19 +239,34 @@ def patched_chunks(chunks: IncidentChunks, ids: Sequence[str], changed: Mapping[
 
 
 def _split_long(text: str) -> list[str]:
-    """Keep chunks under ``MAX_CHUNK_CHARS`` by splitting on sentence ends."""
+    """Keep chunks under ``MAX_CHUNK_CHARS`` by splitting on sentence ends, and a sentence longer than that between
+    words (a pasted log or table has no sentence end for pages)."""
     if len(text) <= MAX_CHUNK_CHARS:
         return [text]
     parts, current = [], ""
     for sentence in re.split(r"(?<=[.!?다,])\s+", text):
-        if current and len(current) + len(sentence) > MAX_CHUNK_CHARS:
-            parts.append(current)
-            current = sentence
-        else:
-            current = f"{current} {sentence}".strip()
+        for piece in _words_within(sentence):
+            if current and len(current) + len(piece) > MAX_CHUNK_CHARS:
+                parts.append(current)
+                current = piece
+            else:
+                current = f"{current} {piece}".strip()
     if current:
         parts.append(current)
     return parts
+
+
+def _words_within(sentence: str) -> Iterator[str]:
+    """``sentence`` in pieces of at most ``MAX_CHUNK_CHARS``, cut at the last space that fits (a word longer than
+    that, such as a base64 blob, is cut where the limit falls)."""
+    while len(sentence) > MAX_CHUNK_CHARS:
+        cut = sentence.rfind(" ", 0, MAX_CHUNK_CHARS + 1)
+        if cut <= 0:
+            cut = MAX_CHUNK_CHARS
+        yield sentence[:cut].strip()
+        sentence = sentence[cut:].strip()
+    if sentence:
+        yield sentence
 
 
 _SENTENCE_END = (".", "!", "?", "…", "。")

@@ -232,7 +232,9 @@ class Writer:
                 raise PreconditionFailed(f"If-Match: {incident_id} changed since you read it "
                                          f"(current ETag {etag(before)}); nothing was changed: read it again")
             if need_draft and before.get("status") != "draft":
-                raise StateConflict(f"status: {before['id']} is not a draft; delete it instead")
+                raise StateConflict(f"status: {before['id']} is {before.get('status', 'published')}, not a draft; only a draft "
+                                    f"is rejected (`incidentlib delete {before['id']}` or DELETE /incidents/{before['id']} "
+                                    "removes a published incident)")
             referrers = [i for i in self._live_ids(tx) if i != before["id"] and any(
                 link.get("id") == before["id"] for link in self._current(tx, i).get("related", []))]
             if referrers:
@@ -285,7 +287,7 @@ class Writer:
             return result
         return self._change(incident_id, "unlink", actor, edit)
 
-    def review_concept(self, incident_id: str, concept: str, accept: bool, actor: str) -> Doc:
+    def review_concept(self, incident_id: str, concept: str, accept: bool, actor: str, if_match: str | None = None) -> Doc:
         """Accept or reject a proposed link of the record's ``inferred:`` block, as ``incidentlib review`` does.
 
         Accept: the concept moves into the curated field of its kind and leaves ``inferred``;
@@ -300,7 +302,7 @@ class Writer:
                 return review_document(doc, chosen if accept else set(), set() if accept else chosen, str(doc["id"]))[0]
             except ReviewError as exc:
                 raise StateConflict(f"inferred: {exc}") from None
-        return self._change(incident_id, "accept-concept" if accept else "reject-concept", actor, edit)
+        return self._change(incident_id, "accept-concept" if accept else "reject-concept", actor, edit, if_match)
 
     def store_inferred(self, incident_id: str, links: list[InferredLink], actor: str) -> Doc:
         """The tagger's proposals for a record, merged as ``incidentlib tag`` merges them into a file (rejected links

@@ -148,6 +148,9 @@ _TEXT: dict[str, tuple[str, str]] = {
     "stale_reject": ("This draft was changed since you loaded the page; nothing was rejected. Look at the changes below and "
                      "try again.",
                      "페이지를 연 뒤에 이 초안이 바뀌었습니다. 거절하지 않았습니다. 아래 변경 내용을 보고 다시 하세요."),
+    "stale_concept": ("This draft was changed since you loaded the page; no concept was accepted or rejected. Look at the "
+                      "changes below and try again.",
+                      "페이지를 연 뒤에 이 초안이 바뀌었습니다. 개념을 받아들이거나 거절하지 않았습니다. 아래 변경 내용을 보고 다시 하세요."),
     "reviewed_already": ("Another reviewer has just published this draft; nothing was changed.",
                          "다른 검토자가 방금 이 초안을 게시했습니다. 아무것도 바뀌지 않았습니다."),
     "removed_already": ("This draft was just rejected or deleted by someone else; nothing was changed.",

@@ -341,7 +341,8 @@ async def reject(request: Request, incident_id: IncidentId) -> Response:
 
 @router.post(REVIEW_HREF + "/{incident_id}/concepts/{concept}/{decision}", response_class=HTMLResponse)
 async def review_concept(request: Request, incident_id: IncidentId, concept: ConceptId, decision: str) -> Response:
-    """Accept a proposed inferred concept into its curated field, or mark it rejected."""
+    """Accept a proposed inferred concept into its curated field, or mark it rejected, on the draft as loaded (the
+    form's ETag goes as ``if_match``)."""
     if decision not in ("accept", "reject"):
         return Response(status_code=404)
     checked = await _checked(request)
@@ -349,8 +350,9 @@ async def review_concept(request: Request, incident_id: IncidentId, concept: Con
         return checked
     library, lang, session, actor, form = checked
     try:
-        stored = library.review_concept(incident_id, concept, decision == "accept", actor=actor)
+        stored = library.review_concept(incident_id, concept, decision == "accept", actor=actor,
+                                        if_match=form.get("etag") or None)
     except (WriteError, NotFound, InvalidRequest) as exc:
-        return _refused(request, library, lang, session, incident_id, exc, _form_page(form))
+        return _refused(request, library, lang, session, incident_id, exc, _form_page(form), stale="stale_concept")
     return _back(lang, "accepted" if decision == "accept" else "concept_rejected", stored.id, _form_page(form),
                  anchor=True)
