@@ -171,7 +171,8 @@ def register(app: typer.Typer) -> None:
         library = None if remote else Library.open(data)
         current = (StoredRecord.model_validate(remote.call("GET", f"/incidents/{incident_id}/record")) if remote
                    else library.record(incident_id))  # type: ignore[union-attr]  # one of the two is set
-        text = yaml.safe_dump(current.record, allow_unicode=True, sort_keys=False)
+        # laid out as the record's file when it has one (the same keys in the same order), else in field order
+        text = Library.record_yaml(current.record) if remote else library.editable_yaml(current)  # type: ignore[union-attr]
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
         with tempfile.NamedTemporaryFile("w", suffix=f"-{current.id}.yaml", delete=False, encoding="utf-8") as handle:
             handle.write(text)
@@ -182,13 +183,13 @@ def register(app: typer.Typer) -> None:
                 _run_editor(editor, path)
                 try:
                     after = _read_doc(str(path))
-                    _keeps_fixed_fields(current.record, after, str(path))
+                    _keeps_fixed_fields(current.record, Library.as_stored(after), str(path))
                 except InvalidRequest as exc:
                     err.print(f"[red]{escape(str(exc))}[/red]")
                     if sys.stdin.isatty() and typer.confirm("edit again?", default=True):
                         continue
                     raise
-                patch = _edit_patch(current.record, after)
+                patch = _edit_patch(current.record, Library.as_stored(after))  # an unquoted date is read as a date
                 if not patch:
                     done = True
                     out.print(f"no changes to {current.id}")

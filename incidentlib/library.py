@@ -48,6 +48,7 @@ from .graph.store import (
 from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_library, each_record, load_library
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink, padded_incident_id
 from .paths import CACHE_ENV, DATA_ENV, default_cache_dir, resolve_data_dir
+from .record_yaml import as_stored, incident_yaml
 from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
 from .search.backend import BACKEND_ENV as SEARCH_BACKEND_ENV
 from .search.backend import BACKEND_OPTION as SEARCH_BACKEND_OPTION
@@ -1520,12 +1521,27 @@ class Library:
         self.refresh()
         return report
 
+    @staticmethod
+    def record_yaml(document: dict[str, Any], like: str | None = None) -> str:
+        """A record's document as incident YAML, laid out as ``like`` (the text of the file it replaces) wherever a
+        field is unchanged (:mod:`incidentlib.record_yaml`)."""
+        return incident_yaml(document, like)
+
+    @staticmethod
+    def as_stored(value: Any) -> Any:
+        """A document read from YAML as the write store keeps it (an unquoted date as ISO text)."""
+        return as_stored(value)
+
+    def editable_yaml(self, record: StoredRecord) -> str:
+        """A stored record as YAML to edit, laid out as its file when it has one (so an edit reads as a small diff)."""
+        path = self.root / INCIDENTS_DIR / f"{record.id}.yaml"
+        return incident_yaml(record.record, path.read_text(encoding="utf-8") if path.is_file() else None)
+
     def export_yaml(self, actor: str = "local") -> ExportReport:
         """Write the overlay back into the YAML library (atomic renames) and empty it; the history stays.
 
         After this, ``incidents/*.yaml`` alone holds the library again (review it with ``git diff``).
         """
-        import yaml
 
         self.refresh()
         live = set(self.data.incidents)  # the merged view: the files and the store, deletions applied
@@ -1543,8 +1559,8 @@ class Library:
                     if path.exists():
                         path.unlink()
                         removed.append(record.id)
-                else:
-                    atomic_write_text(path, yaml.safe_dump(record.doc, allow_unicode=True, sort_keys=False))
+                else:  # laid out as the file it replaces, so the change reads as a small diff
+                    atomic_write_text(path, incident_yaml(record.doc, path.read_text(encoding="utf-8") if path.exists() else None))
                     written.append(record.id)
                 tx.drop(record.id)
             tx.log("*", "export", actor)

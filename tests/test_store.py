@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import sqlite3
 import threading
 import time
@@ -421,6 +422,24 @@ def test_export_yaml_writes_the_store_back_and_the_library_validates(root: Path)
     assert problems == [] and loaded is not None and record.id in loaded.incidents
     assert [c.action for c in lib.history(record.id).items] == ["create"]  # history outlives the export
     assert record.id in open_lib(root).data.incidents
+
+
+def test_export_yaml_changes_only_the_lines_of_the_fields_that_changed(root: Path) -> None:
+    """A one-field edit of a curated file comes back as a one-line diff (it used to rewrite the whole file: keys
+    sorted, narratives folded into quoted text, status written out)."""
+    lib = open_lib(root)
+    path = root / "incidents" / "IL-0001.yaml"
+    before = path.read_text(encoding="utf-8")
+    current = lib.record("IL-0001")
+    lib.update_incident("IL-0001", {"severity": "sev1"}, current.etag)
+    lib.export_yaml()
+    after = path.read_text(encoding="utf-8")
+    changed = [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed == ["+severity: sev1"]
+    assert "status:" not in after  # the default the file left out stays out
+    loaded = open_lib(root).get("IL-0001")
+    assert loaded.severity is not None and loaded.severity.value == "sev1"
 
 
 def test_validate_checks_the_store_too(root: Path) -> None:

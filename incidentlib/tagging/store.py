@@ -14,18 +14,15 @@ import yaml
 
 from ..errors import ReviewError
 from ..models import Incident, InferredLink, InferredStatus
+from ..record_yaml import incident_yaml
 from ..storage import atomic_write_text
 
 KIND_FIELD = {"component": "components", "cause": "causes", "symptom": "symptoms"}
 
 
-def _dump(document: dict[str, Any]) -> str:
-    return yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100)
-
-
 def _write(path: Path, document: dict[str, Any]) -> Incident:
     incident = Incident.model_validate(document)
-    atomic_write_text(path, _dump(document))
+    atomic_write_text(path, incident_yaml(document, path.read_text(encoding="utf-8") if path.exists() else None))
     return incident
 
 
