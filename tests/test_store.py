@@ -611,3 +611,23 @@ def test_a_short_ticket_key_reads_and_writes_the_stored_record(root: Path) -> No
     assert rejected.id == record.id
     assert [c.action for c in lib.history(short).items] == ["create", "reject"]  # out of view, still in the log
     assert lib.restore(short).id == record.id
+
+
+def test_writes_that_change_nothing_leave_no_trace_and_removed_ids_are_explained(root: Path) -> None:
+    lib = open_lib(root)
+    record = lib.create_draft(draft())
+    same = lib.update_incident(record.id, {}, record.etag)  # an empty patch
+    assert same.etag == record.etag and [c.action for c in lib.history(record.id).items] == ["create"]
+    lib.add_link(record.id, "IL-0001", {"en": "same tier", "ko": "같은 계층"})
+    lib.add_link(record.id, "IL-0002", {"en": "same cause"})
+    relinked = lib.add_link(record.id, "IL-0001", {"en": "same storage tier"})  # a new English reason keeps the Korean
+    assert relinked.record["related"] == [{"id": "IL-0001", "reason": {"en": "same storage tier", "ko": "같은 계층"}},
+                                          {"id": "IL-0002", "reason": {"en": "same cause"}}]
+    lib.add_link(record.id, "IL-0002", {"en": "same cause"})  # the same link again: no change
+    assert [c.action for c in lib.history(record.id).items] == ["create", "link", "link", "link"]
+    lib.reject(record.id)
+    with pytest.raises(StateConflict, match=rf"id: '{record.id}' belongs to a rejected draft; `incidentlib restore"):
+        lib.create_draft({**draft(), "id": record.id})
+    lib.export_yaml()
+    with pytest.raises(StateConflict, match=rf"{record.id} was rejected by local .* `incidentlib export-yaml` has since"):
+        lib.restore(record.id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
 
@@ -91,10 +92,14 @@ def test_incident_page_shows_related_in_the_seed_form(client: TestClient, search
     text = client.get("/ui/incidents/IL-0025", params={"lang": "ko"}).text
     related = search_library.related("IL-0025", lang="ko", limit=10)
     assert related
+    assert any(c.kind == "cause" for item in related[:4] for c in item.shared_concepts)  # the cause part is exercised
     for item in related[:4]:
         assert item.id in text
-        if item.shared:
-            assert f"같은 원인 · 공통 {', '.join(item.shared)}" in text
+        causes = [c.marked_label().replace("(inferred)", "(추론)") for c in item.shared_concepts if c.kind == "cause"]
+        parts = [c.marked_label().replace("(inferred)", "(추론)") for c in item.shared_concepts if c.kind == "component"]
+        said = " · ".join([*([f"같은 원인 {', '.join(causes)}"] if causes else []), *([f"공통 {', '.join(parts)}"] if parts else [])])
+        if said:  # the seed's form: the shared causes, then the shared components, inferred ones marked
+            assert f'<span class="shared">{html.escape(said, quote=False)}</span>' in text, said
     assert text.count('data-node="') >= 5  # the neighbourhood graph has nodes
     assert 'href="/ui/topics/nccl?lang=ko"' in text
 

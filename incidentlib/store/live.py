@@ -182,7 +182,12 @@ class Writer:
                 if not INCIDENT_ID_RE.match(wanted):
                     raise ValidationFailed([Problem(file="request body", field="id",
                                                     message=f"incident id {wanted!r} must look like IL-0001")])
-                if wanted in self._base().incidents or tx.record(wanted) is not None:
+                held = tx.record(wanted)
+                if held is not None and held.deleted:  # a rejected draft or a deleted record keeps its id
+                    raise StateConflict(f"id: {wanted!r} belongs to a {'rejected draft' if held.doc.get('status') == 'draft' else 'deleted record'}"
+                                        f"; `incidentlib restore {wanted}` (POST /incidents/{wanted}/restore) brings it "
+                                        "back, or leave the id out to get a new one")
+                if wanted in self._base().incidents or held is not None:
                     raise StateConflict(f"id: incident {wanted!r} already exists")
             if doc.get("status") not in (None, "draft"):  # said, rather than a 201 for a record not as asked
                 raise ValidationFailed([Problem(file="request body", field="status", message=(
@@ -213,6 +218,8 @@ class Writer:
                 raise PreconditionFailed(f"If-Match: {incident_id} changed since you read it "
                                          f"(current ETag {etag(before)}); read it again and reapply your edit")
             after = self._check(tx, edit(copy.deepcopy(before)))
+            if after == before:  # nothing changed: no history entry, no new version
+                return before
             tx.put(after["id"], action, actor, before, after)
         return after
 
@@ -258,18 +265,32 @@ class Writer:
             record = tx.record(key)
             if (record is not None and not record.deleted) or (record is None and key in self._base().incidents):
                 raise StateConflict(f"{key} is not deleted or rejected: there is nothing to restore")
+            if record is None:
+                removal = next((c for c in reversed(self.store.history(key)) if c.action in ("delete", "reject")), None)
+                if removal is not None:  # export-yaml wrote the library without it and emptied the store
+                    raise StateConflict(f"{key} was {'deleted' if removal.action == 'delete' else 'rejected'} by {removal.actor} "
+                                        f"at {removal.at}, and "
+                                        "`incidentlib export-yaml` has since written the library without it, so it "
+                                        f"cannot be restored; its last version is in `incidentlib history {key}`")
             doc = self._current(tx, incident_id, deleted=True)
             stored = self._check(tx, doc)
             tx.put(stored["id"], "restore", actor, None, stored)
         return stored
 
     def add_link(self, incident_id: str, target: str, reason: dict[str, str], actor: str) -> Doc:
-        """Add (or replace the reason of) a curated related link to ``target``."""
+        """Add a curated related link to ``target``; to an existing link, the reason's languages given replace
+        those languages only (a new English reason keeps the Korean one), and the link keeps its place."""
         target = target.strip().upper()
 
         def edit(doc: Doc) -> Doc:
-            links = [link for link in doc.get("related", []) if link.get("id") != target]
-            return {**doc, "related": [*links, {"id": target, "reason": reason}]}
+            links = list(doc.get("related", []))
+            for position, link in enumerate(links):
+                if link.get("id") == target:
+                    links[position] = {**link, "reason": {**link.get("reason", {}), **reason}}
+                    break
+            else:
+                links.append({"id": target, "reason": reason})
+            return {**doc, "related": links}
         return self._change(incident_id, "link", actor, edit)
 
     def remove_link(self, incident_id: str, target: str, actor: str) -> Doc:
