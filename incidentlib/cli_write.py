@@ -60,9 +60,14 @@ class Remote:
 
         try:
             response = self.client.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
+        except httpx.UnsupportedProtocol as exc:
+            raise _fail(f"--server {self.client.base_url}: not an http:// or https:// address ({exc})", 2) from None
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise _fail(f"the server at {self.client.base_url} did not answer ({type(exc).__name__}: {exc}); "
                         "is `incidentlib serve` running there?", 1) from None
+        except httpx.TransportError as exc:  # sent, but the answer was lost: the write may or may not have happened
+            raise _fail(f"the server at {self.client.base_url} took the request but no answer came back "
+                        f"({type(exc).__name__}: {exc}); look with `incidentlib history` before trying again", 1) from None
         if response.status_code >= 400:
             try:
                 body = response.json()
@@ -97,8 +102,10 @@ def _read_doc(path: str) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise InvalidRequest(f"{path}: not valid YAML or JSON: {exc}") from None
     except ValueError as exc:  # YAML reads an unquoted 2026-02-30 as a date, and that day does not exist
-        raise InvalidRequest(f"{path}: a value written as a date or time is not one ({exc}); "
-                             f"dates are YYYY-MM-DD, YYYY-MM or YYYY") from None
+        if any(word in str(exc) for word in ("day", "month", "year", "hour", "minute", "second")):
+            raise InvalidRequest(f"{path}: a value written as a date or time is not one ({exc}); "
+                                 f"dates are YYYY-MM-DD, YYYY-MM or YYYY") from None
+        raise InvalidRequest(f"{path}: a value YAML cannot read ({exc})") from None
     if not isinstance(doc, dict):
         raise InvalidRequest(f"{path}: expected a mapping of incident fields")
     return doc
@@ -128,7 +135,7 @@ def _print_record(record: StoredRecord, verb: str, as_json: bool) -> None:
 
 
 #: Fields an edit cannot change, and what changes them instead.
-_FIXED_FIELDS = {"id": "an incident keeps its id", "status": "`incidentlib publish` or `incidentlib reject` changes it"}
+_FIXED_FIELDS = {"id": "an incident keeps its id", "status": "`incidentlib publish` makes a draft published"}
 
 
 def _keeps_fixed_fields(before: dict[str, Any], after: dict[str, Any], path: str) -> None:

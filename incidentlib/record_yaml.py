@@ -6,16 +6,20 @@ and removed, every paragraph of the narrative folded into one quoted scalar, def
 
 :func:`incident_yaml` keeps the file it replaces (``like``) line for line wherever a top-level field is unchanged.
 An incident file is a block mapping whose fields start in the first column, so each field is a run of lines: a
-field whose value changed gets its run written anew (a list written on one line stays on one line), a field gone from the document loses its run, a new field
-is added after the others.  A top-level field the file leaves out is not written when it holds the model's
-default (``status: published``), since loading fills it in again.  The result is read back and must load as the
-document; if the file was laid out otherwise (flow style at the top, a document marker, anchors), it is written
-whole instead.  New text is written in the model's field order, text with line breaks as literal blocks (``|``),
-as the library's files write narratives, folded at ``LINE_WIDTH``.
+field whose value changed gets its run written anew (a list of plain values written on one line stays on one
+line; a day stays an unquoted YAML date), a field gone from the document loses its run, a new field is added after
+the others.  Comments before the first field and the comments and blank lines after a field stay where they are,
+whatever became of the field; the file's line endings (``\\r\\n`` or ``\\n``) are kept.  A top-level field the
+file leaves out is not written when it holds the model's default (``status: published``), since loading fills it
+in again.  The result is read back and must load as the document; a file laid out otherwise (flow style at the
+top, a document marker, anchors and aliases, which a rewritten field could break) is written whole instead.  New
+text is written in the model's field order, text with line breaks as literal blocks (``|``), as the library's
+files write narratives, folded at ``LINE_WIDTH``.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Any
 
@@ -27,6 +31,10 @@ from .models import Incident
 LINE_WIDTH = 100
 #: The first line of a top-level field of a block mapping: a plain key in the first column, then a colon.
 _FIELD_LINE = re.compile(r"^([A-Za-z_][\w-]*):(?:\s|$)")
+#: A day as ISO 8601 writes it; only a full day is written as a YAML date (a month or year stays text).
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: A character that can start an anchor or an alias; only then is the text scanned for them.
+_ANCHOR_OR_ALIAS = re.compile(r"[&*]")
 
 
 class _Dumper(yaml.SafeDumper):
@@ -49,9 +57,15 @@ def _dump(document: dict[str, Any], flow_lists: bool = False) -> str:
                      default_flow_style=None if flow_lists else False)
 
 
-def _runs(text: str) -> dict[str, str] | None:
-    """Each top-level field's lines (comments and blank lines go with the field before them); None when the text
-    is not laid out as one block mapping of plain keys."""
+def _runs(text: str) -> tuple[str, dict[str, tuple[str, str]]] | None:
+    """The lines before the first field (comments), and each top-level field's lines split into its value and the
+    comment and blank lines after it (which belong to what follows); None when the text is not laid out as one
+    block mapping of plain keys, or names anchors or aliases (a kept line could name an anchor a rewritten one held).
+    """
+    if _ANCHOR_OR_ALIAS.search(text) and any(isinstance(token, (yaml.AnchorToken, yaml.AliasToken))
+                                              for token in yaml.scan(text)):
+        return None
+    head: list[str] = []
     runs: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in text.splitlines(keepends=True):
@@ -63,11 +77,18 @@ def _runs(text: str) -> dict[str, str] | None:
         elif current is None:
             if line.strip() and not line.lstrip().startswith("#"):
                 return None  # a document marker, or content before the first field
+            head.append(line)
         elif line[:1] not in (" ", "\t", "#", "-", "\n", "\r") and line.strip():
             return None  # something else in the first column: not a field of this mapping
         else:
             current.append(line)
-    return {key: "".join(lines) for key, lines in runs.items()}
+    split: dict[str, tuple[str, str]] = {}
+    for key, lines in runs.items():
+        cut = len(lines)
+        while cut > 1 and (not lines[cut - 1].strip() or lines[cut - 1].startswith("#")):
+            cut -= 1  # blank lines and comments in the first column after the value
+        split[key] = ("".join(lines[:cut]), "".join(lines[cut:]))
+    return "".join(head), split
 
 
 def as_stored(value: Any) -> Any:
@@ -88,25 +109,45 @@ def _ordered(document: dict[str, Any]) -> dict[str, Any]:
 
 def incident_yaml(document: dict[str, Any], like: str | None = None) -> str:
     """``document`` as YAML in the layout of ``like`` (the text of the file it replaces): see the module docstring."""
-    previous = as_stored(yaml.safe_load(like)) if like else None
-    runs = _runs(like) if like and isinstance(previous, dict) else None
-    if previous is None or runs is None or set(runs) != set(previous):
+    try:
+        previous = as_stored(yaml.safe_load(like)) if like else None
+    except yaml.YAMLError:
+        previous = None
+    layout = _runs(like) if like and isinstance(previous, dict) else None
+    if previous is None or layout is None or set(layout[1]) != set(previous):
         return _dump(_ordered(document))
+    head, runs = layout
+    newline = "\r\n" if "\r\n" in (like or "") else "\n"
     defaults = {name: getattr(field.default, "value", field.default)
                 for name, field in Incident.model_fields.items() if not field.is_required()}
     document = {key: value for key, value in document.items()
                 if key in previous or key not in defaults or defaults[key] != as_stored(value)}
-    parts = []
-    for key, run in runs.items():
-        if key not in document:
-            continue
-        if previous[key] == as_stored(document[key]):
-            parts.append(run if run.endswith("\n") else run + "\n")
-        else:
-            blank = run[len(run.rstrip("\n")) + 1:] if run.endswith("\n\n") else ""  # the blank lines after it stay
-            parts.append(_dump({key: document[key]}, flow_lists=run.startswith(f"{key}: [")) + blank)
-    added = {key: value for key, value in _ordered(document).items() if key not in runs}
+    parts = [head]
+    for key, (value, after) in runs.items():
+        if key in document and previous[key] == as_stored(document[key]):
+            parts.append(value if value.endswith("\n") else value + newline)
+        elif key in document:
+            written = _dump({key: _as_date(key, document[key])}, flow_lists=value.startswith(f"{key}: ["))
+            parts.append(written.replace("\n", newline))
+        parts.append(after)  # the comments and blank lines after a field stay, whatever became of it
+    added = {key: _as_date(key, value) for key, value in _ordered(document).items() if key not in runs}
     if added:
-        parts.append(_dump(added))
+        if parts[-1] and not parts[-1].endswith("\n"):
+            parts.append(newline)
+        parts.append(_dump(added).replace("\n", newline))
     text = "".join(parts)
-    return text if as_stored(yaml.safe_load(text)) == as_stored(document) else _dump(_ordered(document))
+    try:
+        same = as_stored(yaml.safe_load(text)) == as_stored(document)
+    except yaml.YAMLError:
+        same = False
+    return text if same else _dump(_ordered(document))
+
+
+def _as_date(key: str, value: Any) -> Any:
+    """The incident's ``date`` written as YAML writes a day (unquoted ``2024-06-25``), as the library's files do."""
+    if key == "date" and isinstance(value, str) and _ISO_DAY.fullmatch(value):
+        try:
+            return datetime.date.fromisoformat(value)
+        except ValueError:
+            return value
+    return value

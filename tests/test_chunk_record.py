@@ -50,3 +50,14 @@ def test_a_paragraph_without_sentence_ends_is_cut_between_words() -> None:
     assert " ".join(pieces).replace(" ", "") == body.replace(" ", "")  # nothing lost, nothing repeated
     known = set(words)
     assert all(token in known or set(token) == {"x"} for piece in pieces for token in piece.split())  # words whole
+
+
+def test_no_chunk_is_longer_than_the_limit_when_pieces_meet_at_it() -> None:
+    """Two sentences whose lengths add up to the limit exactly do not fit once the space between them is counted."""
+    data = Library.open().data
+    incident = next(iter(data.incidents.values()))
+    half = MAX_CHUNK_CHARS // 2 - 1
+    for body in ("a" * half + ". " + "b" * half + ".", " ".join(["word"] * 2000)):
+        long = incident.model_copy(update={"body": incident.body.model_copy(update={"en": body})})
+        pieces = [c.text for c in incident_chunks(long, data.vocab) if c.kind == "body" and c.lang == "en"]
+        assert max(len(piece) for piece in pieces) <= MAX_CHUNK_CHARS, [len(piece) for piece in pieces]

@@ -60,3 +60,26 @@ def test_a_file_laid_out_otherwise_is_written_whole_and_still_loads_as_the_docum
     document = {"id": "IL-0999", "org": "meta", "title": {"en": "New"}}
     written = incident_yaml(document, like=text)
     assert yaml.safe_load(written) == document and not written.startswith("---")
+
+
+def test_comments_line_endings_and_days_survive_a_change() -> None:
+    text = ("# Source: internal postmortem, reviewed\n"
+            "id: IL-0999\norg: meta  # owner\n\n# TODO: confirm the title\n"
+            "date: 2024-06-25\ntitle: {en: Old}\n")
+    document = {"id": "IL-0999", "org": "acme", "date": "2024-06-26", "title": {"en": "Old"}}
+    written = incident_yaml(document, like=text)
+    assert written.startswith("# Source: internal postmortem, reviewed\nid: IL-0999\norg: acme\n\n# TODO: confirm")
+    assert "date: 2024-06-26\n" in written  # a day stays a YAML date, not quoted text
+    assert yaml.safe_load(written)["date"].isoformat() == "2024-06-26"
+    windows = text.replace("\n", "\r\n")
+    written = incident_yaml(document, like=windows)
+    assert "\n" not in written.replace("\r\n", "")  # no bare line feed among the file's CRLF
+    assert "org: acme\r\n\r\n# TODO: confirm the title\r\n" in written
+
+
+def test_anchors_are_never_left_dangling() -> None:
+    """A kept line naming an anchor that a rewritten field held would not load: such a file is written whole."""
+    text = "id: IL-0999\norg: meta\ntitle: &t {en: Old}\nsummary: *t\n"
+    document = {"id": "IL-0999", "org": "meta", "title": {"en": "New"}, "summary": {"en": "Old"}}
+    written = incident_yaml(document, like=text)
+    assert yaml.safe_load(written) == document

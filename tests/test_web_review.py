@@ -234,3 +234,20 @@ def test_a_draft_another_reviewer_published_meanwhile_is_said_to_be_published(cl
     assert late.status_code == 412 and "Another reviewer has just published this draft" in late.text
     assert "changed since you loaded the page" not in late.text
     assert [e.action for e in lib.history(draft_id).items].count("publish") == 1
+
+
+def test_a_concept_decision_on_a_stale_page_changes_nothing(client: TestClient, lib: Library) -> None:
+    draft_id = filed(lib, edit=False)
+    csrf = signed_in(client, lib.create_token("ann", "editor").token)
+    page = client.get("/ui/review", params={"lang": "en"}).text
+    form = page[page.index(f'action="/ui/review/{draft_id}/concepts/hbm/accept"'):]
+    shown = re.search(r'name="etag" value="([^"]+)"', form[: form.index("</form>")])
+    assert shown, "the accept form carries the ETag the page showed"
+    lib.update_incident(draft_id, EDIT, lib.record(draft_id).etag, actor="bob")  # bob edits after the page loaded
+    stale = client.post(f"/ui/review/{draft_id}/concepts/hbm/accept",
+                        data={"csrf": csrf, "lang": "en", "etag": html.unescape(shown.group(1))})
+    assert stale.status_code == 412 and "no concept was accepted or rejected" in stale.text
+    assert "hbm" not in lib.record(draft_id).record.get("components", [])
+    done = client.post(f"/ui/review/{draft_id}/concepts/hbm/accept",
+                       data={"csrf": csrf, "lang": "en", "etag": lib.record(draft_id).etag})
+    assert done.status_code == 303 and lib.record(draft_id).record["components"] == ["hbm"]

@@ -246,7 +246,7 @@ def _split_long(text: str) -> list[str]:
     parts, current = [], ""
     for sentence in re.split(r"(?<=[.!?다,])\s+", text):
         for piece in _words_within(sentence):
-            if current and len(current) + len(piece) > MAX_CHUNK_CHARS:
+            if current and len(current) + 1 + len(piece) > MAX_CHUNK_CHARS:  # 1: the space that would join them
                 parts.append(current)
                 current = piece
             else:
