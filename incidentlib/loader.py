@@ -9,11 +9,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -134,8 +135,13 @@ def _check_library(root: Path, cache_dir: Path | None) -> tuple[LibraryData | No
     sharer.share(concepts)
     vocab = Vocabulary(concepts)
     _check_vocab_links(root, vocab, problems)
-    incidents = _load_incidents(root, problems, files, sharer)
-    _check_incident_links(root, incidents, vocab, problems)
+    misshapen: list[tuple[str, dict[str, Any], set[str]]] = []
+    incidents = _load_incidents(root, problems, files, sharer, misshapen)
+    # a record of the wrong shape is still there: links to it are not "unknown", and its own references are checked
+    present = set(incidents) | {doc["id"] for _, doc, _ in misshapen if isinstance(doc.get("id"), str)}
+    _check_incident_links(root, incidents, vocab, problems, present)
+    for file, doc, reported in misshapen:
+        problems.extend(_raw_reference_problems(file, doc, present, vocab, reported))
     digest = files.content_hash()  # the bytes just parsed, not a second read that could see a newer file
     files.save()
     key = snapshot_key(files.key) if cache_dir is not None and files.key is not None else None
@@ -287,7 +293,9 @@ def _check_vocab_links(root: Path, vocab: Vocabulary, problems: list[Problem]) -
             problems.append(Problem(file=file, field="broader", message="broader links form a cycle"))
 
 
-def _load_incidents(root: Path, problems: list[Problem], files: DataFiles, sharer: FieldSetSharer) -> dict[str, Incident]:
+def _load_incidents(root: Path, problems: list[Problem], files: DataFiles, sharer: FieldSetSharer,
+                    misshapen: list[tuple[str, dict[str, Any], set[str]]] | None = None) -> dict[str, Incident]:
+    """The valid incidents; a document of the wrong shape goes to ``misshapen`` with the fields already reported."""
     incidents: dict[str, Incident] = {}
     where: dict[str, str] = {}
     folder = root / INCIDENTS_DIR
@@ -310,7 +318,10 @@ def _load_incidents(root: Path, problems: list[Problem], files: DataFiles, share
         try:
             incident = Incident.model_validate(doc)
         except ValidationError as exc:
-            problems.extend(_pydantic_problems(file, exc))
+            shape = _pydantic_problems(file, exc)
+            problems.extend(shape)
+            if misshapen is not None:
+                misshapen.append((file, doc, _reported_fields(shape)))
             continue
         sharer.share((incident,))
         if path.stem != incident.id:
@@ -323,27 +334,24 @@ def _load_incidents(root: Path, problems: list[Problem], files: DataFiles, share
     return dict(sorted(incidents.items()))
 
 
-def _check_incident_links(root: Path, incidents: dict[str, Incident], vocab: Vocabulary, problems: list[Problem]) -> None:
+def _check_incident_links(root: Path, incidents: dict[str, Incident], vocab: Vocabulary, problems: list[Problem],
+                          present: Collection[str] | None = None) -> None:
     for incident in incidents.values():
         check_texts(f"{INCIDENTS_DIR}/{incident.id}.yaml", incident, problems)
-        check_references(f"{INCIDENTS_DIR}/{incident.id}.yaml", incident, incidents, vocab, problems)
+        check_references(f"{INCIDENTS_DIR}/{incident.id}.yaml", incident, incidents if present is None else present,
+                         vocab, problems)
+
+
+def _reported_fields(shape: list[Problem]) -> set[str]:
+    """The top-level fields that shape problems name (``components[1]`` names ``components``)."""
+    return {re.split(r"[.\[]", problem.field, maxsplit=1)[0] for problem in shape if problem.field}
 
 
 def check_references(file: str, incident: Incident, incident_ids: Collection[str], vocab: Vocabulary,
                      problems: list[Problem]) -> None:
     """Append to ``problems`` every concept or related-incident reference of ``incident`` that does not resolve."""
     for field, kind in REFERENCE_FIELDS.items():
-        value = getattr(incident, field)
-        values = [value] if isinstance(value, str) else value
-        for index, concept_id in enumerate(values):
-            concept = vocab.get(concept_id)
-            label = field if isinstance(value, str) else f"{field}[{index}]"
-            if concept is None:
-                problems.append(Problem(file=file, field=label, message=f"unknown {kind.value} {concept_id!r}{_did_you_mean(vocab.suggest(concept_id, kind))}"))
-            elif concept.kind != kind:
-                problems.append(Problem(file=file, field=label, message=f"{concept_id!r} is a {concept.kind.value}, not a {kind.value}"))
-        if not isinstance(value, str) and len(set(values)) != len(values):
-            problems.append(Problem(file=file, field=field, message="lists the same id twice"))
+        _check_concept_ids(file, field, getattr(incident, field), kind, vocab, problems)
     for index, suggestion in enumerate(incident.suggestions):
         concept = vocab.get(suggestion.concept)
         if concept is None or concept.kind != suggestion.kind:
@@ -361,14 +369,50 @@ def check_references(file: str, incident: Incident, incident_ids: Collection[str
             problems.append(Problem(file=file, field=f"related[{index}].id", message="an incident cannot relate to itself"))
 
 
+def _check_concept_ids(file: str, field: str, value: str | list[str], kind: ConceptKind, vocab: Vocabulary,
+                       problems: list[Problem]) -> None:
+    values = [value] if isinstance(value, str) else value
+    for index, concept_id in enumerate(values):
+        concept = vocab.get(concept_id)
+        label = field if isinstance(value, str) else f"{field}[{index}]"
+        if concept is None:
+            problems.append(Problem(file=file, field=label, message=f"unknown {kind.value} {concept_id!r}{_did_you_mean(vocab.suggest(concept_id, kind))}"))
+        elif concept.kind != kind:
+            problems.append(Problem(file=file, field=label, message=f"{concept_id!r} is a {concept.kind.value}, not a {kind.value}"))
+    if not isinstance(value, str) and len(set(values)) != len(values):
+        problems.append(Problem(file=file, field=field, message="lists the same id twice"))
+
+
+def _raw_reference_problems(file: str, doc: dict[str, Any], incident_ids: Collection[str], vocab: Vocabulary,
+                            reported: set[str]) -> list[Problem]:
+    """The reference problems of a document whose shape is wrong elsewhere (a bad date), read from its raw fields,
+    so every problem is named at once; a field whose own shape is wrong is left to the shape's message."""
+    problems: list[Problem] = []
+    for field, kind in REFERENCE_FIELDS.items():
+        value = doc.get(field)
+        if field in reported or value is None:
+            continue
+        if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            _check_concept_ids(file, field, value, kind, vocab, problems)
+    related = doc.get("related")
+    if "related" not in reported and isinstance(related, list):
+        for index, link in enumerate(related):
+            target = link.get("id") if isinstance(link, dict) else None
+            if isinstance(target, str) and target not in incident_ids:
+                problems.append(Problem(file=file, field=f"related[{index}].id", message=f"unknown incident {target!r}{_did_you_mean(difflib.get_close_matches(target, list(incident_ids), n=3, cutoff=0.5))}"))
+    return problems
+
+
 def check_incident(file: str, doc: object, incident_ids: Collection[str], vocab: Vocabulary) -> tuple[Incident | None, list[Problem]]:
-    """Validate one incident document by the rules of ``incidentlib validate`` (shape, then references)."""
+    """Validate one incident document by the rules of ``incidentlib validate`` (shape, then references; the
+    references are checked from the raw fields when the shape is wrong, so every problem is named at once)."""
     if not isinstance(doc, dict):
         return None, [Problem(file=file, message="expected a mapping of incident fields")]
     try:
         incident = Incident.model_validate(doc)
     except ValidationError as exc:
-        return None, _pydantic_problems(file, exc)
+        shape = _pydantic_problems(file, exc)
+        return None, shape + _raw_reference_problems(file, doc, incident_ids, vocab, _reported_fields(shape))
     problems: list[Problem] = []
     check_texts(file, incident, problems)
     check_references(file, incident, incident_ids, vocab, problems)

@@ -148,3 +148,15 @@ def test_missing_directory(tmp_path: Path) -> None:
     _, found = check_library(export)
     assert found and found[0].message.startswith("a file, not a library directory")
     assert "incidentlib import FILE --into DIR" in found[0].message
+
+
+def test_a_wrong_shape_does_not_hide_the_wrong_references(library_copy: Path) -> None:
+    """A bad date used to stop the check there: the unknown organisation and component came only once it was fixed,
+    and every record linking to the misshapen one was said to link to an unknown incident."""
+    edit(library_copy / "incidents" / "IL-0025.yaml", date="2026-02-30", org="awz", components=["gpuu"])
+    found = problems_of(library_copy)
+    assert any("IL-0025.yaml: date: date '2026-02-30' is not a real calendar date" in p for p in found)
+    assert any("IL-0025.yaml: org: unknown organization 'awz' (did you mean 'aws'" in p for p in found)
+    assert any("IL-0025.yaml: components[0]: unknown component 'gpuu'" in p for p in found)
+    assert not any("unknown incident 'IL-0025'" in p for p in found)  # it is there, only misshapen
+    assert len(found) == 3, found
