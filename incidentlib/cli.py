@@ -321,8 +321,10 @@ def show(
     if as_json:
         emit_json(detail)
         return
-    out.print(f"[bold]{detail.id}[/bold] {escape(detail.org.label)} · {detail.date or 'date unknown'}" + (f" · {detail.severity}" if detail.severity else ""))
-    out.print(f"[bold]{escape(detail.title)}[/bold]")
+    unknown = "날짜 미상" if lang.value == "ko" else "date unknown"
+    out.print(f"[bold]{detail.id}[/bold] {escape(detail.org.label)} · {detail.date or unknown}" + (f" · {detail.severity}" if detail.severity else ""))
+    draft = escape(f" {DRAFT_MARK}") if detail.status == "draft" else ""  # not published yet: said, as search says it
+    out.print(f"[bold]{escape(detail.title)}[/bold]{draft}")
     out.print(escape(detail.summary) + "\n")
     out.print(escape(detail.body) + "\n")
     for name, refs in (("components", detail.components), ("causes", detail.causes), ("symptoms", detail.symptoms)):

@@ -317,7 +317,7 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
                       "fields as in the YAML library: org, title {en, ko}, summary, body, sources [{url, title}], and "
                       "optionally date, components, causes, symptoms, signals. Invalid fields are named in the error.")
     def create_draft(
-        record: Annotated[dict[str, Any], Field(description="Incident fields; the id is assigned.")],
+        record: Annotated[dict[str, Any], Field(description="Incident fields; the next free id is assigned unless the record names a free one (`id`).")],
         token: Annotated[str | None, Field(description="An editor API token (required over HTTP).")] = None,
     ) -> Annotated[CallToolResult, StoredRecord]:
         actor = "mcp:local" if local_writes and token is None else library.authorize(token, "editor")

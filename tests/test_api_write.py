@@ -52,6 +52,7 @@ def test_roles_etags_and_named_fields(lib: Library) -> None:
     assert stale.status_code == 412
     bad = client.post(f"/incidents/{new_id}/publish", headers=bearer(editor))
     assert bad.status_code == 422 and {"date", "components"} <= {p["field"] for p in bad.json()["problems"]}
+    assert bad.json()["detail"] and all(d["loc"] == ["path", "incident_id"] for d in bad.json()["detail"])  # the record, not a query
     assert client.post(f"/incidents/{new_id}/links", json={"target": "IL-0001", "reason": {"en": "same tier"}},
                        headers=bearer(editor)).status_code == 200
     assert client.delete(f"/incidents/{new_id}/links/IL-0001", headers=bearer(editor)).status_code == 200

@@ -277,6 +277,9 @@ def test_write_commands_say_what_is_wrong_with_their_input(tmp_path: Path, data_
     assert result.exit_code == 1 and "the server at http://127.0.0.1:9 did not answer" in said(result)
 
     filed = Library.open(root).create_draft(yaml.safe_load(fields))
+    shown = runner.invoke(app, ["show", filed.id, "--lang", "ko", *common])  # a draft with no date, in Korean
+    assert shown.exit_code == 0 and f"{filed.id}" in shown.output and "날짜 미상" in shown.output
+    assert "Checkpoint stalls [draft]" in " ".join(shown.output.split())
     folder = tmp_path / "my editors"  # a space in the editor's path, quoted in $EDITOR as a shell would
     folder.mkdir()
     renumber = folder / "renumber.py"
