@@ -131,7 +131,7 @@ def _locations(request: Request, exc: IncidentlibError) -> list[Loc]:
     if request.method in BODY_METHODS and json_body:
         return [_body_location(request, name, exc.path if name == exc.parameter else ()) for name in parameters]
     # a problem that names no parameter is about the record the path names (a draft refused by the published rules)
-    unnamed = ["path", "incident_id"] if "incident_id" in request.path_params else ["query"]
+    unnamed: Loc = ["path", "incident_id"] if "incident_id" in request.path_params else ["query"]
     return [["query", QUERY_NAMES.get(name, name)] if name else unnamed for name in parameters]
 
 
