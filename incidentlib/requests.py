@@ -218,12 +218,15 @@ MCP_CLUSTER_MEMBERS = 50
 
 
 def check_query(query: str, limit: int = MAX_QUERY_CHARS, name: str = "query") -> str:
-    """The stripped query; :class:`QueryError` naming the argument ``name`` when it is empty or longer than
+    """The stripped query; :class:`QueryError` naming the argument ``name`` when it is empty, holds no letter or
+    digit in any script, or is longer than
     ``limit`` characters (:data:`MAX_QUERY_CHARS`, or :data:`MAX_SIMILAR_TEXT_CHARS` for the text given to
     ``similar``)."""
     text = (query or "").strip()
     if not text:
         raise QueryError(f"{name} is empty", parameter=name)
+    if not any(char.isalnum() for char in text):  # "!!!", an emoji, a zero-width space: nothing to match, only noise
+        raise QueryError(f"{name} holds no letter or digit to search for", parameter=name)
     if len(text) > limit:
         raise QueryError(f"{name} is {len(text)} characters; the limit is {limit}", parameter=name)
     return text

@@ -50,6 +50,10 @@ def test_422s_say_where_the_request_carried_the_bad_value(client: TestClient) ->
     empty = client.get("/search", params={"q": "   "})
     assert _locs(empty) == [["query", "q"]] and empty.json()["detail"][0]["msg"] == "query is empty"
     assert _locs(client.get("/rag/context", params={"q": " "})) == [["query", "q"]]
+    for noise in ("!!!", "\U0001f600", "\u200b", "\x00", "\ufffd\ufffd"):  # nothing to match: said, not ranked
+        refused = client.get("/search", params={"q": noise})
+        assert refused.status_code == 422 and refused.json()["detail"][0]["msg"] == "query holds no letter or digit to search for"
+    assert client.get("/search", params={"q": "403"}).status_code == 200  # a number is something to search for
     # a query-string filter stays a query parameter
     assert _locs(client.get("/search", params={"q": "dns", "cause": "nope"})) == [["query", "cause"]]
 

@@ -129,6 +129,14 @@ def test_lexical_search_matches_korean_particles_and_error_tokens(small: Path, t
     assert "_allgather_base" in pasted.results[0].why.matched_terms
 
 
+def test_an_organisation_named_in_korean_finds_records_that_write_it_in_english(small: Path, tmp_path: Path) -> None:
+    """IL-0025 writes "Imbue" in both languages; the organisation's Korean label (임뷰) is in its concepts passage."""
+    library = use_library(small, tmp_path / "cache")
+    assert "임뷰" not in library.get("IL-0025").body.ko
+    found = library.search("임뷰의 사례", k=3, mode="lexical")
+    assert found.results and found.results[0].id == "IL-0025" and found.results[0].why.chunk.kind == "concepts"
+
+
 @pytest.mark.slow
 def test_filters_apply_before_ranking(small: Path, tmp_path: Path) -> None:
     library = use_library(small, tmp_path / "cache")

@@ -5,7 +5,7 @@ Per incident and per language present:
 - ``title``: title and summary together;
 - ``body``: each paragraph of the narrative;
 - ``detail``: detection, mitigation and lessons;
-- ``concepts``: the labels and aliases of its components, causes and symptoms
+- ``concepts``: the labels and aliases of its organisation, components, causes and symptoms
   (so a Korean query can meet an English-only incident through the vocabulary);
 
 and one ``signal`` chunk per verbatim error string (language ``raw``).
@@ -306,7 +306,8 @@ def incident_chunks(incident: Incident, vocab: Vocabulary) -> list[Chunk]:
         ]
         add("detail", lang, " ".join(d for d in detail if d))
         names: list[str] = []
-        for concept_id in [*incident.components, *incident.causes, *incident.symptoms]:
+        # the organisation first: its name in this language (클라우드플레어) meets records that write it in the other
+        for concept_id in [incident.org, *incident.components, *incident.causes, *incident.symptoms]:
             concept = vocab.get(concept_id)
             if concept is not None:
                 names.append(concept.label.get(lang))
