@@ -47,7 +47,7 @@ def run(tree: Path, args: list[str], env: dict[str, str]) -> tuple[subprocess.Co
     """The command, its wall seconds and the peak RSS (GB) of this child (``ru_maxrss`` of the children so far is
     a running maximum, so each measured command runs in its own short-lived wrapper process)."""
     wrapper = ("import resource, subprocess, sys, json; p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
-               "say(json.dumps({'rc': p.returncode, 'out': p.stdout, 'err': p.stderr, "
+               "print(json.dumps({'rc': p.returncode, 'out': p.stdout, 'err': p.stderr, "
                "'rss': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))")
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", wrapper, sys.executable, "-m", "incidentlib", *args],

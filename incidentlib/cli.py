@@ -356,15 +356,8 @@ def _print_related(items: list[RelatedItem], lang: str) -> None:
     cause_word, shared_word = ("같은 원인", "공통") if lang == "ko" else ("same cause", "shared")
     out.print(f"[dim]related ({cause_word} · {shared_word} …):[/dim]")
     for item in items:
-        components = [_concept_label(c) for c in item.shared_concepts if c.kind == "component"]
-        causes = [_concept_label(c) for c in item.shared_concepts if c.kind == "cause"]
-        parts = []
-        if causes:
-            parts.append(f"{cause_word} {', '.join(causes)}")
-        if components:
-            parts.append(f"{shared_word} {', '.join(components)}")
         mark = " ✎" if item.curated_reason else ""
-        out.print(f"  {item.id} [{item.score:.2f}]{mark} {escape(item.title)} — {escape(' · '.join(parts) or item.curated_reason or '')}")
+        out.print(f"  {item.id} [{item.score:.2f}]{mark} {escape(item.title)} — {escape(item.shared_phrase(lang) or item.curated_reason or '')}")
 
 
 @app.command()

@@ -234,8 +234,8 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
         limit: Annotated[int, Field(ge=1, le=MAX_AGENT_K)] = 10, lang: LangArg = "en",
     ) -> Annotated[CallToolResult, RelatedList]:
         items = library.related(incident_id, lang=lang, limit=limit)
-        label = "같은 원인 · 공통" if lang == "ko" else "same cause · shared"
-        lines = [f"Related to {incident_id.upper()}:"] + [f"{r.id} — {r.title} ({label} {', '.join(r.shared)}; score {r.score:.2f})" for r in items]
+        lines = [f"Related to {incident_id.upper()}:"] + [
+            f"{r.id} — {r.title} ({r.shared_phrase(lang) or r.curated_reason or ''}; score {r.score:.2f})" for r in items]
         return _result("\n".join(lines), RelatedList(incident_id=incident_id.upper(), items=items))
 
     @tool(description="A topic page for a component, cause, symptom, tag or organization (id or label, either "

@@ -120,6 +120,18 @@ class RelatedItem(View):
     score: float
     curated_reason: str | None = Field(default=None, description="Why a curator linked the two, when they did.")
 
+    def shared_phrase(self, lang: str) -> str:
+        """The seed's form, ``같은 원인 X · 공통 Y`` (``same cause X · shared Y``): the shared causes, then the shared
+        components, an inferred one marked; empty when the two share neither.  The CLI, MCP and the web page say it
+        so."""
+        cause_word, shared_word, mark = ("같은 원인", "공통", "추론") if lang == "ko" else ("same cause", "shared", "inferred")
+
+        def labels(kind: str) -> str:
+            return ", ".join(f"{c.label} ({mark})" if c.inferred else c.label for c in self.shared_concepts if c.kind == kind)
+
+        causes, parts = labels("cause"), labels("component")
+        return " · ".join([*([f"{cause_word} {causes}"] if causes else []), *([f"{shared_word} {parts}"] if parts else [])])
+
 
 class IncidentDetail(View):
     id: str

@@ -95,11 +95,10 @@ def test_incident_page_shows_related_in_the_seed_form(client: TestClient, search
     assert any(c.kind == "cause" for item in related[:4] for c in item.shared_concepts)  # the cause part is exercised
     for item in related[:4]:
         assert item.id in text
-        causes = [c.marked_label().replace("(inferred)", "(추론)") for c in item.shared_concepts if c.kind == "cause"]
-        parts = [c.marked_label().replace("(inferred)", "(추론)") for c in item.shared_concepts if c.kind == "component"]
-        said = " · ".join([*([f"같은 원인 {', '.join(causes)}"] if causes else []), *([f"공통 {', '.join(parts)}"] if parts else [])])
+        said = item.shared_phrase("ko")
         if said:  # the seed's form: the shared causes, then the shared components, inferred ones marked
             assert f'<span class="shared">{html.escape(said, quote=False)}</span>' in text, said
+            assert said.startswith(("같은 원인 ", "공통 ")) and "(inferred)" not in said
     assert text.count('data-node="') >= 5  # the neighbourhood graph has nodes
     assert 'href="/ui/topics/nccl?lang=ko"' in text
 
@@ -249,3 +248,15 @@ def test_shared_concepts_are_marked_broader_and_inferred_in_both_languages(clien
         html = templates.get_template("_results.html").render(t=texts(lang), lang=lang, q="", results=[result],
                                                               incident_href=INCIDENT_HREF, hide_count=True)
         assert f"Software bug <small>{mark}</small></a>" in html and ">NCCL</a>" in html
+
+
+def test_the_shared_phrase_names_causes_then_components_and_marks_inferred_ones() -> None:
+    from incidentlib.views import ConceptRef, RelatedItem
+
+    item = RelatedItem(id="IL-0002", title="t", org="meta", date=None, shared=[], score=1.0, shared_concepts=[
+        ConceptRef(id="nccl", kind="component", label="NCCL"),
+        ConceptRef(id="firmware-bug", kind="cause", label="firmware bug", inferred=True),
+        ConceptRef(id="infiniband-fabric", kind="component", label="InfiniBand fabric")])
+    assert item.shared_phrase("en") == "same cause firmware bug (inferred) · shared NCCL, InfiniBand fabric"
+    assert item.shared_phrase("ko") == "같은 원인 firmware bug (추론) · 공통 NCCL, InfiniBand fabric"
+    assert item.model_copy(update={"shared_concepts": []}).shared_phrase("en") == ""

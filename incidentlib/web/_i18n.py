@@ -98,8 +98,6 @@ _TEXT: dict[str, tuple[str, str]] = {
     "symptoms": ("Symptoms", "증상"),
     "tags": ("Tags", "태그"),
     "related": ("Related incidents", "관련 사례"),
-    "same_cause": ("Same cause", "같은 원인"),  # the seed's "같은 원인 · 공통 X": the causes, then the shared components
-    "shared_parts": ("shared", "공통"),
     "curated": ("curated link", "큐레이터 연결"),
     "graph": ("Neighbourhood graph", "이웃 그래프"),
     "graph_help": ("Drag to pan, scroll or use + and − to zoom, click a node to open it.",
