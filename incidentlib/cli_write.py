@@ -152,6 +152,26 @@ def _edit_patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
     return patch
 
 
+#: Each change of a record's state: the HTTP request that makes it, and the word the CLI says when it is done.
+_STATE_CHANGES: dict[str, tuple[str, str, str]] = {
+    "publish": ("POST", "/incidents/{id}/publish", "published"),
+    "reject": ("POST", "/incidents/{id}/reject", "rejected"),
+    "delete": ("DELETE", "/incidents/{id}", "deleted"),
+    "restore": ("POST", "/incidents/{id}/restore", "restored"),
+}
+
+
+def _change_state(incident_id: str, change: str, data: Path | None, server: str | None, token: str | None,
+                  actor: str | None, as_json: bool) -> None:
+    """``change`` (publish, reject, delete, restore) through a running service or on the library directly."""
+    method, path, done = _STATE_CHANGES[change]
+    if server:
+        record = StoredRecord.model_validate(Remote(server, token).call(method, path.format(id=incident_id)))
+    else:
+        record = getattr(Library.open(data), change)(incident_id, actor=_actor(actor))
+    _print_record(record, done, as_json)
+
+
 def register(app: typer.Typer) -> None:
     """Add the write commands to ``app``."""
     token_app = typer.Typer(help="Create, list and revoke API tokens (stored as salted hashes).", no_args_is_help=True)
@@ -229,22 +249,14 @@ def register(app: typer.Typer) -> None:
                 data: DataOpt = None, server: ServerOpt = None, token: TokenOpt = None, actor: ActorOpt = None,
                 as_json: JsonOpt = False) -> None:
         """Publish a draft; every field the published rules still miss is named."""
-        if server:
-            record = StoredRecord.model_validate(Remote(server, token).call("POST", f"/incidents/{incident_id}/publish"))
-        else:
-            record = Library.open(data).publish(incident_id, actor=_actor(actor))
-        _print_record(record, "published", as_json)
+        _change_state(incident_id, "publish", data, server, token, actor, as_json)
 
     @app.command()
     def reject(incident_id: Annotated[str, typer.Argument(help="The draft to reject.")],
                data: DataOpt = None, server: ServerOpt = None, token: TokenOpt = None, actor: ActorOpt = None,
                as_json: JsonOpt = False) -> None:
         """Reject a draft (it leaves the library; `incidentlib restore` brings it back)."""
-        if server:
-            record = StoredRecord.model_validate(Remote(server, token).call("POST", f"/incidents/{incident_id}/reject"))
-        else:
-            record = Library.open(data).reject(incident_id, actor=_actor(actor))
-        _print_record(record, "rejected", as_json)
+        _change_state(incident_id, "reject", data, server, token, actor, as_json)
 
     @app.command()
     def delete(incident_id: Annotated[str, typer.Argument(help="The incident to delete.")],
@@ -252,22 +264,14 @@ def register(app: typer.Typer) -> None:
                as_json: JsonOpt = False) -> None:
         """Delete an incident (soft: it leaves every view; `incidentlib restore` brings it back). Refused while
         other incidents link to it."""
-        if server:
-            record = StoredRecord.model_validate(Remote(server, token).call("DELETE", f"/incidents/{incident_id}"))
-        else:
-            record = Library.open(data).delete(incident_id, actor=_actor(actor))
-        _print_record(record, "deleted", as_json)
+        _change_state(incident_id, "delete", data, server, token, actor, as_json)
 
     @app.command()
     def restore(incident_id: Annotated[str, typer.Argument(help="The deleted or rejected incident.")],
                 data: DataOpt = None, server: ServerOpt = None, token: TokenOpt = None, actor: ActorOpt = None,
                 as_json: JsonOpt = False) -> None:
         """Bring back a deleted incident or a rejected draft (until `incidentlib export-yaml` has written it away)."""
-        if server:
-            record = StoredRecord.model_validate(Remote(server, token).call("POST", f"/incidents/{incident_id}/restore"))
-        else:
-            record = Library.open(data).restore(incident_id, actor=_actor(actor))
-        _print_record(record, "restored", as_json)
+        _change_state(incident_id, "restore", data, server, token, actor, as_json)
 
     @app.command()
     def history(incident_id: Annotated[Optional[str], typer.Argument(help="One incident (all changes with --prov).")] = None,

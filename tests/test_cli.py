@@ -308,3 +308,5 @@ def test_write_commands_say_what_is_wrong_with_their_input(tmp_path: Path, data_
     restored = runner.invoke(app, ["restore", filed.id, *common])
     assert restored.exit_code == 0 and f"restored {filed.id} (draft)" in said(restored)
     assert Library.open(root).get(filed.id).id == filed.id
+    refused = runner.invoke(app, ["publish", filed.id, *common])  # no Korean text, date or component yet
+    assert refused.exit_code == 2 and "date" in said(refused) and "components" in said(refused)
