@@ -26,6 +26,7 @@ from .requests import (
     MAX_AGENT_K,
     MAX_AGENT_LIMIT,
     MAX_QUERY_CHARS,
+    MAX_RAG_K,
     MAX_SIMILAR_TEXT_CHARS,
     MCP_CLUSTER_MEMBERS,
     ClusterMethodName,
@@ -42,6 +43,7 @@ from .views import (
     Diagnosis,
     IncidentDetail,
     IncidentPage,
+    RagPassage,
     RelatedItem,
     SearchResponse,
     SeriesDiagnosis,
@@ -52,9 +54,15 @@ from .views import (
 INSTRUCTIONS = """incidentlib: real, publicly documented infrastructure incidents (GPU/AI training clusters,
 GPU clouds, inference services, cloud/CDN/DNS outages) in Korean and English.
 Use search_incidents for questions, similar_incidents for a pasted error or log line,
+cited_passages for passages to quote with the incident ids and source URLs to cite them by,
 get_incident for the full record with sources, related_incidents for incidents sharing
 components or causes, get_topic and vocab to explore the controlled vocabulary.
 Cite incident ids (IL-NNNN) and their source URLs."""
+
+
+class PassageList(BaseModel):
+    query: str
+    passages: list[RagPassage]
 
 
 class RelatedList(BaseModel):
@@ -182,6 +190,21 @@ def build_mcp_server(library: Library, local_writes: bool = False) -> MCPServer:
     ) -> Annotated[CallToolResult, SearchResponse]:
         response = library.search(query, k=k, mode=mode, filters=filters, lang=lang)
         return _result(_search_text(response), response)
+
+    @tool(description="Passages to quote in an answer: for a question in Korean or English, the best passage of "
+                             "each matching incident, with its incident id, title and the source URLs to cite.")
+    @with_filter_params(_field)
+    def cited_passages(
+        query: Annotated[str, Field(description="The question, in Korean or English.", min_length=1,
+                                    max_length=MAX_QUERY_CHARS)],
+        k: Annotated[int, Field(description=f"How many passages (1-{MAX_RAG_K}).", ge=1, le=MAX_RAG_K)] = 5,
+        filters: IncidentFilter | None = None, lang: LangArg = "en",
+    ) -> Annotated[CallToolResult, PassageList]:
+        passages = library.rag_context(query, k=k, lang=lang, filters=filters)
+        blocks = [f"[{rank}] {p.incident_id} — {p.title}" + (f" {DRAFT_MARK}" if p.status == "draft" else "")
+                  + f"\nsources: {', '.join(p.source_urls) or 'none recorded'}\n{p.text}" for rank, p in enumerate(passages, 1)]
+        return _result("\n\n".join(blocks) if blocks else f"No passages found for: {query}",
+                       PassageList(query=query, passages=passages))
 
     @tool(description="Find incidents like a pasted error, log line or description, or like a known incident "
                              "id. Combines text similarity with shared components, causes and symptoms.")

@@ -23,7 +23,7 @@ from incidentlib.requests import MAX_QUERY_CHARS, MAX_SIMILAR_TEXT_CHARS
 pytestmark = pytest.mark.slow  # servers, subprocesses and wheel builds
 
 TOOLS = {"search_incidents", "get_incident", "list_incidents", "get_topic", "vocab", "similar_incidents", "related_incidents",
-         "list_clusters", "diagnose", "diagnose_series"}
+         "list_clusters", "diagnose", "diagnose_series", "cited_passages"}
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -103,6 +103,7 @@ def _check_tools(client_factory) -> dict[str, object]:
             results["schemas"] = {tool.name: tool.input_schema for tool in listed.tools}
             calls = {
                 "search_incidents": {"query": "S3 명령 오타 장애", "k": 3},
+                "cited_passages": {"query": "S3 명령 오타 장애", "k": 2, "lang": "ko"},
                 "get_incident": {"incident_id": "IL-0025", "lang": "ko"},
                 "list_incidents": {"component": "nccl", "limit": 5},
                 "get_topic": {"topic": "InfiniBand"},
@@ -135,6 +136,9 @@ def _assert_tool_results(results: dict[str, object]) -> None:
         if name not in ("vocab", "get_topic", "list_clusters"):
             assert "IL-" in text, (name, text)
     assert "IL-0076" in results["search_incidents"].content[0].text  # type: ignore[attr-defined]
+    cited = results["cited_passages"].structured_content["passages"]  # type: ignore[attr-defined]
+    assert cited and cited[0]["incident_id"] == "IL-0076" and cited[0]["source_urls"] and cited[0]["lang"] in ("ko", "raw")
+    assert cited[0]["source_urls"][0] in results["cited_passages"].content[0].text  # type: ignore[attr-defined]
     assert results["get_incident"].structured_content["lang"] == "ko"  # type: ignore[attr-defined]
     related = {item["id"] for item in results["related_incidents"].structured_content["items"]}  # type: ignore[attr-defined]
     assert {"IL-0126", "IL-0133", "IL-0134", "IL-0021"} <= related
