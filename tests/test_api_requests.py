@@ -151,3 +151,13 @@ def test_answers_negotiated_by_accept_language_say_they_vary_with_it(client: Tes
         assert "accept-language" not in explicit.headers.get("vary", "").lower(), path
         assert explicit.json() == korean.json()
     assert "vary" not in client.get("/health").headers
+
+
+def test_accept_language_is_read_by_its_quality_values() -> None:
+    from incidentlib.api.deps import preferred_language
+
+    assert preferred_language("en;q=0.1, ko;q=0.9") == "ko"  # the weight decides, not the order
+    assert preferred_language("ko;q=0, en") == "en" and preferred_language("ko;q=0") == "en"  # q=0 refuses Korean
+    assert preferred_language("ko-KR,ko;q=0.9,en;q=0.5") == "ko" and preferred_language("en-US, ko") == "en"  # ties: order
+    assert preferred_language("fr, de;q=0.5") == "en" and preferred_language(None) == "en"
+    assert preferred_language("ko;q=abc, en;q=0.2") == "en"  # an unreadable weight is no preference

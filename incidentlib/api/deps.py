@@ -79,18 +79,34 @@ def get_lang(
     lang: Annotated[Literal["en", "ko"] | None, Query(description="Language of text fields; default from Accept-Language, then en.")] = None,
     accept_language: Annotated[str | None, Header()] = None,
 ) -> str:
-    """``lang`` if given, else the first of ko/en in ``Accept-Language``, else en (and then the answer varies with
-    that header, even when it is absent: another client's header gets another language)."""
+    """``lang`` if given, else the one of ko/en that ``Accept-Language`` prefers (its quality values, then its order;
+    ``q=0`` refuses a language), else en (and then the answer varies with that header, even when it is absent:
+    another client's header gets another language)."""
     if lang:
         return lang
     setattr(request.state, NEGOTIATED_LANGUAGE, True)
-    for part in (accept_language or "").split(","):
-        tag = part.split(";")[0].strip().lower()
-        if tag.startswith("ko"):
-            return "ko"
-        if tag.startswith("en"):
-            return "en"
-    return "en"
+    return preferred_language(accept_language)
+
+
+def preferred_language(accept_language: str | None) -> str:
+    """ko or en by RFC 9110 §12.5.4: the highest quality wins, ties go to the earlier tag; en when neither is
+    acceptable or the header is absent or unreadable."""
+    best: tuple[float, int, str] | None = None
+    for position, part in enumerate((accept_language or "").split(",")):
+        tag, *params = (piece.strip().lower() for piece in part.split(";"))
+        language = "ko" if tag.startswith("ko") else "en" if tag.startswith("en") else None
+        if language is None:
+            continue
+        quality = 1.0
+        for param in params:
+            if param.startswith("q="):
+                try:
+                    quality = float(param[2:])
+                except ValueError:
+                    quality = 0.0  # an unreadable weight: not a preference
+        if quality > 0 and (best is None or quality > best[0]):
+            best = (quality, position, language)
+    return best[2] if best else "en"
 
 
 def _query_param(param: FilterParam) -> Any:
