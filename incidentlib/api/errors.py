@@ -167,7 +167,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         detail = [
-            {"loc": list(error.get("loc", ())), "msg": error.get("msg", "invalid value"), "type": error.get("type", "value_error")}
+            # a validator's own message, without the "Value error, " pydantic puts before it
+            {"loc": list(error.get("loc", ())), "msg": str(error.get("msg", "invalid value")).removeprefix("Value error, "),
+             "type": error.get("type", "value_error")}
             for error in exc.errors()
         ]
         return JSONResponse(status_code=422, content={"detail": json_safe(detail)})
