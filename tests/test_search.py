@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -135,6 +136,18 @@ def test_an_organisation_named_in_korean_finds_records_that_write_it_in_english(
     assert "임뷰" not in library.get("IL-0025").body.ko
     found = library.search("임뷰의 사례", k=3, mode="lexical")
     assert found.results and found.results[0].id == "IL-0025" and found.results[0].why.chunk.kind == "concepts"
+
+
+def test_a_snippet_follows_lang_when_the_match_is_in_the_other_language(small: Path, tmp_path: Path) -> None:
+    """An English question asked with lang=ko matches English text; the bilingual record's snippet is Korean."""
+    library = use_library(small, tmp_path / "cache")
+    response = library.search("watchdog timeout while training", k=3, mode="lexical", lang="ko")
+    english = [r for r in response.results if r.why.chunk.lang == "en"]
+    assert english  # the match itself is English text
+    for result in english:  # Korean text, or a log line quoted verbatim (the same in either language)
+        signals = [signal.text for signal in library.get(result.id).signals]
+        assert re.search("[\uac00-\ud7a3]", result.snippet) or any(result.snippet.strip("…") in text for text in signals), \
+            result.snippet[:80]
 
 
 @pytest.mark.slow

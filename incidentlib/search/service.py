@@ -131,7 +131,8 @@ class SearchService:
         for concept_id, inferred in evidence.broader.items():
             ref = self.knowledge.concept_ref(concept_id, lang)
             shared.append(ref.model_copy(update={"inferred": inferred, "broader": True}))
-        shown = self.engine.chunks[self._title_chunk(incident.id, lang)].text if chunk.kind == "concepts" else chunk.text
+        in_lang = chunk.kind != "concepts" and chunk.lang in (lang, RAW_LANG)  # else the title and summary in lang
+        shown = chunk.text if in_lang else self.engine.chunks[self._title_chunk(incident.id, lang)].text
         terms = as_written(evidence.terms, chunk.text, incident_text(incident))
         raw = {"dense": round(evidence.dense, 4)}
         if evidence.lexical is not None:
@@ -171,8 +172,13 @@ class SearchService:
         terms = as_written(self.engine.lexical.matched_terms(query, hit.chunk), query, chunk.text)
         own = set(self._concepts(incident.id)) | {incident.org}
         shared = [self.knowledge.concept_ref(m.concept_id, lang) for m in mentions if m.concept_id in own]
-        # a vocabulary match explains *why*, but a list of labels reads badly: show the summary instead
-        shown = self.engine.chunks[self._title_chunk(incident.id, lang)].text if chunk.kind == "concepts" else chunk.text
+        # a vocabulary match explains *why*, but a list of labels reads badly, and text follows lang: a match in a
+        # list of labels or in the other language shows the record's best passage in lang (as a RAG passage)
+        if chunk.kind != "concepts" and chunk.lang in (lang, RAW_LANG):
+            shown = chunk.text
+        else:
+            passage = self.passage(incident.id, hit.chunk, query, lang)
+            shown = passage.text if passage is not None else self.engine.chunks[self._title_chunk(incident.id, lang)].text
         return SearchResult(
             id=incident.id,
             score=round(float(hit.score if score is None else score), 6),
