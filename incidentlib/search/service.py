@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..graph.knowledge import KnowledgeGraph
 from ..models import Incident
 from ..requests import MAX_SIMILAR_TEXT_CHARS, check_query
-from ..tagging.tagger import ConceptTagger, incident_text
+from ..tagging.tagger import ConceptTagger
 from ..views import MatchedChunk, SearchResult, Why
 from .chunks import RAW_LANG, Chunk
 from .concepts import ConceptRecognizer, Mention
@@ -133,7 +133,8 @@ class SearchService:
             shared.append(ref.model_copy(update={"inferred": inferred, "broader": True}))
         in_lang = chunk.kind != "concepts" and chunk.lang in (lang, RAW_LANG)  # else the title and summary in lang
         shown = chunk.text if in_lang else self.engine.chunks[self._title_chunk(incident.id, lang)].text
-        terms = as_written(evidence.terms, chunk.text, incident_text(incident))
+        # the words of the passage shown and of the title and summary, not the whole record: this runs per result
+        terms = as_written(evidence.terms, chunk.text, shown, incident.title.get(lang), incident.summary.get(lang))
         raw = {"dense": round(evidence.dense, 4)}
         if evidence.lexical is not None:
             raw["lexical"] = round(evidence.lexical, 4)
@@ -174,11 +175,8 @@ class SearchService:
         shared = [self.knowledge.concept_ref(m.concept_id, lang) for m in mentions if m.concept_id in own]
         # a vocabulary match explains *why*, but a list of labels reads badly, and text follows lang: a match in a
         # list of labels or in the other language shows the record's best passage in lang (as a RAG passage)
-        if chunk.kind != "concepts" and chunk.lang in (lang, RAW_LANG):
-            shown = chunk.text
-        else:
-            passage = self.passage(incident.id, hit.chunk, query, lang)
-            shown = passage.text if passage is not None else self.engine.chunks[self._title_chunk(incident.id, lang)].text
+        passage = self.passage(incident.id, hit.chunk, query, lang)
+        shown = passage.text if passage is not None else self.engine.chunks[self._title_chunk(incident.id, lang)].text
         return SearchResult(
             id=incident.id,
             score=round(float(hit.score if score is None else score), 6),
