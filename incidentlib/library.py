@@ -116,6 +116,7 @@ if TYPE_CHECKING:
     from .evaluation import EvalQuery, EvalReport
     from .importing import ImportOptions, ImportReport
     from .similar_eval import SimilarEvalReport
+    from .tagging.signals import SignalConcepts
 
 #: Kinds listed as "topics" (organizations have their own listing).
 TOPIC_KINDS = (ConceptKind.component, ConceptKind.cause, ConceptKind.symptom, ConceptKind.tag)
@@ -895,7 +896,14 @@ class Library:
         # in id order: the same training records give the same model (and cache key) whichever library holds them
         records.sort(key=lambda incident: incident.id)
         classifier = fit_cached(examples_for(records), engine.embedder, engine.cache_dir)
-        return ConceptTagger(self.vocab, classifier)
+        return ConceptTagger(self.vocab, classifier, self.signal_concepts)
+
+    @cached_property
+    def signal_concepts(self) -> SignalConcepts:
+        """The concepts the signal table gives for the error messages in a text (the tagger's ``signal`` method)."""
+        from .tagging.signals import SignalConcepts
+
+        return SignalConcepts(self._signal_patterns, self.vocab)
 
     def tag(self, ids: list[str] | None = None, write: bool = True, lang: str = "en",
             actor: str = "local") -> list[TagResult]:

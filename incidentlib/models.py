@@ -237,6 +237,7 @@ class InferenceMethod(str, Enum):
     alias = "alias"  # a label or alias of the concept is written in the text
     loose_alias = "loose-alias"  # a label or alias written with a word inside it ("bad firewall config")
     classifier = "classifier"  # a model trained on curated links predicts it from the text
+    signal = "signal"  # an error message of the signal table ("Xid 79") that points to the concept
 
 
 class InferredStatus(str, Enum):

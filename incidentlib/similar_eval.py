@@ -339,7 +339,7 @@ def leave_concepts_out(source: Any, target: Path, folds: int = FOLDS) -> tuple[P
     for fold in range(folds):
         train = [incidents[i] for i in ids if fold_of[i] != fold]
         classifier = ConceptClassifier(embedder).fit(examples_for(train))
-        taggers[fold] = ConceptTagger(source.vocab, classifier)
+        taggers[fold] = ConceptTagger(source.vocab, classifier, source.signal_concepts)
         members = [i for i in ids if fold_of[i] == fold]
         for incident_id, links in zip(members, taggers[fold].infer_incidents([blind[i] for i in members]), strict=True):
             blind[incident_id] = blind[incident_id].model_copy(update={"inferred": links})

@@ -50,7 +50,7 @@ TERMS: list[Term] = [
     Term(IL.inferredSymptom, OWL.ObjectProperty, "inferred symptom", "A symptom recognised in the text, not curated.", IL.Incident, SKOS.Concept),
     Term(IL.inference, OWL.ObjectProperty, "inference", "The qualified form of an inferred link, with its provenance.", IL.Incident, IL.ConceptInference),
     Term(IL.concept, OWL.ObjectProperty, "concept", "The concept an inference proposes.", IL.ConceptInference, SKOS.Concept),
-    Term(IL.inferenceMethod, OWL.DatatypeProperty, "inference method", "'alias' (a name written in the text), 'loose-alias' (a name written with a word inside it) or 'classifier' (a model learnt from curated links).", IL.ConceptInference, XSD.string),
+    Term(IL.inferenceMethod, OWL.DatatypeProperty, "inference method", "'alias' (a name written in the text), 'loose-alias' (a name written with a word inside it), 'signal' (an error message the signal table maps to the concept) or 'classifier' (a model learnt from curated links).", IL.ConceptInference, XSD.string),
     Term(IL.confidence, OWL.DatatypeProperty, "confidence", "Confidence of an inference, 0 to 1.", IL.ConceptInference, XSD.decimal),
     Term(IL.evidence, OWL.DatatypeProperty, "evidence", "The words of the incident's text that support an inference.", IL.ConceptInference, XSD.string),
     Term(IL.inferenceStatus, OWL.DatatypeProperty, "inference status", "'proposed' or 'rejected' (by a reviewer; rejected links are kept so they are not proposed again).", IL.ConceptInference, XSD.string),

@@ -23,12 +23,12 @@ import shutil
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
-from ..errors import ImportFailed, MappingError
+from ..errors import ImportFailed, MappingError, TableError
 from ..journal import JOURNAL_DIR, JournalBusy, commit_files, new_directory
 from ..loader import INCIDENTS_DIR, VOCAB_DIR, Problem, check_library
 from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident, padded_incident_id
@@ -41,6 +41,9 @@ from .dates import parse_date
 from .duplicates import DuplicateIndex
 from .mapping import FieldMap, FieldSet, default_source, extract, placeholders, source_key, unread_keys
 from .readers import ImportFormat, RawRecord, read_records
+
+if TYPE_CHECKING:
+    from ..tagging.signals import SignalConcepts
 
 ProgressFn = Callable[[int, int], None]
 #: A title made from a summary: its first sentence, cut to a headline's length.
@@ -248,8 +251,8 @@ class Importer:
         self.data = data
         self.vocab: Vocabulary = data.vocab
         self.recognizer = ConceptRecognizer(data.vocab)
-        # alias matching only: an import stays fast and model-free; `incidentlib tag` adds the classifier
-        self.tagger = ConceptTagger(data.vocab)
+        # names and error messages only: an import stays fast and model-free; `incidentlib tag` adds the classifier
+        self.tagger = ConceptTagger(data.vocab, signals=_signal_concepts(target, data.vocab))
         # made by prepare(), which knows the template sentences of the records to import; build() needs it first
         self.duplicates: DuplicateIndex
         self._extracted: dict[int, tuple[dict[str, object], list[str]]] = {}  # by id() of a prepared record
@@ -680,6 +683,18 @@ def _seed_library(folder: Path) -> None:
     """A new library starts with the bundled vocabulary and no incidents."""
     (folder / INCIDENTS_DIR).mkdir(parents=True, exist_ok=True)
     shutil.copytree(bundled_data_dir() / VOCAB_DIR, folder / VOCAB_DIR)
+
+
+def _signal_concepts(target: Path, vocab: Vocabulary) -> SignalConcepts:
+    """The signal table's concepts for the target library (its own table, or the bundled one)."""
+    from ..analysis.families import compile_table
+    from ..analysis.tables import load_signals
+    from ..tagging.signals import SignalConcepts
+
+    try:
+        return SignalConcepts(compile_table(load_signals(target, vocab)), vocab)
+    except TableError as exc:
+        raise ImportFailed(f"target library {target}: {exc}") from None
 
 
 def run_import(source: Path, target: Path, options: ImportOptions, progress: ProgressFn | None = None) -> ImportReport:
