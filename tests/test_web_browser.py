@@ -118,6 +118,26 @@ def test_pasting_the_watchdog_line_shows_imbue_and_nccl(tab: Page, base_url: str
     _shot(page, "seen-en")
 
 
+def test_the_api_page_renders_with_no_request_off_the_server(tab: Page, base_url: str) -> None:
+    page = tab.page
+    elsewhere: list[str] = []
+
+    def offline(route: Any) -> None:  # as on a machine without the internet: only the server answers
+        if route.request.url.startswith(base_url):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", offline)
+    page.goto(f"{base_url}/ui/incidents/IL-0025?lang=en")
+    page.locator("footer a").click()
+    page.wait_for_selector(".opblock-summary-path", timeout=NAVIGATION_TIMEOUT_MS)  # Swagger UI drew the operations
+    paths = [p.get_attribute("data-path") for p in page.locator(".opblock-summary-path").all()]
+    assert page.url == f"{base_url}/docs" and "/search" in paths and "/similar" in paths
+    assert elsewhere == []
+
+
 def test_graph_renders_pans_zooms_and_clicks_through(tab: Page, base_url: str) -> None:
     page = tab.page
     page.goto(f"{base_url}/ui/incidents/IL-0025?lang=en")

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..library import Library, built_for_process_lifetime
 from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
-from . import contract, errors
+from . import contract, docs_page, errors
 from .deps import NEGOTIATED_LANGUAGE, read_access
 from .guards import GUARD_RESPONSES, GuardMiddleware, GuardSettings, host_names, mcp_transport_lists
 from .mcp_mount import LazyMcp
@@ -121,11 +121,12 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
             library.save_pending_indexes()  # a BM25 index updated by writes and not compacted yet
 
     app = FastAPI(title="incidentlib", version=__version__, description=DESCRIPTION.format(MAX_K=MAX_K, MAX_LIMIT=MAX_LIMIT, MAX_QUERY_CHARS=MAX_QUERY_CHARS), lifespan=lifespan,
-                  dependencies=[Depends(read_access)])
+                  dependencies=[Depends(read_access)], docs_url=None, redoc_url=None)  # docs_page: no CDN
     app.state.library = library
     app.state.settings = settings
     app.state.sparql_runner = sparql_runner
     errors.install(app)
+    docs_page.install(app)
     routers = (library_router, search_router, graph_router, analysis_router, signals_router, write_router)
     for router in routers:
         app.include_router(router, responses=GUARD_RESPONSES)

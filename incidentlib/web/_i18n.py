@@ -240,10 +240,10 @@ _TEXT: dict[str, tuple[str, str]] = {
     "topics_title": ("Topics", "주제"),
     "date_unknown": ("date unknown", "날짜 미상"),
     "api_link": ("JSON API", "JSON API"),
-    "footer": ("Real, publicly documented incidents with sources. The JSON API is described by its OpenAPI document "
-               "(works offline); /docs shows it in Swagger UI, which loads from the internet.",
-               "출처가 있는 실제 공개 장애 사례입니다. JSON API는 OpenAPI 문서에 설명되어 있습니다(오프라인에서도 열림). "
-               "/docs는 인터넷에서 불러오는 Swagger UI로 보여 줍니다."),
+    "footer": ("Real, publicly documented incidents with sources. The JSON API is described at /docs, where each "
+               "request can be tried, and by its OpenAPI document, /openapi.json (both work offline).",
+               "출처가 있는 실제 공개 장애 사례입니다. JSON API는 /docs에 설명되어 있어 요청마다 직접 보내 볼 수 있고, "
+               "OpenAPI 문서 /openapi.json에도 있습니다(둘 다 오프라인에서도 열림)."),
 }
 
 

@@ -51,9 +51,9 @@ YEAR_DIGITS = 4
 FILTER_FIELDS = ("org", "component", "cause", "tag", "year", "severity")
 INCIDENT_HREF = "/ui/incidents/{id}"
 TOPIC_HREF = "/ui/topics/{id}"
-#: The API's description linked from every page: the OpenAPI document, served by the app itself. /docs (Swagger UI)
-#: loads its script and style from a CDN and is a blank page offline, where the README says the tool runs.
-API_DOC_HREF = "/openapi.json"
+#: The API's description linked from every page: Swagger UI, whose script and style the app serves itself
+#: (api/docs_page.py), so it works offline, where the README says the tool runs.
+API_DOC_HREF = "/docs"
 LANGS = ("en", "ko")
 
 
