@@ -171,3 +171,15 @@ def test_a_query_without_a_letter_or_digit_is_refused_by_name() -> None:
         with pytest.raises(QueryError, match="query holds no letter or digit to search for"):
             check_query(noise)
     assert check_query(" 403 ") == "403" and check_query("타임아웃") == "타임아웃"  # digits and Hangul are something to search for
+
+
+def test_a_query_parameter_the_route_does_not_take_is_refused_by_name(client: TestClient) -> None:
+    misspelt = client.get("/incidents", params={"yaer_from": "2020", "limit": "2"})
+    assert _locs(misspelt) == [["query", "yaer_from"]]
+    message = misspelt.json()["detail"][0]["msg"]
+    assert "'yaer_from'" in message and "year_from" in message.split("takes:")[1] and "2020" not in message
+    # a parameter of another endpoint, on a POST whose body is right, and on a route whose filters come from a dependency
+    assert _locs(client.post("/similar", params={"k": "3"}, json={"text": "NCCL timeout"})) == [["query", "k"]]
+    assert _locs(client.get("/search", params={"q": "dns", "cause": "dns-failure", "limit": "3", "mode": "lexical"})) == \
+        [["query", "limit"]]
+    assert client.get("/health", params={"_": "1700000000"}).status_code == 200  # a probe's cache-buster is not a failure

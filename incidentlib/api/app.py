@@ -21,7 +21,7 @@ from .. import __version__
 from ..library import Library, built_for_process_lifetime
 from ..requests import MAX_K, MAX_LIMIT, MAX_QUERY_CHARS
 from . import contract, docs_page, errors
-from .deps import NEGOTIATED_LANGUAGE, read_access
+from .deps import NEGOTIATED_LANGUAGE, known_query, read_access
 from .guards import GUARD_RESPONSES, GuardMiddleware, GuardSettings, host_names, mcp_transport_lists
 from .mcp_mount import LazyMcp
 from .routes_analysis import router as analysis_router
@@ -129,7 +129,7 @@ def create_app(library: Library, settings: ServiceSettings | None = None) -> Fas
     docs_page.install(app)
     routers = (library_router, search_router, graph_router, analysis_router, signals_router, write_router)
     for router in routers:
-        app.include_router(router, responses=GUARD_RESPONSES)
+        app.include_router(router, responses=GUARD_RESPONSES, dependencies=[Depends(known_query)])
     contract.install(app, routers, require_auth=settings.require_auth)
     if settings.web:
         from .. import web

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Header, Query, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..errors import AuthError
@@ -117,6 +119,39 @@ def _query_param(param: FilterParam) -> Any:
 def get_filters(filters: IncidentFilter) -> IncidentFilter:
     """The filter query parameters as one :class:`IncidentFilter`."""
     return filters
+
+
+#: Paths that ignore query parameters they do not take: a liveness probe or a monitor that adds a cache-busting
+#: parameter must not see the service as down.
+LENIENT_PATHS = frozenset({"/health"})
+
+
+def _query_names(dependant: Dependant) -> frozenset[str]:
+    """The query parameters a route declares, its dependencies' included (the filters, ``lang``)."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return frozenset(names)
+
+
+def known_query(request: Request) -> None:
+    """Refuse a query parameter the route does not declare (422, one problem per name, with the ones it takes).
+
+    A misspelt filter (``yaer_from=2020``) or a parameter of another endpoint would otherwise be ignored and the
+    answer would look like one to the question asked."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or getattr(route, "path", None) in LENIENT_PATHS:
+        return
+    known = _query_names(dependant)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        takes = ", ".join(sorted(known)) or "none"
+        raise RequestValidationError([
+            {"type": "extra_forbidden", "loc": ("query", name), "input": request.query_params.get(name),
+             "msg": f"unknown query parameter {name!r}; {request.method} {request.url.path} takes: {takes}"}
+            for name in unknown
+        ])
 
 
 LibraryDep = Annotated[Library, Depends(get_library)]
