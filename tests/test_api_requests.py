@@ -183,3 +183,5 @@ def test_a_query_parameter_the_route_does_not_take_is_refused_by_name(client: Te
     assert _locs(client.get("/search", params={"q": "dns", "cause": "dns-failure", "limit": "3", "mode": "lexical"})) == \
         [["query", "limit"]]
     assert client.get("/health", params={"_": "1700000000"}).status_code == 200  # a probe's cache-buster is not a failure
+    asked = {"query": "ASK { ?s ?p ?o }", "format": "json", "output": "json"}  # as SPARQLWrapper sends it
+    assert client.get("/sparql", params=asked).json()["boolean"] is True

@@ -122,8 +122,9 @@ def get_filters(filters: IncidentFilter) -> IncidentFilter:
 
 
 #: Paths that ignore query parameters they do not take: a liveness probe or a monitor that adds a cache-busting
-#: parameter must not see the service as down.
-LENIENT_PATHS = frozenset({"/health"})
+#: parameter must not see the service as down, and generic SPARQL clients add the protocol's dataset parameters
+#: (``default-graph-uri``) or their own (``format``, ``output``) to every request.
+LENIENT_PATHS = frozenset({"/health", "/sparql"})
 
 
 def _query_names(dependant: Dependant) -> frozenset[str]:
