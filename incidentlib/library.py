@@ -841,6 +841,8 @@ class Library:
         check_k(k)
         if (incident_id is None) == (text is None):
             raise InvalidRequest("give exactly one of incident_id or text")
+        if incident_id is not None and not incident_id.strip():  # a blank field, not an id no record has
+            raise InvalidRequest("incident_id is empty", parameter="incident_id")
         allowed = self._allowed(filters)
         if incident_id is not None:
             incident = self.get(incident_id)

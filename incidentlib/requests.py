@@ -120,6 +120,18 @@ INFERABLE_FILTERS: tuple[str, ...] = tuple(p.name for p in CONCEPT_FILTERS if p.
 assert all(CONCEPT_FIELDS[p.incident_field] is p.kind for p in CONCEPT_FILTERS if p.incident_field)
 
 
+#: The filters :class:`IncidentFilter`'s one rule across fields is about (``year_from`` not after ``year_to``).
+YEAR_RANGE = ("year_from", "year_to")
+
+
+class CrossFieldError(ValueError):
+    """A rule across fields of a model: the problem is about each of ``fields`` (an HTTP 422 names every one)."""
+
+    def __init__(self, message: str, fields: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+
 class IncidentFilter(BaseModel):
     """Narrow a listing or a search. Concept filters also match narrower concepts."""
 
@@ -140,8 +152,8 @@ class IncidentFilter(BaseModel):
     @model_validator(mode="after")
     def _years_in_order(self) -> IncidentFilter:
         if self.year_from is not None and self.year_to is not None and self.year_from > self.year_to:
-            raise ValueError(f"year_from {self.year_from} is later than year_to {self.year_to}: "
-                             "no incident can match")
+            raise CrossFieldError(f"year_from {self.year_from} is later than year_to {self.year_to}: "
+                                  "no incident can match", fields=YEAR_RANGE)
         return self
 
     def is_empty(self) -> bool:
@@ -165,18 +177,17 @@ class IncidentFilter(BaseModel):
             return cls(**values)
         except ValidationError as exc:
             errors = exc.errors(include_url=False)
-            reasons = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'filters'}: {e['msg'].removeprefix('Value error, ')}"
+            # a field's problem names the field; a rule across fields (the years' order) says both in its message
+            reasons = "; ".join((f"{'.'.join(str(p) for p in e['loc'])}: " if e["loc"] else "") + e["msg"].removeprefix("Value error, ")
                                 for e in errors)
             named = [str(e["loc"][0]) for e in errors if e["loc"]]
             if named:
                 raise FilterError(reasons, parameter=named[0]) from None
-            # the one rule across fields is the order of the years: the problem is about both
-            raise FilterError(reasons, parameter=YEAR_RANGE[0], others=YEAR_RANGE[1:]) from None
+            fields = next((c.fields for e in errors if isinstance(c := e.get("ctx", {}).get("error"), CrossFieldError)), YEAR_RANGE)
+            raise FilterError(reasons, parameter=fields[0], others=fields[1:]) from None
 
 
 assert {p.name for p in FILTER_PARAMS} == set(IncidentFilter.model_fields)
-#: The filters :class:`IncidentFilter`'s one rule across fields is about (``year_from`` not after ``year_to``).
-YEAR_RANGE = ("year_from", "year_to")
 
 
 def alert_payload_schema() -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -39,7 +40,7 @@ from ..errors import (
     ValidationFailed,
     WriteError,
 )
-from ..requests import IncidentFilter
+from ..requests import CrossFieldError, IncidentFilter
 
 #: Most specific class first: the first match decides the status.
 STATUS: tuple[tuple[type[IncidentlibError], int], ...] = (
@@ -135,6 +136,16 @@ def _locations(request: Request, exc: IncidentlibError) -> list[Loc]:
     return [["query", QUERY_NAMES.get(name, name)] if name else unnamed for name in parameters]
 
 
+def _error_locations(error: Mapping[str, Any]) -> list[Loc]:
+    """Where a validation error is: a rule across fields (:class:`~incidentlib.requests.CrossFieldError`) is about each
+    of its fields, as the query-string form says (``year_from`` after ``year_to``: both, in a body as in a query)."""
+    loc = list(error.get("loc", ()))
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, CrossFieldError):
+        return [[*loc, field] for field in cause.fields]
+    return [loc]
+
+
 def allowed_methods(request: Request) -> list[str]:
     """Every method the OpenAPI document declares for the request's path (HEAD with GET).
 
@@ -168,9 +179,9 @@ def install(app: FastAPI) -> None:
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         detail = [
             # a validator's own message, without the "Value error, " pydantic puts before it
-            {"loc": list(error.get("loc", ())), "msg": str(error.get("msg", "invalid value")).removeprefix("Value error, "),
+            {"loc": loc, "msg": str(error.get("msg", "invalid value")).removeprefix("Value error, "),
              "type": error.get("type", "value_error")}
-            for error in exc.errors()
+            for error in exc.errors() for loc in _error_locations(error)
         ]
         return JSONResponse(status_code=422, content={"detail": json_safe(detail)})
 
