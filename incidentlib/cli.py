@@ -659,14 +659,23 @@ def eval_similar_cmd(
     k: Annotated[int, typer.Option(help="Neighbours judged per query (P@k).")] = 5,
     data: DataOpt = None, embedder: EmbedderOpt = DEFAULT_EMBEDDER, cache: CacheOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write the Markdown report here.")] = None,
+    per_query: Annotated[Optional[Path], typer.Option("--per-query", help="Also write each query's P@k and first k records by method here (JSON Lines).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Label agreement (P@k, MAP) of `similar` by incident and by text, next to random, BM25 and dense baselines."""
-    library = open_library(data, embedder, cache)
-    build_with_progress(library, quiet=as_json)
     if (labels is None) == (not leave_concepts_out):
         raise fail("give --labels or --leave-concepts-out (one of them)", 2)
-    report = library.evaluate_leave_concepts_out(k=k) if leave_concepts_out else library.evaluate_similar(labels or "", k=k)
+    for option, path in (("--output", output), ("--per-query", per_query)):
+        if path is not None and not path.parent.is_dir():  # said before a run of minutes, not after it
+            raise fail(f"{option} {path}: no directory {path.parent}", 2)
+    library = open_library(data, embedder, cache)
+    build_with_progress(library, quiet=as_json)
+    detail = per_query is not None
+    report = (library.evaluate_leave_concepts_out(k=k, per_query=detail) if leave_concepts_out
+              else library.evaluate_similar(labels or "", k=k, per_query=detail))
+    if per_query is not None and report.per_query is not None:
+        atomic_write_text(per_query, "".join(row.model_dump_json() + "\n" for row in report.per_query))
+        report = report.model_copy(update={"per_query": None})  # in the file, not in the report as well
     if as_json:
         emit_json(report)
         return

@@ -975,17 +975,19 @@ class Library:
         return path
 
     def evaluate_similar(self, labels: str, k: int = 5, name: str | None = None,
-                         tagger_for: dict[str, ConceptTagger] | None = None, labels_name: str | None = None) -> SimilarEvalReport:
+                         tagger_for: dict[str, ConceptTagger] | None = None, labels_name: str | None = None,
+                         per_query: bool = False) -> SimilarEvalReport:
         """Label agreement P@k and MAP of ``similar`` (by incident, by text) next to random, BM25 and
-        dense baselines, in one run (see :mod:`incidentlib.similar_eval`)."""
+        dense baselines, in one run (see :mod:`incidentlib.similar_eval`); ``per_query``: each query's too."""
         from .similar_eval import RANDOM_REPEATS, baseline_rankers, evaluate, load_labels, similar_rankers
 
         check_k(k)
         label_map = load_labels(labels, self.data.incidents)
         rankers = {**baseline_rankers(self.data.incidents, self._search_engine.embedder), **similar_rankers(self, tagger_for)}
-        return evaluate(name or str(self.root), labels_name or labels, label_map, rankers, k, repeats={"random": RANDOM_REPEATS})
+        return evaluate(name or str(self.root), labels_name or labels, label_map, rankers, k, repeats={"random": RANDOM_REPEATS},
+                        per_query=per_query)
 
-    def evaluate_leave_concepts_out(self, k: int = 5) -> SimilarEvalReport:
+    def evaluate_leave_concepts_out(self, k: int = 5, per_query: bool = False) -> SimilarEvalReport:
         """Strip every record's concepts, keep its text as a draft in a scratch library, infer concepts
         with a classifier that never saw the record (5-fold), and measure agreement on the held-out causes."""
         import tempfile
@@ -1002,7 +1004,7 @@ class Library:
             blind.build_index()
             # the labels file is in the scratch directory, gone once this returns: the report names what it held
             return blind.evaluate_similar(str(labels), k=k, name=f"{self.root.name} (leave concepts out)", tagger_for=taggers,
-                                          labels_name="held-out causes")
+                                          labels_name="held-out causes", per_query=per_query)
 
     # ---- root-cause exploration ---------------------------------------------------
     @cached_property

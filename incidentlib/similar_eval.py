@@ -72,6 +72,16 @@ class MethodScore(BaseModel):
     gain_high: float | None = None
 
 
+class QueryScore(BaseModel):
+    """One query of the benchmark: its labels, each method's P@k for it (random: averaged over its orders), and the
+    ``k`` records each ranking method put first (not random's)."""
+
+    id: str
+    labels: list[str]
+    p_at_k: dict[str, float]
+    neighbours: dict[str, list[str]]
+
+
 class SimilarEvalReport(BaseModel):
     collection: str
     labels: str
@@ -82,6 +92,8 @@ class SimilarEvalReport(BaseModel):
     #: the baseline with the higher P@k, which ``gain`` is relative to (None when the run has neither)
     baseline: str | None = None
     confidence: float = CONFIDENCE
+    #: each query's scores, when asked for (``incidentlib eval similar --per-query FILE``); None otherwise
+    per_query: list[QueryScore] | None = None
 
     def score(self, method: str) -> MethodScore:
         return next(m for m in self.methods if m.method == method)
@@ -214,7 +226,8 @@ def relative_gain_interval(method: np.ndarray, baseline: np.ndarray, confidence:
 
 
 def evaluate(name: str, labels_name: str, labels: dict[str, set[str]], rankers: dict[str, Ranker], k: int,
-             repeats: dict[str, int] | None = None) -> SimilarEvalReport:
+             repeats: dict[str, int] | None = None, per_query: bool = False) -> SimilarEvalReport:
+    """The report; with ``per_query``, each query's P@k and first ``k`` records by method too."""
     labelled = sorted(i for i, values in labels.items() if values)
     queries = [q for q in labelled if any(labels[q] & labels[o] for o in labelled if o != q)]
     if not queries:
@@ -226,19 +239,25 @@ def evaluate(name: str, labels_name: str, labels: dict[str, set[str]], rankers: 
     depth = min(MAX_DEPTH, max(len(labelled) - 1, 1))
     precisions: dict[str, np.ndarray] = {}  # per method, each query's P@k (averaged over repeated orders)
     maps: dict[str, float] = {}
+    firsts: dict[str, list[list[str]]] = {}  # per ranking method, each query's first k records
     for method, ranker in rankers.items():
         rounds = (repeats or {}).get(method, 1)
-        per_query = np.zeros(len(queries))
+        scores = np.zeros(len(queries))
         ap_total = 0.0
+        shown: list[list[str]] = []
         for _ in range(rounds):
             for position, q in enumerate(queries):
                 candidates = [o for o in labelled if o != q]
                 relevant = {o for o in candidates if labels[q] & labels[o]}
                 ranked = ranker(q, candidates)[:depth]
-                per_query[position] += precision_at(ranked, relevant, k) / rounds
+                scores[position] += precision_at(ranked, relevant, k) / rounds
                 ap_total += average_precision(ranked, relevant, depth)
-        precisions[method] = per_query
+                if per_query and rounds == 1:
+                    shown.append(ranked[:k])
+        precisions[method] = scores
         maps[method] = ap_total / max(rounds * len(queries), 1)
+        if shown:
+            firsts[method] = shown
     means = {method: float(values.mean()) if len(values) else 0.0 for method, values in precisions.items()}
     baseline = max((m for m in BASELINES if m in means), key=lambda m: means[m], default=None)
     methods = []
@@ -252,8 +271,13 @@ def evaluate(name: str, labels_name: str, labels: dict[str, set[str]], rankers: 
                 if interval[1] is not None:
                     gain["gain_high"] = round(interval[1], 4)
         methods.append(MethodScore(method=method, p_at_k=round(means[method], 4), map=round(maps[method], 4), **gain))
+    details = [
+        QueryScore(id=q, labels=sorted(labels[q]), p_at_k={method: round(float(values[position]), 4) for method, values in precisions.items()},
+                   neighbours={method: shown[position] for method, shown in firsts.items()})
+        for position, q in enumerate(queries)
+    ] if per_query else None
     return SimilarEvalReport(collection=name, labels=labels_name, queries=len(queries), candidates=len(labelled), k=k,
-                             methods=methods, baseline=baseline)
+                             methods=methods, baseline=baseline, per_query=details)
 
 
 def baseline_rankers(incidents: Mapping[str, object], embedder: object, seed: int = RANDOM_SEED) -> dict[str, Ranker]:

@@ -310,3 +310,28 @@ def test_write_commands_say_what_is_wrong_with_their_input(tmp_path: Path, data_
     assert Library.open(root).get(filed.id).id == filed.id
     refused = runner.invoke(app, ["publish", filed.id, *common])  # no Korean text, date or component yet
     assert refused.exit_code == 2 and "date" in said(refused) and "components" in said(refused)
+
+
+def test_eval_similar_refuses_a_report_path_in_no_directory_before_running(tmp_path: Path) -> None:
+    nowhere = tmp_path / "missing" / "rows.jsonl"
+    result = run("eval", "similar", "--labels", "causes", "--per-query", str(nowhere))
+    assert result.exit_code == 2 and f"--per-query {nowhere}: no directory" in result.output
+
+
+@pytest.mark.slow
+def test_eval_similar_writes_each_query_s_scores(tmp_path: Path, data_dir: Path, cache_dir: Path) -> None:
+    from conftest import small_library
+
+    library = small_library(tmp_path / "lib", data_dir, ["IL-0025", "IL-0026", "IL-0377", "IL-0043", "IL-0044", "IL-0391",
+                                                         "IL-0041", "IL-0029"])
+    rows_path = tmp_path / "rows.jsonl"
+    result = run("eval", "similar", "--labels", "causes", "--k", "2", "--per-query", str(rows_path), "--json",
+                 "--data", str(library), "--cache", str(cache_dir))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    rows = [json.loads(line) for line in rows_path.read_text(encoding="utf-8").splitlines()]
+    assert report["per_query"] is None and len(rows) == report["queries"] > 0  # in the file, not twice
+    for method in report["methods"]:
+        mean = sum(row["p_at_k"][method["method"]] for row in rows) / len(rows)
+        assert mean == pytest.approx(method["p_at_k"], abs=1e-3)
+    assert all(len(row["neighbours"]["similar (incident)"]) == 2 and row["labels"] for row in rows)

@@ -105,3 +105,26 @@ def test_an_interval_whose_baseline_agrees_on_almost_nothing_is_unbounded_above(
 
     report = evaluate("toy", "labels", labels, {"bm25": first, "dense": first}, k=1)
     assert "| dense |" in report.to_markdown()  # a tie: no gain is unbounded here, and nothing breaks
+
+
+def test_per_query_scores_and_first_records_are_given_when_asked() -> None:
+    labels = {f"R{i}": {"a" if i < 3 else "b"} for i in range(6)}
+
+    def by_name(query: str, candidates: list[str]) -> list[str]:
+        return sorted(candidates)
+
+    def perfect(query: str, candidates: list[str]) -> list[str]:
+        return sorted(candidates, key=lambda c: (labels[c] != labels[query], c))
+
+    rankers = {"random": by_name, "dense": by_name, "similar (text)": perfect}
+    assert evaluate("toy", "labels", labels, rankers, k=2).per_query is None  # not unless asked
+    report = evaluate("toy", "labels", labels, rankers, k=2, repeats={"random": 3}, per_query=True)
+    assert report.per_query is not None
+    rows = {row.id: row for row in report.per_query}
+    assert sorted(rows) == sorted(labels) and rows["R4"].labels == ["b"]
+    # by name, R4 gets R0 and R1 (label a): 0; its perfect neighbours are R3 and R5
+    assert rows["R4"].p_at_k == {"random": 0.0, "dense": 0.0, "similar (text)": 1.0}
+    assert rows["R4"].neighbours == {"dense": ["R0", "R1"], "similar (text)": ["R3", "R5"]}  # random's order varies: not shown
+    means = {m.method: m.p_at_k for m in report.methods}
+    for method in rankers:  # the rows are the report's means, query by query
+        assert sum(row.p_at_k[method] for row in report.per_query) / len(report.per_query) == pytest.approx(means[method])
