@@ -100,3 +100,16 @@ def test_an_import_into_a_library_with_a_broken_signal_table_names_the_file(tmp_
     with pytest.raises(ImportFailed, match=r"signals\.yaml"):
         run_import(source, target, ImportOptions(format=ImportFormat.jsonl))
     assert sorted(p.name for p in (target / "incidents").iterdir()) == ["IL-0101.yaml"]  # nothing written
+
+
+def test_a_pattern_anchored_to_a_line_is_found_on_any_line(library: Library) -> None:
+    from incidentlib.analysis.families import compile_table
+    from incidentlib.analysis.tables import SignalTable
+
+    table = SignalTable.model_validate({"version": 1, "families": [{
+        "id": "drain", "label": {"en": "node drain", "ko": "노드 드레인"}, "default": {"en": "{code}", "ko": "{code}"},
+        "patterns": [{"regex": r"^DRAIN (?P<code>\w+)$"}], "symptoms": ["job-failure"], "components": ["kubernetes"]}]})
+    signals = SignalConcepts(compile_table(table), library.vocab)
+    found = {s.concept_id: s.signal for s in signals.find("the scheduler said\nDRAIN node17\nand stopped")}
+    assert found == {"kubernetes": "drain:node17", "job-failure": "drain:node17"}
+    assert signals.find("DRAIN node17 and more on the line") == []

@@ -54,12 +54,16 @@ class SignalConcepts:
     def __init__(self, families: Sequence[CompiledFamily], vocab: Vocabulary) -> None:
         self.families = list(families)
         self.vocab = vocab
+        # a pattern that matches a line matches the whole text, unless it is anchored to a line's start or end (a
+        # team's own table may write ^ or $): only then is the whole-text gate of find() skipped
+        self._gated = not any(mark in pattern.pattern for family in self.families for pattern, _ in family.patterns
+                              for mark in "^$")
 
     def find(self, text: str, skip: set[str] | None = None) -> list[SignalConcept]:
         """``skip``: concepts found already by another method (not looked up again)."""
         text = text[:MAX_TEXT_CHARS]
-        # a pattern that matches a line matches the whole text: most records hold no signal and cost one scan per pattern
-        if not any(pattern.search(text) for family in self.families for pattern, _ in family.patterns):
+        # most records hold no signal: they cost one scan of the text per pattern
+        if self._gated and not any(pattern.search(text) for family in self.families for pattern, _ in family.patterns):
             return []
         found: dict[str, SignalConcept] = {}
         done = set(skip or ())
