@@ -270,6 +270,51 @@ def _words_within(sentence: str) -> Iterator[str]:
 
 
 _SENTENCE_END = (".", "!", "?", "…", "。")
+#: What may follow a sentence's last mark and still end it: a closing bracket, quote or Markdown emphasis.
+_LEADS_IN = (":", ";", ",", "-", "–", "—")  # a line ending so continues into the next
+_CLOSERS = ")]}\"'’”*_`"
+
+
+def is_heading(paragraph: str) -> bool:
+    """A paragraph of one line that ends no sentence: a title (``Cloudflare outage, July 2 2019``), a section heading
+    (``Root cause``, ``Timeline:``) or a label; it names what follows rather than saying something itself."""
+    line = paragraph.strip()
+    return bool(line) and "\n" not in line and not line.rstrip(_CLOSERS).endswith(_SENTENCE_END)
+
+
+def _under_heading(heading: str, paragraph: str) -> str:
+    """A heading and the paragraph after it: as a title and its summary (:func:`title_passage`), except that a heading
+    that leads into the paragraph (``Timeline:``, ``Impact —``) takes no period."""
+    if heading.endswith(_LEADS_IN):
+        return f"{heading} {paragraph}"
+    return title_passage(heading, paragraph)
+
+
+def pasted_passages(text: str, strip: Callable[[str], str] = str) -> list[str]:
+    """Pasted text (a write-up, a log excerpt) in the passages a record of the same text is embedded in.
+
+    Paragraphs, each with ``strip`` applied (the collection's boilerplate removed), split when long
+    (:data:`MAX_CHUNK_CHARS`), as a record's body is.  A heading (:func:`is_heading`) is read with the paragraph after
+    it, joined as a record's title is joined with its summary (:func:`title_passage`): a record's first passage is
+    its title and summary together, and a pasted write-up that opens with its title line is then matched passage for
+    passage instead of by a title alone, which names an organisation and a date more often than anything that
+    happened.  A heading with nothing after it stays a passage.  No passage at all (the whole text was boilerplate):
+    the text itself, whitespace folded."""
+    pieces: list[str] = []
+    heading = ""
+    for paragraph in _PARAGRAPH.split(text):
+        stripped = strip(" ".join(paragraph.split()))
+        if not stripped.strip():
+            continue
+        joined = _under_heading(heading, stripped) if heading else stripped
+        heading = ""
+        if is_heading(paragraph):
+            heading = joined
+            continue
+        pieces.extend(p for p in _split_long(joined) if p.strip())
+    if heading:
+        pieces.extend(p for p in _split_long(heading) if p.strip())
+    return pieces or [" ".join(text.split())]
 
 
 def title_passage(title: str, summary: str) -> str:

@@ -132,7 +132,7 @@ from ..loader import each_record
 from ..models import ConceptKind, Incident
 from ..tagging.tagger import incident_text
 from .boilerplate import Boilerplate
-from .chunks import _PARAGRAPH, _split_long, chunk_digests, chunk_incident_ids, chunk_kinds
+from .chunks import chunk_digests, chunk_incident_ids, chunk_kinds, pasted_passages
 from .concept_space import ClosedConcepts, ConceptSpace
 from .engine import SearchEngine
 from .lexical_top import LexicalTop, TermBounds, WeightedQuery, lexical_top, scores_of
@@ -660,13 +660,8 @@ class SimilarityIndex:
         return vectors[starts[i] : end]
 
     def text_passages(self, text: str) -> np.ndarray:
-        pieces: list[str] = []
-        for paragraph in _PARAGRAPH.split(text):
-            stripped = self.boilerplate.strip(" ".join(paragraph.split()))
-            pieces.extend(p for p in _split_long(stripped) if p.strip())
-        if not pieces:
-            pieces = [" ".join(text.split())]
-        return self.engine.embedder.encode_documents(pieces)
+        """The vectors of pasted text's passages (:func:`.chunks.pasted_passages`), boilerplate removed."""
+        return self.engine.embedder.encode_documents(pasted_passages(text, self.boilerplate.strip))
 
     @cached_property
     def _has_passages(self) -> np.ndarray:
