@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -24,6 +25,7 @@ from rich.markup import escape
 
 from .errors import InputError, InvalidRequest, ValidationFailed
 from .library import Library
+from .requests import MAX_RECORD_BYTES
 from .views import HistoryPage, StoredRecord
 
 out = Console(soft_wrap=True, highlight=False)
@@ -87,8 +89,15 @@ def _actor(name: str | None) -> str:
 
 
 def _read_doc(path: str) -> dict[str, Any]:
+    """The mapping of incident fields in the YAML or JSON file ``path`` (``-``: standard input), at most
+    :data:`MAX_RECORD_BYTES`; :class:`InputError` or :class:`InvalidRequest` naming the file and the reason."""
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        with (nullcontext(sys.stdin.buffer) if path == "-" else Path(path).open("rb")) as source:
+            raw = source.read(MAX_RECORD_BYTES + 1)  # no more: a wrong file may be gigabytes
+        if len(raw) > MAX_RECORD_BYTES:
+            raise InputError(path, f"more than the {MAX_RECORD_BYTES:,} bytes one record may have; is it the right "
+                                   "file? (a collection goes through `incidentlib import`)")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); save it as UTF-8") from None
     except IsADirectoryError:

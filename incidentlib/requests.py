@@ -40,6 +40,10 @@ MAX_DIAGNOSE_LIMIT = 20
 MAX_SERIES_POINTS = 200_000
 #: Bytes of CSV/JSON series text (about 40 bytes a row at MAX_SERIES_POINTS rows, with room for extra columns).
 MAX_SERIES_BYTES = 16_000_000
+#: Bytes of one record's file given to ``incidentlib add`` or saved from ``edit``: what a server takes in one request
+#: body by default (:data:`.api.guards.DEFAULT_MAX_BODY_BYTES` is this), so a record filed locally could be sent to a
+#: server as it is.  The largest bundled record is 18 KB of YAML; a file far larger is a wrong file or a pasted export.
+MAX_RECORD_BYTES = 256 * 1024
 #: Largest import collection accepted over HTTP (characters); bigger collections go through the CLI.
 MAX_IMPORT_CHARS = 5_000_000
 #: Its body in bytes: 4 bytes per character is the UTF-8 worst case (JSON escapes of control
@@ -306,6 +310,7 @@ __all__ = [
     "MAX_LIMIT",
     "MAX_QUERY_CHARS",
     "MAX_RAG_K",
+    "MAX_RECORD_BYTES",
     "MAX_REF_CHARS",
     "MAX_SERIES_BYTES",
     "MAX_SERIES_POINTS",

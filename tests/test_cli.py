@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from incidentlib.cli import app
+from incidentlib.requests import MAX_RECORD_BYTES
 
 runner = CliRunner()
 
@@ -271,6 +272,17 @@ def test_write_commands_say_what_is_wrong_with_their_input(tmp_path: Path, data_
     latin.write_bytes(fields.replace("stopped", "café stopped").encode("latin-1"))
     result = runner.invoke(app, ["add", str(latin), *common])
     assert result.exit_code == 2 and "latin1.yaml: not UTF-8 text" in said(result)
+    before = len(Library.open(root).incidents())
+    huge = tmp_path / "huge.yaml"  # a record's fields with a pasted export in its body: no record is this large
+    huge.write_text(fields.replace("The storage tier stopped answering.", "x" * MAX_RECORD_BYTES), encoding="utf-8")
+    result = runner.invoke(app, ["add", str(huge), *common])
+    assert result.exit_code == 2 and f"huge.yaml: more than the {MAX_RECORD_BYTES:,} bytes one record may have" in said(result)
+    result = runner.invoke(app, ["add", "-", *common], input=huge.read_text(encoding="utf-8"))
+    assert result.exit_code == 2 and f"-: more than the {MAX_RECORD_BYTES:,} bytes" in said(result)
+    assert len(Library.open(root).incidents()) == before  # nothing filed
+    result = runner.invoke(app, ["add", "-", *common, "--json"], input=fields)  # the same fields from standard input
+    assert result.exit_code == 0, result.output
+    assert len(Library.open(root).incidents()) == before + 1
     valid = tmp_path / "valid.yaml"
     valid.write_text(fields, encoding="utf-8")
     result = runner.invoke(app, ["add", str(valid), "--server", "http://127.0.0.1:9"])

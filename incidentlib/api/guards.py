@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..requests import MAX_IMPORT_BYTES, MAX_SERIES_BYTES
+from ..requests import MAX_IMPORT_BYTES, MAX_RECORD_BYTES, MAX_SERIES_BYTES
 from .limits import DEFAULT_HEAVY_QUEUE as DEFAULT_HEAVY_QUEUE
 from .limits import DEFAULT_HEAVY_WORKERS as DEFAULT_HEAVY_WORKERS
 from .limits import DEFAULT_RATE_BURST as DEFAULT_RATE_BURST
@@ -52,8 +52,9 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 # The largest legitimate body is a 20,000-character SPARQL query (at most 80 KB in
-# UTF-8); 256 KiB leaves room for forms and MCP messages and refuses bulk uploads.
-DEFAULT_MAX_BODY_BYTES = 256 * 1024
+# UTF-8) or one record (MAX_RECORD_BYTES, the CLI's limit for `add` too); 256 KiB leaves room for forms and MCP
+# messages and refuses bulk uploads.
+DEFAULT_MAX_BODY_BYTES = MAX_RECORD_BYTES
 # Routes whose documented input is larger than the default body limit (with room for JSON framing).
 LARGE_BODY_LIMITS = {"/diagnose/series": MAX_SERIES_BYTES + 1024 * 1024, "/import": MAX_IMPORT_BYTES + 1024 * 1024,
                      "/ui/import": MAX_IMPORT_BYTES + 1024 * 1024}
