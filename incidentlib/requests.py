@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
@@ -227,6 +228,20 @@ def check_members(members: int | None) -> int | None:
     return members
 
 
+#: Every flag of ``incidentlib import`` that the import's messages may name.  The messages name an option by its flag:
+#: the CLI is the edge the others document themselves against (``POST /import``'s ``maps`` are "as ``--map``").  An
+#: edge whose users know an option by another name (the web form's "Field mapping") renames the flags once, in its
+#: adapter, with :func:`name_options`; the import keeps one set of messages.
+IMPORT_FLAGS = ("--map", "--set", "--date-format", "--keep-near-duplicates", "--format")
+#: A flag written as a word of its own: not inside a longer flag (``--format`` in ``--format-x``) or a word.
+_IMPORT_FLAG = re.compile(r"(?<![\w-])(" + "|".join(re.escape(flag) for flag in IMPORT_FLAGS) + r")(?![\w-])")
+
+
+def name_options(message: str, names: Mapping[str, str]) -> str:
+    """``message`` with each flag of :data:`IMPORT_FLAGS` that ``names`` renames written as that name."""
+    return _IMPORT_FLAG.sub(lambda match: names.get(match.group(1), match.group(1)), message)
+
+
 #: Members listed per cluster by the MCP tool: a client model reads them as text, and a 100k library's clusters list
 #: every incident; the cluster's ``size`` still counts all of them.
 MCP_CLUSTER_MEMBERS = 50
@@ -295,6 +310,7 @@ __all__ = [
     "CONCEPT_FIELDS",
     "CONCEPT_FILTERS",
     "FILTER_PARAMS",
+    "IMPORT_FLAGS",
     "IMPORT_FORMATS",
     "INFERABLE_FILTERS",
     "LANGS",
@@ -331,5 +347,6 @@ __all__ = [
     "check_lang",
     "check_members",
     "check_query",
+    "name_options",
     "with_filter_params",
 ]

@@ -15,7 +15,9 @@ from fastapi.testclient import TestClient
 from incidentlib import Library
 from incidentlib.api import ServiceSettings, create_app
 from incidentlib.loader import load_library
-from incidentlib.requests import MAX_IMPORT_CHARS
+from incidentlib.requests import IMPORT_FLAGS, MAX_IMPORT_CHARS, name_options
+from incidentlib.web._i18n import texts
+from incidentlib.web._import import _form_names
 
 BASE_URL = "http://127.0.0.1:8000"
 # A ticket export as a team has it: organizations the library knows, a Jira date, a description over two lines,
@@ -56,6 +58,9 @@ def test_preview_then_import_files_drafts_for_review(client: TestClient, lib: Li
     assert preview.status_code == 200, preview.text
     assert "Preview: nothing was stored" in preview.text and "1 record(s) would be added, 1 rejected." in preview.text
     assert "tickets.csv:2" in preview.text and "OPS-0087" in preview.text  # located in the team's own file
+    # the reason names the form's field, not the command line's flag (a web user sees no command line)
+    rejected = preview.text[preview.text.index('class="import-rejected"'):]
+    assert "map one with “Field mapping” source_url=…" in rejected and "--map" not in preview.text
     assert "tickets.csv:4" in preview.text and "no source URL" in preview.text
     assert "The rack&#39;s leaf switch had flapped." in preview.text  # the file's text is in the paste box now
     assert {item.id for item in lib.list_incidents().items} == before  # a preview stores nothing
@@ -95,7 +100,11 @@ def test_what_cannot_be_imported_is_said_on_the_page(client: TestClient, lib: Li
     assert latin1.status_code == 422 and "old.csv:2: not UTF-8 text" in latin1.text
     bad_map = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview", "content": EXPORT,
                                               "maps": "oops"})
-    assert bad_map.status_code == 422 and "--map &#39;oops&#39;: write FIELD=SOURCE" in bad_map.text
+    assert bad_map.status_code == 422 and "“Field mapping” &#39;oops&#39;: write FIELD=SOURCE" in bad_map.text
+    assert "--map" not in bad_map.text
+    ambiguous = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview", "lang": "ko",
+                                                "content": EXPORT.replace("05/Mar/24 2:22 PM", "03/04/2024")})
+    assert "“날짜 형식”" in ambiguous.text and "--date-format" not in ambiguous.text  # in the page's language
     too_long = client.post("/ui/import", data={**FORM, "csrf": csrf, "action": "preview",
                                                "content": "x" * (MAX_IMPORT_CHARS + 1)})
     assert too_long.status_code == 422 and "more than the 5,000,000 one import takes here" in too_long.text
@@ -127,7 +136,7 @@ def test_an_upload_left_at_the_default_format_is_read_by_its_file_name(client: T
                          files={"file": ("tickets.jsonl", JSONL.encode("utf-8"), "application/x-ndjson")})
     assert "csv 형식으로 읽었습니다." in chosen.text  # a format the user chose wins over the name, and is named
     # read as CSV, the lines of JSON have no column "Key": refused before any record, the format said beside it
-    assert chosen.status_code == 422 and "--map title=Summary: no record has &#39;Summary&#39;" in chosen.text
+    assert chosen.status_code == 422 and "“필드 대응” title=Summary: no record has &#39;Summary&#39;" in chosen.text
 
 
 def test_the_preview_rejects_a_record_of_an_unknown_organization_as_the_import_does(client: TestClient, lib: Library) -> None:
@@ -154,3 +163,12 @@ def test_a_dry_run_of_the_live_import_rejects_what_the_import_would(lib: Library
     real = lib.import_drafts(source, "csv", maps, id_prefix="OPS")
     assert [r.location for r in dry.rejected] == [r.location for r in real.rejected] == ["tickets.csv:2", "tickets.csv:4"]
     assert dry.new_organizations == real.new_organizations == [] and not real.written
+
+
+def test_flags_are_renamed_only_as_whole_words() -> None:
+    names = {"--map": "“Field mapping”", "--format": "“Format”"}
+    message = "--map a=b; is --format wrong? --format-x, x--map, --mapping and --set c stay"
+    assert name_options(message, names) == ("“Field mapping” a=b; is “Format” wrong? --format-x, x--map, --mapping and "
+                                            "--set c stay")
+    for lang in ("en", "ko"):  # every flag a message may name has a label on the form, in both languages
+        assert set(_form_names(texts(lang))) == set(IMPORT_FLAGS)

@@ -186,6 +186,8 @@ _TEXT: dict[str, tuple[str, str]] = {
     "import_maps": ("Field mapping, one FIELD=SOURCE a line", "필드 대응, 한 줄에 FIELD=SOURCE 하나"),
     "import_sets": ("Values for every record, one FIELD=VALUE a line ({path} from each record)",
                     "모든 기록에 넣을 값, 한 줄에 FIELD=VALUE 하나 (각 기록에서 {path})"),
+    "import_opt_map": ("Field mapping", "필드 대응"),  # the fields' labels above, short, as messages name them
+    "import_opt_set": ("Values for every record", "모든 기록에 넣을 값"),
     "import_help": ("The same import as `incidentlib import` and POST /import; docs/data-format.md has the details.",
                     "`incidentlib import`, POST /import와 같은 가져오기입니다. 자세한 내용은 docs/data-format.md에 있습니다."),
     "import_preview_button": ("Preview", "미리 보기"),

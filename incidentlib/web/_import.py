@@ -27,7 +27,7 @@ from starlette.datastructures import UploadFile
 
 from ..errors import AuthError, DataError, IncidentlibError, InvalidRequest, WriteError
 from ..library import Library
-from ..requests import IMPORT_FORMATS, MAX_IMPORT_BYTES, MAX_IMPORT_CHARS
+from ..requests import IMPORT_FORMATS, MAX_IMPORT_BYTES, MAX_IMPORT_CHARS, name_options
 from ._i18n import texts
 from ._review import COOKIE_PATH, REVIEW_ROLE, SESSION_COOKIE, _reviewer, _session, csrf_token
 from ._routes import AcceptLanguage, Lang, _lang, _library, _page
@@ -61,10 +61,33 @@ def _options(form: dict[str, str]) -> dict[str, str]:
     return {key: form.get(key, default) for key, default in DEFAULTS.items()}
 
 
+def _form_names(t: Mapping[str, str]) -> dict[str, str]:
+    """Each flag an import's message may name, as this form labels the field that sets it (in the page's language):
+    a web user sees no command line."""
+    labels = {"--map": t["import_opt_map"], "--set": t["import_opt_set"], "--date-format": t["import_date_format"],
+              "--keep-near-duplicates": t["import_keep_near"], "--format": t["import_format"]}
+    return {flag: f"“{label}”" for flag, label in labels.items()}
+
+
+def _named_for_form(t: Mapping[str, str], report: Any, error: str | None) -> tuple[Any, str | None]:
+    """The report's reasons and warnings, and the error, with the import's flags named as the form's fields."""
+    names = _form_names(t)
+    if error is not None:
+        error = name_options(error, names)
+    if report is not None:
+        report = report.model_copy(update={
+            "accepted": [row.model_copy(update={"warnings": [name_options(w, names) for w in row.warnings]})
+                         for row in report.accepted],
+            "rejected": [row.model_copy(update={"reasons": [name_options(r, names) for r in row.reasons]})
+                         for row in report.rejected]})
+    return report, error
+
+
 def _render(request: Request, library: Library, lang: str, session: str | None, *, status_code: int = 200,
             error: str | None = None, report: Any = None, values: dict[str, str] | None = None,
             read_as: str = "") -> Response:
     t = texts(lang)
+    report, error = _named_for_form(t, report, error)
     reviewer, expired = _reviewer(library, session)
     context: dict[str, Any] = {
         "reviewer": reviewer, "error": error or (t["session_ended"] + " " + expired if expired else None),
