@@ -46,6 +46,25 @@ def test_a_kubelet_message_gives_the_event_reason_concepts(signals: SignalConcep
     assert {"kubernetes", "job-failure"} <= set(found)
 
 
+@pytest.mark.parametrize("message, signal", [
+    ("Back-off restarting failed container trainer in pod train-7f9_default(3f2a)", "k8s-event:BackOff"),
+    ("0/8 nodes are available: 8 Insufficient nvidia.com/gpu.", "k8s-event:FailedScheduling"),
+    ("Liveness probe failed: HTTP probe failed with statuscode: 500", "k8s-event:Unhealthy"),
+    ('Failed to pull image "registry.example/trainer:7": rpc error: code = NotFound', "k8s-event:ErrImagePull"),
+    ("The node was low on resource: memory. Container trainer was using 81Gi.", "k8s-event:Evicted"),
+    ('MountVolume.SetUp failed for volume "ckpt" : mount failed: exit status 32', "k8s-event:FailedMount"),
+], ids=["back-off", "scheduling", "probe", "image", "eviction", "mount"])
+def test_an_event_message_without_its_reason_gives_the_reasons_concepts(library: Library, signals: SignalConcepts,
+                                                                          message: str, signal: str) -> None:
+    """A line pasted from a log or from `kubectl describe`'s Message column has the kubelet's or scheduler's wording,
+    not the event's reason: it is read as that reason."""
+    found = {s.concept_id: s.signal for s in signals.find(message)}
+    assert found and set(found.values()) == {signal}
+    family = next(f for f in library.signal_table.families if f.id == "k8s-event")
+    entry = family.lookup(signal.split(":")[1])
+    assert entry is not None and set(found) == {*family.components, *family.symptoms, *entry.components, *entry.symptoms}
+
+
 def test_text_without_a_signal_gives_nothing_and_skipped_concepts_are_not_given(signals: SignalConcepts) -> None:
     assert signals.find("The deploy went out on Tuesday and nobody noticed for an hour.") == []
     assert signals.find("") == []
