@@ -76,6 +76,24 @@ def test_a_year_that_is_not_a_year_is_refused_like_other_bad_filters(client: Tes
     bad = client.get("/", params={"q": "GPU", "year": "abcd", "lang": "en"})
     assert bad.status_code == 400 and "year: &#39;abcd&#39; is not a year" in bad.text
     assert client.get("/ui/results", params={"q": "GPU", "year": "abcd"}).status_code == 400
+    assert 'class="error-lead"' not in bad.text  # an English page: the message is in its language
+
+
+def test_a_korean_page_says_in_korean_which_field_a_refusal_is_about(client: TestClient) -> None:
+    """The library's messages are English: a Korean page names the field in Korean before the message, marked as
+    English text."""
+    bad = client.get("/", params={"q": "GPU", "year": "abcd", "lang": "ko"})
+    assert bad.status_code == 400 and "요청을 처리할 수 없음" in bad.text
+    assert "‘연도’ 값을 쓸 수 없습니다" in bad.text
+    assert '<p class="error" role="alert" lang="en">year: &#39;abcd&#39; is not a year' in bad.text
+    fragment = client.get("/ui/results", params={"q": "GPU", "org": "x" * 3, "lang": "ko"})
+    assert fragment.status_code == 400 and "‘조직’ 값을 쓸 수 없습니다" in fragment.text and "lang=en" in fragment.text
+    long = client.get("/", params={"q": "x" * 3000, "lang": "ko"})  # refused by the route's declaration (422)
+    assert long.status_code == 422 and "‘검색어’ 값을 쓸 수 없습니다" in long.text
+    missing = client.get("/ui/incidents/IL-9999", params={"lang": "ko"})
+    assert missing.status_code == 404 and "찾는 것이 없습니다" in missing.text
+    nowhere = client.get("/ui/no-such-page", params={"lang": "ko"})  # the page's own Korean words: no lead
+    assert nowhere.status_code == 404 and "이 주소에는 페이지가 없습니다" in nowhere.text and "error-lead" not in nowhere.text
 
 
 def switch_href(page: str) -> str:

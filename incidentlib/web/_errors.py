@@ -38,7 +38,7 @@ def install(app: FastAPI) -> None:
     async def http(request: Request, exc: Exception) -> Response:
         if isinstance(exc, HTTPException) and exc.status_code in HTML_STATUSES and _is_page(request):
             lang = _language(request)
-            return _error(request, lang, exc.status_code, texts(lang)["page_missing"])
+            return _error(request, lang, exc.status_code, texts(lang)["page_missing"], localized=True)
         answer: Response = await http_before(request, exc)
         return answer
 

@@ -6,6 +6,7 @@ labels of the pages themselves.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 _TEXT: dict[str, tuple[str, str]] = {
@@ -238,6 +239,15 @@ _TEXT: dict[str, tuple[str, str]] = {
                      "이 주소에는 페이지가 없습니다. 검색하거나 위의 링크에서 시작하세요."),
     "did_you_mean": ("Did you mean", "혹시 이것인가요"),
     "bad_request": ("Cannot run this request", "요청을 처리할 수 없음"),
+    # before a message of the library, which is English, on a page in another language (error_lead); unused in English
+    "error_lead": ("", "요청한 값을 쓸 수 없습니다. 자세한 이유는 아래에 영어로 적혀 있습니다."),
+    "error_lead_field": ("", "‘{field}’ 값을 쓸 수 없습니다. 자세한 이유는 아래에 영어로 적혀 있습니다."),
+    "error_lead_missing": ("", "찾는 것이 없습니다. 자세한 내용은 아래에 영어로 적혀 있습니다."),
+    "field_query": ("Search words", "검색어"),
+    "field_text": ("Pasted text", "붙여 넣은 텍스트"),
+    "field_page": ("Page", "쪽"),
+    "field_inferred": ("Inferred concepts", "추론된 개념"),
+    "field_expected": ("Expected MFU", "기대 MFU"),
     "busy": ("Not ready yet: try again in a moment", "아직 준비 중입니다: 잠시 뒤 다시 시도하세요"),
     "topics_title": ("Topics", "주제"),
     "date_unknown": ("date unknown", "날짜 미상"),
@@ -247,6 +257,30 @@ _TEXT: dict[str, tuple[str, str]] = {
                "출처가 있는 실제 공개 장애 사례입니다. JSON API는 /docs에 설명되어 있어 요청마다 직접 보내 볼 수 있고, "
                "OpenAPI 문서 /openapi.json에도 있습니다(둘 다 오프라인에서도 열림)."),
 }
+
+
+#: The label (a key above) of the field each parameter of a refused request is written in on the pages.
+_FIELD_LABELS = {"q": "field_query", "query": "field_query", "text": "field_text", "page": "field_page", "org": "org",
+                 "component": "component", "cause": "cause", "symptom": "symptom", "tag": "tag", "year": "year",
+                 "year_from": "year", "year_to": "year", "severity": "severity", "inferred": "field_inferred",
+                 "file": "import_file", "expected": "field_expected", "format": "import_format",
+                 "date_format": "import_date_format", "maps": "import_opt_map", "sets": "import_opt_set"}
+#: The library's messages about one parameter begin with its name: ``year: '20x' is not a year``.
+_LEADING_PARAMETER = re.compile(r"([a-z_]+): ")
+
+
+def error_lead(lang: str, message: str, parameter: str | None = None, missing: bool = False) -> str | None:
+    """What to say in the page's language before a message of the library, which is written in English: which field
+    of the page the message is about (``parameter``, else the name the message begins with), or that something asked
+    for is not there (``missing``, a 404).  None on an English page, where the message says it all."""
+    if lang != "ko":
+        return None
+    t = texts(lang)
+    if missing:
+        return t["error_lead_missing"]
+    found = _LEADING_PARAMETER.match(message)
+    label = _FIELD_LABELS.get(parameter or (found.group(1) if found else ""))
+    return t["error_lead_field"].format(field=t[label]) if label else t["error_lead"]
 
 
 def texts(lang: str) -> Mapping[str, str]:

@@ -29,7 +29,7 @@ from ..requests import (
     IncidentFilter,
 )
 from . import _figures, _search
-from ._i18n import texts
+from ._i18n import error_lead, texts
 from ._paging import page_number
 
 HERE = FilePath(__file__).parent
@@ -100,11 +100,20 @@ def _page(request: Request, template: str, lang: str, title: str, status_code: i
     )
 
 
-def _error(request: Request, lang: str, status_code: int, message: str, suggestions: list[str] | None = None) -> HTMLResponse:
+def _error(request: Request, lang: str, status_code: int, message: str, suggestions: list[str] | None = None,
+           parameter: str | None = None, localized: bool = False) -> HTMLResponse:
+    """The error page: a heading in the page's language and ``message``; a message of the library (English; not
+    ``localized``) follows a sentence in the page's language naming the field it is about (:func:`._i18n.error_lead`)."""
     t = texts(lang)
     heading = t["not_found"] if status_code == 404 else t["bad_request"]
+    lead = None if localized else error_lead(lang, message, parameter, missing=status_code == 404)
     return _page(request, "error.html", lang, heading, status_code=status_code, heading=heading, message=message,
-                 suggestions=suggestions or [])
+                 lead=lead, suggestions=suggestions or [])
+
+
+def _refused(request: Request, lang: str, exc: Exception) -> HTMLResponse:
+    """The error page of a request the library refused (400), naming the parameter the error names."""
+    return _error(request, lang, 400, str(exc), parameter=getattr(exc, "parameter", None))
 
 
 def _checked(value: str, name: str) -> bool:
@@ -169,7 +178,7 @@ def home(request: Request, q: Text = "", org: Field = "", component: Field = "",
     try:
         context = _results(library, q, selected, language, page)
     except (IncidentlibError, ValueError, ValidationError) as exc:
-        return _error(request, language, 400, str(exc))
+        return _refused(request, language, exc)
     selected["inferred"] = "1" if _checked(inferred, "inferred") else ""  # read above; the box and the page links agree
     title = f"{q} · {texts(language)['site']}" if q else texts(language)["site"]
     return _page(request, "home.html", language, title, selected=selected, options=_filter_options(library, language),
@@ -193,8 +202,10 @@ def results_fragment(request: Request, q: Text = "", org: Field = "", component:
     try:
         context = _results(_library(request), q, selected, language, page)
     except (IncidentlibError, ValueError, ValidationError) as exc:
-        return HTMLResponse(f'<p class="error" role="alert">{escape(texts(language)["bad_request"])}: {escape(str(exc))}</p>',
-                            status_code=400)
+        lead = error_lead(language, str(exc), getattr(exc, "parameter", None))
+        said = f'<p class="error-lead">{escape(lead)}</p>' if lead else ""
+        return HTMLResponse(f'{said}<p class="error" role="alert">{escape(texts(language)["bad_request"])}: '
+                            f'<span{" lang=en" if lead else ""}>{escape(str(exc))}</span></p>', status_code=400)
     return templates.TemplateResponse(request, "_results.html", context={"t": texts(language), "lang": language,
                                                                           "incident_href": INCIDENT_HREF, **context})
 
@@ -228,7 +239,7 @@ def _seen(request: Request, text: str, language: str) -> Response:
         except Busy as exc:  # the tagger is still prepared after start: the page keeps the paste to send again (503)
             busy = exc
         except (IncidentlibError, ValueError, ValidationError) as exc:
-            return _error(request, language, 400, str(exc))
+            return _refused(request, language, exc)
     # the switch is a link: it holds the text when a link may (the GET page's own limit); a longer paste is sent
     # again by app.js in the other language
     switch = {"text": text if len(text) <= MAX_QUERY_CHARS else None}
@@ -345,7 +356,7 @@ async def series_result(request: Request, lang: Lang = None, accept_language: Ac
     try:  # CPU work off the event loop, which other requests share
         result = await run_in_threadpool(_library(request).diagnose_series, text=text, expected=expected, lang=language)
     except (IncidentlibError, ValueError, ValidationError) as exc:
-        return _error(request, language, 400, str(exc))
+        return _refused(request, language, exc)
     plot = _figures.series_plot([(p.t, p.v) for p in result.curve], result.dips, result.features.restarts,
                                 result.features.level)
     shown = text if len(text) <= SERIES_ECHO_CHARS else ""
