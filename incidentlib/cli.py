@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, get_args
@@ -177,6 +178,18 @@ def progress_bar(quiet: bool) -> Progress:
                     TimeRemainingColumn(), console=err, transient=True, disable=quiet)
 
 
+def step_bars(bar: Progress, prefix: str) -> Callable[[str, int, int], None]:
+    """A ``progress(step, done, total)`` callback that draws one bar on ``bar`` per step, named ``prefix: step``."""
+    tasks: dict[str, TaskID] = {}
+
+    def progress(step: str, done: int, total: int) -> None:
+        if step not in tasks:
+            tasks[step] = bar.add_task(f"{prefix}: {step}", total=total)
+        bar.update(tasks[step], completed=done, total=total)
+
+    return progress
+
+
 def build_with_progress(library: Library, quiet: bool = False, save_snapshot: bool = True, rebuild: bool = False) -> None:
     """Make the dense index fresh, with a progress bar on stderr when embedding is needed (``save_snapshot``:
     :meth:`Library.build_index`)."""
@@ -205,14 +218,7 @@ def prepare_similar_with_progress(library: Library, quiet: bool = False) -> None
     """:meth:`Library.prepare_similar` with a progress bar on stderr for each pass of a build."""
     started = time.perf_counter()
     with progress_bar(quiet) as bar:
-        tasks: dict[str, TaskID] = {}
-
-        def progress(step: str, done: int, total: int) -> None:
-            if step not in tasks:
-                tasks[step] = bar.add_task(f"similar: {step}", total=total)
-            bar.update(tasks[step], completed=done)
-
-        source = library.prepare_similar(progress)
+        source = library.prepare_similar(step_bars(bar, "similar"))
     if source == "unsaved":  # the warning logged says why; a server would build it again
         raise fail("similar: the artefact was built but could not be saved in the index cache (the warning above says "
                    "why); the first `similar` of a server would build it again")
@@ -694,7 +700,9 @@ def tag(
 ) -> None:
     """Infer components, causes and symptoms for untagged records; store them as inferred links (never curated)."""
     library = open_library(data, embedder, cache)
-    results = library.tag(ids or None, write=not dry_run, lang=lang.value, actor=_local_actor())
+    with progress_bar(as_json) as bar:
+        results = library.tag(ids or None, write=not dry_run, lang=lang.value, actor=_local_actor(),
+                              progress=step_bars(bar, "tag"))
     if as_json:
         emit_json(results)
         return

@@ -143,6 +143,11 @@ TAGGER_RETRY_AFTER_SECONDS = 10
 logger = logging.getLogger(__name__)
 assert set(get_args(SearchModeName)) == {m.value for m in SearchMode}
 
+#: Records read by the concept tagger per call in :meth:`Library.tag`: each call reports progress, and a call embeds its
+#: records' sentences in one batch (a few thousand sentences, far more than the embedder's own batch).
+TAG_BATCH = 256
+#: The steps :meth:`Library.tag` reports, in order: the classifier's fit (instant once cached), reading the records, storing.
+TAG_STEPS = ("learning from the curated records", "reading the records", "storing the links")
 #: Live-write steps remembered for patching the facet columns (:meth:`Library._carry_facets`): far more than the writes
 #: that land during one first read of the columns; a chain longer than this reads the columns again instead.
 FACET_STEPS_KEPT = 256
@@ -908,22 +913,35 @@ class Library:
         return SignalConcepts(self._signal_patterns, self.vocab)
 
     def tag(self, ids: list[str] | None = None, write: bool = True, lang: str = "en",
-            actor: str = "local") -> list[TagResult]:
+            actor: str = "local", progress: Callable[[str, int, int], None] | None = None) -> list[TagResult]:
         """Infer components, causes and symptoms for records (default: every draft) and store them in
         each record's ``inferred:`` block; curated links are never touched or re-proposed, rejected ones
         never proposed again.  Confidence: noisy-OR of the alias match and the classifier probability.
 
         A library with a write store (docs/storage.md) stores them there, one change per record in its history,
         which a running server sees: its records are the store's, and a file edited beside it would be read by
-        nobody.  A library of files alone has them written into its files."""
+        nobody.  A library of files alone has them written into its files.
+
+        ``progress(step, done, total)`` hears of each step of :data:`TAG_STEPS`: the first fit of the classifier takes
+        tens of seconds, and reading a large archive minutes."""
         from .tagging.store import write_inferred
 
         check_lang(lang)
+        report = progress or _no_progress
         self.refresh()
         chosen = [self.get(i) for i in ids] if ids else [i for i in self.data.incidents.values() if i.is_draft]
-        found = self.tagger.infer_incidents(chosen)
+        learning, reading, storing = TAG_STEPS
+        report(learning, 0, 1)
+        tagger = self.tagger
+        report(learning, 1, 1)
+        found: list[list[InferredLink]] = []
+        report(reading, 0, len(chosen))
+        for start in range(0, len(chosen), TAG_BATCH):
+            found.extend(tagger.infer_incidents(chosen[start:start + TAG_BATCH]))
+            report(reading, len(found), len(chosen))
         results = []
-        for incident, links in zip(chosen, found, strict=True):
+        for done, (incident, links) in enumerate(zip(chosen, found, strict=True), start=1):
+            report(storing, done - 1, len(chosen))
             try:
                 if not write:
                     stored = incident.model_copy(update={"inferred": links})
@@ -936,6 +954,7 @@ class Library:
                 results.append(TagResult(id=incident.id, inferred=[], problem=f"not stored: {problems}"))
                 continue
             results.append(TagResult(id=incident.id, inferred=[self._inferred_view(link, lang) for link in stored.proposed()]))
+        report(storing, len(chosen), len(chosen))
         if write and self._store.exists:
             self.refresh()
         return results
@@ -1603,6 +1622,10 @@ class Library:
         if need not in ROLES:
             raise InvalidRequest(f"role: must be one of {', '.join(ROLES)}, got {need!r}")
         return self._tokens.verify(token, need).name
+
+
+def _no_progress(step: str, done: int, total: int) -> None:
+    """A progress callback that hears nothing (none was given)."""
 
 
 def _incident_files(root: Path) -> set[str]:

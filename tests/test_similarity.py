@@ -505,3 +505,21 @@ def test_leave_concepts_out_writes_blind_drafts_and_the_held_out_causes(data_dir
     assert {row["id"]: row["labels"] for row in labels} == {
         i.id: i.causes for i in source.data.incidents.values() if i.causes}
     assert len({id(tagger) for tagger in taggers.values()}) == 5  # one per fold
+
+
+def test_tag_reports_each_step_and_reads_in_batches_with_the_same_result(hashed_collection: tuple[Library, Path],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import incidentlib.library as library_module
+
+    library, _ = hashed_collection
+    whole = library.tag(write=False)  # one batch: the twelve drafts at once
+    heard: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(library_module, "TAG_BATCH", 5)
+    batched = library.tag(write=False, progress=lambda step, done, total: heard.append((step, done, total)))
+    assert [r.model_dump() for r in batched] == [r.model_dump() for r in whole] and len(whole) == 12
+    learning, reading, storing = library_module.TAG_STEPS
+    assert [step for step, _, _ in heard] == sorted((step for step, _, _ in heard), key=library_module.TAG_STEPS.index)
+    assert [(d, t) for s, d, t in heard if s == learning] == [(0, 1), (1, 1)]
+    assert [(d, t) for s, d, t in heard if s == reading] == [(0, 12), (5, 12), (10, 12), (12, 12)]
+    stored = [d for s, d, t in heard if s == storing]
+    assert stored == sorted(stored) and stored[0] == 0 and stored[-1] == 12
