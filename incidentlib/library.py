@@ -143,8 +143,8 @@ TAGGER_RETRY_AFTER_SECONDS = 10
 logger = logging.getLogger(__name__)
 assert set(get_args(SearchModeName)) == {m.value for m in SearchMode}
 
-#: Records read by the concept tagger per call in :meth:`Library.tag`: each call reports progress, and a call embeds its
-#: records' sentences in one batch (a few thousand sentences, far more than the embedder's own batch).
+#: Records read by the concept tagger per call in :meth:`Library.tag`: each call reports progress, and the classifier
+#: scores a call's records in one matrix product rather than one product per record.
 TAG_BATCH = 256
 #: The steps :meth:`Library.tag` reports, in order: the classifier's fit (instant once cached), reading the records, storing.
 TAG_STEPS = ("learning from the curated records", "reading the records", "storing the links")
@@ -940,8 +940,8 @@ class Library:
             found.extend(tagger.infer_incidents(chosen[start:start + TAG_BATCH]))
             report(reading, len(found), len(chosen))
         results = []
-        for done, (incident, links) in enumerate(zip(chosen, found, strict=True), start=1):
-            report(storing, done - 1, len(chosen))
+        for done, (incident, links) in enumerate(zip(chosen, found, strict=True)):
+            report(storing, done, len(chosen))
             try:
                 if not write:
                     stored = incident.model_copy(update={"inferred": links})

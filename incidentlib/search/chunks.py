@@ -270,8 +270,8 @@ def _words_within(sentence: str) -> Iterator[str]:
 
 
 _SENTENCE_END = (".", "!", "?", "…", "。")
-#: What may follow a sentence's last mark and still end it: a closing bracket, quote or Markdown emphasis.
 _LEADS_IN = (":", ";", ",", "-", "–", "—")  # a line ending so continues into the next
+#: What may follow a sentence's last mark and still end it: a closing bracket, quote or Markdown emphasis.
 _CLOSERS = ")]}\"'’”*_`"
 
 

@@ -28,7 +28,7 @@ from starlette.datastructures import UploadFile
 from ..errors import AuthError, DataError, IncidentlibError, InvalidRequest, WriteError
 from ..library import Library
 from ..requests import IMPORT_FORMATS, MAX_IMPORT_BYTES, MAX_IMPORT_CHARS, name_options
-from ._i18n import texts
+from ._i18n import FIELD_LABELS, texts
 from ._review import COOKIE_PATH, REVIEW_ROLE, SESSION_COOKIE, _reviewer, _session, csrf_token
 from ._routes import AcceptLanguage, Lang, _lang, _library, _page
 
@@ -61,12 +61,15 @@ def _options(form: dict[str, str]) -> dict[str, str]:
     return {key: form.get(key, default) for key, default in DEFAULTS.items()}
 
 
+#: The form's field that sets each flag an import's message may name (:data:`~incidentlib.requests.IMPORT_FLAGS`).
+FIELD_OF_FLAG = {"--map": "maps", "--set": "sets", "--date-format": "date_format",
+                 "--keep-near-duplicates": "keep_near_duplicates", "--format": "format"}
+
+
 def _form_names(t: Mapping[str, str]) -> dict[str, str]:
     """Each flag an import's message may name, as this form labels the field that sets it (in the page's language):
     a web user sees no command line."""
-    labels = {"--map": t["import_opt_map"], "--set": t["import_opt_set"], "--date-format": t["import_date_format"],
-              "--keep-near-duplicates": t["import_keep_near"], "--format": t["import_format"]}
-    return {flag: f"“{label}”" for flag, label in labels.items()}
+    return {flag: f"“{t[FIELD_LABELS[field]]}”" for flag, field in FIELD_OF_FLAG.items()}
 
 
 def _named_for_form(t: Mapping[str, str], report: Any, error: str | None) -> tuple[Any, str | None]:
