@@ -774,7 +774,9 @@ def _place(location: str) -> int:
 @app.command("import")
 def import_cmd(
     path: Annotated[Path, typer.Argument(help="The collection to import.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="yaml, json, jsonl, csv or markdown.")],
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", "-f", help="yaml, json, jsonl, csv or markdown; by default the file's suffix says "
+                               "(.yml, .ndjson and .markdown too).")] = None,
     into: Annotated[Optional[Path], typer.Option("--into", help="Library directory to add to (created if missing).")] = None,
     maps: Annotated[Optional[list[str]], typer.Option("--map", "-m", help="FIELD=SOURCE, e.g. title=headline, source_url=links[0].href (repeatable).")] = None,
     id_prefix: Annotated[str, typer.Option(help="Prefix of new ids (uppercase letters).")] = "IL",

@@ -49,7 +49,7 @@ from .loader import INCIDENTS_DIR, LibraryData, Problem, check_incident, check_l
 from .models import LANGS, Concept, ConceptKind, Incident, InferredLink, padded_incident_id
 from .paths import CACHE_ENV, DATA_ENV, default_cache_dir, resolve_data_dir
 from .record_yaml import as_stored, incident_yaml
-from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang
+from .requests import CONCEPT_FILTERS, IncidentFilter, SearchModeName, check_k, check_lang, format_of_name
 from .search.backend import BACKEND_ENV as SEARCH_BACKEND_ENV
 from .search.backend import BACKEND_OPTION as SEARCH_BACKEND_OPTION
 from .search.backend import parse_search_backend
@@ -1172,19 +1172,26 @@ class Library:
         return run_evaluation(self, items, embedders, cache_dir=cache_dir)
 
     @staticmethod
-    def import_records(source: Path, target: Path, fmt: str, maps: list[str], id_prefix: str = "IL", lang: str = "en",
+    def import_records(source: Path, target: Path, fmt: str | None, maps: list[str], id_prefix: str = "IL", lang: str = "en",
                        dry_run: bool = False, keep_near_duplicates: bool = False,
                        progress: Callable[[int, int], None] | None = None,
                        date_format: str | None = None, sets: list[str] | None = None,
                        new_concepts: bool = True) -> ImportReport:
         """Import a collection into ``target`` as drafts, all or nothing; bad options are an :class:`InvalidRequest`.
 
+        ``fmt=None`` reads the format from the file's suffix (``.csv``, ``.jsonl``, ``.yml``, ``.md``…:
+        :data:`.requests.FORMAT_BY_SUFFIX`); a name that tells none is refused, naming the formats to choose from.
         ``new_concepts=False`` rejects each record that needs an organization or tag the vocabulary lacks (naming
         it) instead of adding the concept for review."""
         from pydantic import ValidationError
 
         from .importing import ImportFormat, ImportOptions, run_import, validation_reasons
 
+        if fmt is None:
+            fmt = format_of_name(source.name)
+            if fmt is None:
+                raise InvalidRequest(f"format: the name {source.name!r} does not tell the collection's format; "
+                                     f"name it, one of {', '.join(f.value for f in ImportFormat)}", parameter="format")
         try:
             import_format = ImportFormat(fmt)
         except ValueError:

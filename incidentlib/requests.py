@@ -52,6 +52,16 @@ MAX_IMPORT_CHARS = 5_000_000
 MAX_IMPORT_BYTES = 4 * MAX_IMPORT_CHARS
 #: The formats an import reads (``incidentlib.importing.ImportFormat``'s values), for the adapters that offer them.
 IMPORT_FORMATS = ("csv", "json", "jsonl", "yaml", "markdown")
+#: The format a file's suffix names, for an import that does not name one (a .jsonl file read as CSV took its first
+#: record for a header and rejected everything with reasons that did not say why).
+FORMAT_BY_SUFFIX = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".yaml": "yaml",
+                    ".yml": "yaml", ".md": "markdown", ".markdown": "markdown"}
+
+
+def format_of_name(name: str) -> str | None:
+    """The import format a file's name ends in (``incidents.CSV`` is csv), or None when its suffix names none."""
+    suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    return FORMAT_BY_SUFFIX.get(f".{suffix}") if suffix else None
 #: Alerts diagnosed per webhook call: Alertmanager groups a few dozen at most by default.
 # Longest lifetime of an API token: ten years is "does not expire" for any real deployment, and
 # keeps the expiry date representable (a date past year 9999 cannot be stored).
@@ -310,6 +320,7 @@ __all__ = [
     "CONCEPT_FIELDS",
     "CONCEPT_FILTERS",
     "FILTER_PARAMS",
+    "FORMAT_BY_SUFFIX",
     "IMPORT_FLAGS",
     "IMPORT_FORMATS",
     "INFERABLE_FILTERS",
@@ -347,6 +358,7 @@ __all__ = [
     "check_lang",
     "check_members",
     "check_query",
+    "format_of_name",
     "name_options",
     "with_filter_params",
 ]

@@ -500,9 +500,34 @@ def test_a_dry_run_into_an_empty_folder_leaves_it_there(tmp_path: Path) -> None:
 
 
 def test_the_formats_the_adapters_offer_are_the_formats_the_importer_reads() -> None:
-    from incidentlib.requests import IMPORT_FORMATS
+    from incidentlib.requests import FORMAT_BY_SUFFIX, IMPORT_FORMATS
 
     assert sorted(IMPORT_FORMATS) == sorted(f.value for f in ImportFormat)
+    assert set(FORMAT_BY_SUFFIX.values()) == set(IMPORT_FORMATS)  # every format can be told by a suffix
+
+
+def test_the_format_left_out_is_read_from_the_file_s_suffix_and_a_name_that_tells_none_is_refused(
+        tmp_path: Path, target: Path) -> None:
+    from incidentlib.requests import format_of_name
+
+    assert [format_of_name(name) for name in ("a.CSV", "x.ndjson", "list.markdown", "incidents.yml", "export.txt",
+                                               "noext", "archive.tar.gz")] == [
+        "csv", "jsonl", "markdown", "yaml", None, None, None]
+    records = [{"title": "The cache tier fell over", "org": "acme", "source_url": "https://e.example/f1",
+                "summary": "A cache tier fell over after a deploy."}]
+    runner = CliRunner()
+    read = runner.invoke(app, ["import", str(jsonl(tmp_path / "export.JSONL", records)), "--into", str(target),
+                               "--json"])
+    assert read.exit_code == 0, read.output
+    assert len(json.loads(read.stdout)["accepted"]) == 1  # read as JSON lines: as CSV it would have no title column
+    unnamed = jsonl(tmp_path / "export.txt", records)
+    refused = runner.invoke(app, ["import", str(unnamed), "--into", str(tmp_path / "other")])
+    message = " ".join(refused.stderr.split())
+    assert refused.exit_code == 2 and message.startswith("error: --format: the name 'export.txt' does not tell")
+    assert "csv" in message and not (tmp_path / "other").exists()
+    named = runner.invoke(app, ["import", str(unnamed), "--format", "jsonl", "--into", str(tmp_path / "other"),
+                                "--dry-run"])
+    assert named.exit_code == 0, named.output
 
 
 def test_an_export_s_shared_problem_is_said_a_few_times_then_counted_and_unread_columns_are_named(

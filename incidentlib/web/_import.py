@@ -27,7 +27,7 @@ from starlette.datastructures import UploadFile
 
 from ..errors import AuthError, DataError, IncidentlibError, InvalidRequest, WriteError
 from ..library import Library
-from ..requests import IMPORT_FORMATS, MAX_IMPORT_BYTES, MAX_IMPORT_CHARS, name_options
+from ..requests import IMPORT_FORMATS, MAX_IMPORT_BYTES, MAX_IMPORT_CHARS, format_of_name, name_options
 from ._i18n import FIELD_LABELS, texts
 from ._review import COOKIE_PATH, REVIEW_ROLE, SESSION_COOKIE, _reviewer, _session, csrf_token
 from ._routes import AcceptLanguage, Lang, _lang, _library, _page
@@ -39,10 +39,6 @@ IMPORT_HREF = "/ui/import"
 MAX_IMPORT_FIELDS = 16
 #: A file's suffix by format, for a pasted text (an uploaded file keeps its own name).
 SUFFIXES = {"markdown": ".md"}
-#: A format named by a file's suffix, used when the form's format is left at "from the file name" (a .jsonl file
-#: read as CSV took its first record for a header and rejected everything with reasons that did not say why).
-FORMAT_BY_SUFFIX = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".yaml": "yaml",
-                    ".yml": "yaml", ".md": "markdown", ".markdown": "markdown"}
 #: The format of a pasted text, or of a file whose suffix names none, when the form does not choose one.
 FALLBACK_FORMAT = "csv"
 #: What the form starts with: the importer's own defaults; the format ("") follows the file's name.
@@ -185,7 +181,7 @@ def chosen_format(values: dict[str, str]) -> tuple[str, bool]:
     """The format to read with, and whether it came from the file's name rather than the form."""
     if values["format"]:
         return values["format"], False
-    by_name = FORMAT_BY_SUFFIX.get(Path(values["filename"]).suffix.lower())
+    by_name = format_of_name(values["filename"])
     return (by_name, True) if by_name else (FALLBACK_FORMAT, False)
 
 
