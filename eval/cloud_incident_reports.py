@@ -114,6 +114,17 @@ def _aws(description: str, status: str) -> dict[str, str]:
     return fields
 
 
+def _rows(path: Path) -> list[dict[str, str]]:
+    """The rows of one provider's file; a report is one cell, and Google Cloud's longest are tens of kilobytes, past
+    the csv module's default cell limit, which is raised only while this file is read."""
+    before = csv.field_size_limit(1 << 30)
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            return list(csv.DictReader(handle))
+    finally:
+        csv.field_size_limit(before)
+
+
 def labels_of(value: str) -> list[str]:
     """The categories of one annotation cell, upper case, misspellings read as meant, "unknown" left out."""
     found = []
@@ -127,7 +138,6 @@ def labels_of(value: str) -> list[str]:
 def convert(folder: Path, commit: str, label: str = "root_cause") -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """Records and labels of every labelled row of ``{azure,gcp,aws}_label.csv`` in ``folder``, in that order."""
     column = LABEL_COLUMNS[label]
-    csv.field_size_limit(1 << 30)  # a report is one cell; Google Cloud's longest is tens of kilobytes
     records: list[dict[str, object]] = []
     labels: list[dict[str, object]] = []
     files = [(provider, folder / f"{provider}_label.csv") for provider in PROVIDERS]
@@ -136,8 +146,7 @@ def convert(folder: Path, commit: str, label: str = "root_cause") -> tuple[list[
     for provider, path in files:
         if not path.is_file():
             continue
-        with path.open(encoding="utf-8", newline="") as handle:
-            rows = list(csv.DictReader(handle))
+        rows = _rows(path)
         if rows and column not in rows[0]:
             continue  # this provider's file has no such annotation
         for number, row in enumerate(rows, 1):

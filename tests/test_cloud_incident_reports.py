@@ -104,7 +104,7 @@ def test_the_collection_imports(tmp_path: Path) -> None:
 
 def test_a_folder_without_the_files_or_a_broken_update_is_an_error_naming_it(tmp_path: Path) -> None:
     converter = _converter()
-    with pytest.raises(converter.ConversionError, match="none of azure_label.csv"):
+    with pytest.raises(converter.ConversionError, match=r"none of azure_label\.csv"):
         converter.convert(tmp_path, COMMIT)
     folder = tmp_path / "broken"
     folder.mkdir()

@@ -40,6 +40,7 @@ from ..vocab import Vocabulary
 from .dates import parse_date
 from .duplicates import DuplicateIndex
 from .mapping import FieldMap, FieldSet, default_source, extract, placeholders, source_key, unread_keys
+from .markup import as_text
 from .readers import ImportFormat, RawRecord, read_records
 
 if TYPE_CHECKING:
@@ -306,7 +307,7 @@ class Importer:
         self._check_sources(records)
         texts: list[str] = []
         for raw in records:
-            extracted = extract(raw.data, self.maps, sets=self.sets)
+            extracted = self._extract(raw)
             self._extracted[id(raw)] = extracted  # built next from the same values, not extracted twice
             values = extracted[0]
             given = values.get("id")
@@ -325,6 +326,20 @@ class Importer:
                                                                  min_records=TEMPLATE_MIN_RECORDS))
         for incident_id, urls, pair in known:
             self.duplicates.add(incident_id, urls, pair)
+
+    def _extract(self, raw: RawRecord) -> tuple[dict[str, Any], list[str]]:
+        """The record's mapped values, with HTML in its text fields read as text (:mod:`.markup`), and the mapping's
+        problems."""
+        values, unmatched = extract(raw.data, self.maps, sets=self.sets)
+        for name in (*TEXT_FIELDS, *(f"{field}.{code}" for field in TEXT_FIELDS for code in LANGS)):
+            value = values.get(name)
+            if isinstance(value, str):
+                values[name] = as_text(value)
+            elif isinstance(value, list):
+                values[name] = [as_text(item) if isinstance(item, str) else item for item in value]
+            elif isinstance(value, dict):
+                values[name] = {key: as_text(item) if isinstance(item, str) else item for key, item in value.items()}
+        return values, unmatched
 
     def _check_sources(self, records: list[RawRecord]) -> None:
         """A ``--map`` or ``--set`` placeholder whose first key no record has, for a field every record needs
@@ -376,7 +391,7 @@ class Importer:
 
     def _build(self, raw: RawRecord) -> tuple[Incident | None, Accepted | Rejected]:
         found = self._extracted.pop(id(raw), None)
-        values, unmatched = found if found is not None else extract(raw.data, self.maps, sets=self.sets)
+        values, unmatched = found if found is not None else self._extract(raw)
         warnings: list[str] = list(unmatched)  # required fields that stay missing are rejected below
         shape = _shape_errors(values, warnings)
         if shape:  # a list where one name is expected would become a made-up name (["a", "b"] -> "a-b")
