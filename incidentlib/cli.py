@@ -773,10 +773,11 @@ def _place(location: str) -> int:
 
 @app.command("import")
 def import_cmd(
-    path: Annotated[Path, typer.Argument(help="The collection to import.")],
+    path: Annotated[Path, typer.Argument(help="The collection to import: a file, or a folder of documents.")],
     fmt: Annotated[Optional[str], typer.Option(
-        "--format", "-f", help="yaml, json, jsonl, csv or markdown; by default the file's suffix says "
-                               "(.yml, .ndjson and .markdown too).")] = None,
+        "--format", "-f", help="yaml, json, jsonl, csv, markdown (a list of postmortems) or document (one "
+                               "postmortem per file; a folder of them); by default the file's suffix says, and a "
+                               "folder is documents.")] = None,
     into: Annotated[Optional[Path], typer.Option("--into", help="Library directory to add to (created if missing).")] = None,
     maps: Annotated[Optional[list[str]], typer.Option("--map", "-m", help="FIELD=SOURCE, e.g. title=headline, source_url=links[0].href (repeatable).")] = None,
     id_prefix: Annotated[str, typer.Option(help="Prefix of new ids (uppercase letters).")] = "IL",

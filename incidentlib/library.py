@@ -1180,7 +1180,8 @@ class Library:
         """Import a collection into ``target`` as drafts, all or nothing; bad options are an :class:`InvalidRequest`.
 
         ``fmt=None`` reads the format from the file's suffix (``.csv``, ``.jsonl``, ``.yml``, ``.md``…:
-        :data:`.requests.FORMAT_BY_SUFFIX`); a name that tells none is refused, naming the formats to choose from.
+        :data:`.requests.FORMAT_BY_SUFFIX`), and a folder as documents; a name that tells none is refused, naming
+        the formats to choose from.
         ``new_concepts=False`` rejects each record that needs an organization or tag the vocabulary lacks (naming
         it) instead of adding the concept for review."""
         from pydantic import ValidationError
@@ -1188,7 +1189,7 @@ class Library:
         from .importing import ImportFormat, ImportOptions, run_import, validation_reasons
 
         if fmt is None:
-            fmt = format_of_name(source.name)
+            fmt = "document" if source.is_dir() else format_of_name(source.name)
             if fmt is None:
                 raise InvalidRequest(f"format: the name {source.name!r} does not tell the collection's format; "
                                      f"name it, one of {', '.join(f.value for f in ImportFormat)}", parameter="format")

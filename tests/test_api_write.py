@@ -101,6 +101,12 @@ def test_import_over_http_dry_run_then_for_real(lib: Library) -> None:
     assert [e.actor for e in lib.history(drafts[0].id).items] == ["importer"]
     bad = client.post("/import", json={**body, "format": "xml"}, headers=bearer(editor))
     assert bad.status_code == 422
+    document = {"format": "document", "content": "---\ndate: 2024-03-02\n---\n# Cooling loop leak\n\nA coolant leak "
+                "took a row of racks down.\n", "sets": ["org=meta", "source_url=https://example.com/leak"]}
+    one = client.post("/import", json=document, headers=bearer(editor))
+    assert one.status_code == 200, one.text
+    filed = lib.get(one.json()["accepted"][0]["id"])
+    assert filed.title.get("en") == "Cooling loop leak" and str(filed.date) == "2024-03-02"
 
 
 def test_mcp_create_draft_needs_an_editor_token_over_http(lib: Library) -> None:

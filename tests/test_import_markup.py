@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from incidentlib.importing import ImportFormat, ImportOptions, run_import
+from incidentlib.importing.jira_markup import jira_text, looks_like_jira
 from incidentlib.importing.markup import as_text, html_text, looks_like_html
 from incidentlib.loader import check_library
 
@@ -18,6 +19,44 @@ STATUS_PAGE = (
     'control plane failed &amp; timed out.<br/><br/><strong>Root Cause:</strong> A deployment sent every call to one '
     'database partition.</p><ul>\n<li>Add auto-scaling</li>\n<li>Review the rollout</li>\n</ul>'
     '<pre>kubelet[812]: probe failed\n  exit 137</pre><script>track()</script><!-- internal note --></div>')
+
+
+JIRA = """h2. Impact
+Training stalled on *512 GPUs* for 3 hours; see [the runbook|https://wiki.example/runbooks/nccl] and [~kim].
+
+h2. Logs
+{code:java}
+Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1200, OpType=ALLREDUCE)
+{code}
+{color:red}Do not restart the job{color} until {{gpu-17}} is drained.
+!nccl-graph.png|thumbnail!
+||node||Xid||
+|gpu-17|79|
+# drain the node
+# rerun the job
+----
+bq. Lesson: alert on link flaps."""
+
+
+def test_jira_wiki_markup_is_read_as_the_issue_shows_it() -> None:
+    assert looks_like_jira(JIRA) and not looks_like_html(JIRA)
+    assert as_text(JIRA) == jira_text(JIRA) == (
+        "## Impact\nTraining stalled on 512 GPUs for 3 hours; see the runbook and kim.\n\n"
+        "## Logs\n\nWatchdog caught collective operation timeout: WorkNCCL(SeqNum=1200, OpType=ALLREDUCE)\n\n"
+        "Do not restart the job until gpu-17 is drained.\n\n"
+        "node Xid\ngpu-17 79\n- drain the node\n- rerun the job\n\nLesson: alert on link flaps.")
+
+
+@pytest.mark.parametrize("text", [
+    "CUDA_VISIBLE_DEVICES=0,1 and a *star",
+    "# A Markdown heading\n\nthe text under it",
+    "[1, 2] | grep x and array[i|j]",
+    "Use {}.format() or {name} in templates",
+    "Fix it! Now! The image.png! was fine",
+])
+def test_text_that_is_not_jira_markup_is_left_as_written(text: str) -> None:
+    assert not looks_like_jira(text)
+    assert as_text(text) == text
 
 
 @pytest.mark.parametrize("text", [

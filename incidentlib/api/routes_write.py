@@ -139,7 +139,9 @@ def provenance(library: LibraryDep, fmt: Annotated[Literal["ttl", "jsonld", "nt"
 
 
 class ImportBody(BaseModel):
-    format: Literal["yaml", "json", "jsonl", "csv", "markdown"]
+    format: Literal["yaml", "json", "jsonl", "csv", "markdown", "document"] = Field(
+        description="As `incidentlib import --format`; `document`: the content is one postmortem (Markdown, text or "
+                    "HTML, optional YAML front matter).")
     content: str = Field(max_length=MAX_IMPORT_CHARS, description="The collection's text, as the CLI would read it from a file.")
     maps: list[str] = Field(default_factory=list, description="FIELD=SOURCE, as `incidentlib import --map`.")
     sets: list[str] = Field(default_factory=list, description="FIELD=VALUE for every record, `{path}` filled from "
@@ -155,7 +157,7 @@ class ImportBody(BaseModel):
 @router.post("/import", responses=ERRORS, tags=["writes"])
 def import_records(body: ImportBody, library: LibraryDep, actor: EditorDep) -> dict[str, Any]:
     """Import a collection as drafts (same formats and mapping as the CLI), all or nothing; `dry_run` writes nothing."""
-    suffix = {"markdown": ".md"}.get(body.format, f".{body.format}")
+    suffix = {"markdown": ".md", "document": ".md"}.get(body.format, f".{body.format}")
     with tempfile.TemporaryDirectory(prefix="incidentlib-upload-") as folder:
         source = FilePath(folder) / f"upload{suffix}"
         source.write_text(body.content, encoding="utf-8")

@@ -1,4 +1,5 @@
-"""HTML in an export's text fields, read as the text a reader of the page sees.
+"""HTML in an export's text fields, read as the text a reader of the page sees (and Jira's wiki markup:
+:mod:`.jira_markup`).
 
 Ticket systems and status pages export their descriptions as HTML (``<p>…</p>``, ``<br/>``, ``&amp;``).  Stored as
 it is, the markup is shown to people as tags, and it is searched and embedded as words: every record of such an
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+
+from .jira_markup import jira_text, looks_like_jira
 
 #: Elements that start and end a paragraph of the text.
 BLOCKS = frozenset({"p", "div", "section", "article", "header", "footer", "main", "aside", "nav", "blockquote",
@@ -107,5 +110,8 @@ def html_text(text: str) -> str:
 
 
 def as_text(value: str) -> str:
-    """``value`` read as text: :func:`html_text` when it :func:`looks_like_html`, else unchanged."""
-    return html_text(value) if looks_like_html(value) else value
+    """``value`` read as text: :func:`html_text` when it :func:`looks_like_html`, Jira's wiki markup read
+    (:func:`.jira_markup.jira_text`) when it holds some, else unchanged."""
+    if looks_like_html(value):
+        return html_text(value)
+    return jira_text(value) if looks_like_jira(value) else value

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from ..errors import ReadError
+from .documents import DOCUMENT_SUFFIXES, document_files, read_document
 
 
 class ImportFormat(str, Enum):
@@ -27,6 +28,7 @@ class ImportFormat(str, Enum):
     jsonl = "jsonl"
     csv = "csv"
     markdown = "markdown"
+    document = "document"  # one incident per file; a folder of them (:mod:`.documents`)
 
 
 #: One source record as read: field names to whatever the format held (strings, lists, nested mappings).
@@ -78,6 +80,7 @@ _RECORD_SHAPES = {
     ImportFormat.jsonl: "one JSON object per line",
     ImportFormat.csv: "a row under the header",
     ImportFormat.markdown: "a list item with a link (- [title](url))",
+    ImportFormat.document: "a document of its own",
 }
 
 
@@ -92,6 +95,10 @@ def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
 
 
 def _read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
+    if fmt is ImportFormat.document:
+        return _read_documents(path)
+    if path.is_dir():
+        raise ReadError(f"{path}: a folder; a folder of postmortems, one per file, is read with --format document")
     text = read_utf8(path)
     name = path.name
     if fmt is ImportFormat.markdown:
@@ -113,6 +120,21 @@ def _read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
     if items is None:
         raise ReadError(f"{name}: expected a list of records, or a mapping holding one")
     return [RawRecord(f"{name}#{index}", item) for index, item in enumerate(items) if isinstance(item, dict)]
+
+
+def _read_documents(path: Path) -> list[RawRecord]:
+    """Each document of a folder (or the one file given) as a record, located by its path."""
+    if not path.is_dir():
+        return [RawRecord(path.name, read_document(path, read_utf8(path), path.name, path.name))]
+    files = document_files(path)
+    if not files:
+        raise ReadError(f"{path}: no documents ({', '.join(DOCUMENT_SUFFIXES)}) in the folder or its subfolders")
+    records = []
+    for file in files:
+        relative = file.relative_to(path).as_posix()
+        location = f"{path.name}/{relative}"
+        records.append(RawRecord(location, read_document(file, read_utf8(file), location, relative)))
+    return records
 
 
 #: Field separators a CSV file may use: spreadsheets in locales whose decimal mark is a comma save with ";", and

@@ -165,10 +165,11 @@ _TEXT: dict[str, tuple[str, str]] = {
     "done_accepted": ("Concept accepted on", "개념을 받아들임:"),
     "done_concept_rejected": ("Concept rejected on", "개념을 거절함:"),
     "import_title": ("Import a collection", "모음 가져오기"),
-    "import_intro": ("A postmortem archive or a ticket export (CSV, JSON, JSON Lines, YAML or a Markdown list) becomes "
-                     "drafts in the review queue. Preview first: nothing is stored until you import, and then all or "
-                     "nothing.",
-                     "포스트모템 모음이나 티켓 내보내기(CSV, JSON, JSON Lines, YAML, Markdown 목록)를 검토 대기열의 초안으로 "
+    "import_intro": ("A postmortem archive or a ticket export (CSV, JSON, JSON Lines, YAML or a Markdown list), or one "
+                     "postmortem document (format “document”), becomes drafts in the review queue. Preview first: "
+                     "nothing is stored until you import, and then all or nothing.",
+                     "포스트모템 모음이나 티켓 내보내기(CSV, JSON, JSON Lines, YAML, Markdown 목록), 또는 포스트모템 문서 "
+                     "하나(형식 “document”)를 검토 대기열의 초안으로 "
                      "가져옵니다. 먼저 미리 보세요. 가져오기를 누르기 전에는 아무것도 저장하지 않고, 가져올 때는 전부 아니면 "
                      "아무것도 저장하지 않습니다."),
     "import_sign_in": ("Importing needs an editor's sign-in: sign in on the review page, then come back.",

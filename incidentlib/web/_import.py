@@ -38,7 +38,7 @@ IMPORT_HREF = "/ui/import"
 #: The form's fields: the file, the paste box, format, id prefix, language, date form, maps, sets, action, csrf.
 MAX_IMPORT_FIELDS = 16
 #: A file's suffix by format, for a pasted text (an uploaded file keeps its own name).
-SUFFIXES = {"markdown": ".md"}
+SUFFIXES = {"markdown": ".md", "document": ".md"}
 #: The format of a pasted text, or of a file whose suffix names none, when the form does not choose one.
 FALLBACK_FORMAT = "csv"
 #: What the form starts with: the importer's own defaults; the format ("") follows the file's name.
