@@ -38,6 +38,8 @@ def archive(root: Path) -> Path:
     (root / "2023" / "20231105_driver.html").write_text(DRIVER, encoding="utf-8")
     (root / "disk.txt").write_text(DISK, encoding="utf-8")
     (root / "README.md").write_text("# Postmortems of Acme\n\nOne file per incident.\n", encoding="utf-8")
+    (root / "_template.md").write_text("# Title\n\n## Impact\n\n## Root cause\n", encoding="utf-8")
+    (root / "2023" / "_index.md").write_text("# 2023\n", encoding="utf-8")
     (root / ".git" / "notes.md").write_text("# not an incident\n", encoding="utf-8")
     (root / "diagram.png").write_bytes(b"\x89PNG\r\n")
     (root / "2024-13-45-notes.txt").write_text("Notes on the capacity review\n", encoding="utf-8")
@@ -54,7 +56,7 @@ def test_a_folder_of_postmortems_imports_one_record_per_document(tmp_path: Path)
     assert report["format"] == "document"  # a folder is read as documents without --format
     assert [row["location"] for row in report["accepted"]] == [
         "pm/2023/20231105_driver.html", "pm/2024-03-02-nccl-hang.md", "pm/2024-13-45-notes.txt",
-        "pm/disk.txt"]  # no README, nothing hidden
+        "pm/disk.txt"]  # no README, template or index, nothing hidden
     assert report["unread_columns"] == ["services"]
     data, problems = check_library(target)
     assert not problems and data is not None
@@ -83,7 +85,9 @@ def test_one_document_is_one_record_and_a_markdown_file_is_still_a_list_by_defau
     data, _ = check_library(tmp_path / "lib")
     assert data is not None and str(data.incidents[report.accepted[0].id].date) == "2024-03-02"
     as_list = CliRunner().invoke(app, ["import", str(source), "--into", str(tmp_path / "other"), "--dry-run"])
-    assert as_list.exit_code != 0 and "no records found as markdown" in " ".join(as_list.output.split())
+    said = " ".join(as_list.output.split())
+    assert as_list.exit_code != 0 and "no records found as markdown" in said
+    assert "(one postmortem of its own is --format document)" in said
 
 
 @pytest.mark.parametrize(("text", "message"), [

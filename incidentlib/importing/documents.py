@@ -11,8 +11,8 @@ opening with YAML front matter (``date``, ``severity``, ``services``) between ``
 - ``date``: the front matter's, else a date the file's name starts with (``2024-03-02-…``, ``20240302_…``);
 - ``file``: the file's path inside the folder, for a template (``--set source_url=https://git.example/pm/{file}``).
 
-A folder is read through its subfolders in name order; hidden files and folders and ``README`` files are not
-records.
+A folder is read through its subfolders in name order; hidden files and folders, ``README`` and ``index`` files and
+the template a team copies (``template.md``, :data:`NOT_RECORDS`) are not records.
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ from .markup import html_text, looks_like_html
 
 #: The files of a folder read as documents.
 DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt", ".text", ".html", ".htm")
-#: Files of a folder that describe the folder, not an incident.
-NOT_RECORDS = ("readme",)
+#: Files of a folder that describe the folder or are the form every write-up starts from, not an incident (by their
+#: name without its suffix, in any case, a leading ``_`` aside: Hugo's ``_index.md``).
+NOT_RECORDS = ("readme", "index", "template", "postmortem-template", "incident-template", "changelog", "license",
+               "contributing")
 _FRONT_MATTER_END = re.compile(r"^(?:---|\.\.\.)\s*$")
 _ATX_TITLE = re.compile(r"^#\s+(.+?)\s*#*\s*$")
 _SETEXT_RULE = re.compile(r"^=+\s*$")
@@ -47,7 +49,7 @@ def document_files(folder: Path) -> list[Path]:
         relative = path.relative_to(folder)
         if any(part.startswith(".") for part in relative.parts) or not path.is_file():
             continue
-        if path.suffix.lower() in DOCUMENT_SUFFIXES and path.stem.lower() not in NOT_RECORDS:
+        if path.suffix.lower() in DOCUMENT_SUFFIXES and path.stem.lower().lstrip("_") not in NOT_RECORDS:
             found.append(path)
     return found
 

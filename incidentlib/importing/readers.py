@@ -89,8 +89,9 @@ def read_records(path: Path, fmt: ImportFormat) -> list[RawRecord]:
     would look like an import that worked)."""
     records = _read_records(path, fmt)
     if not records:
+        one = " (one postmortem of its own is --format document)" if fmt is ImportFormat.markdown else ""
         raise ReadError(f"{path.name}: no records found as {fmt.value} ({_RECORD_SHAPES[fmt]}); "
-                        "is the file empty, or is --format wrong?")
+                        f"is the file empty, or is --format wrong?{one}")
     return records
 
 
