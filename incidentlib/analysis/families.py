@@ -8,8 +8,11 @@ text yields at most one match per (family, code), in order of first appearance.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from ..search.concepts import FOLD_CHARS
 from ..views import ConceptRef, SignalMatch
 from ..vocab import Vocabulary
 from .tables import Family, SignalTable
@@ -20,14 +23,74 @@ MAX_TEXT_CHARS = 200_000
 EXCERPT_CHARS = 240
 
 
+#: The shortest literal worth a substring test: one or two letters are in nearly every line.
+GATE_MIN_CHARS = 3
+
+
 @dataclass(frozen=True)
 class CompiledFamily:
     family: Family
-    patterns: tuple[tuple[re.Pattern[str], str | None], ...]
+    #: (pattern, fixed code, gate): a line none of whose lowercased gate strings it holds cannot match the pattern
+    patterns: tuple[tuple[re.Pattern[str], str | None, tuple[str, ...] | None], ...]
 
 
 def compile_table(table: SignalTable) -> list[CompiledFamily]:
-    return [CompiledFamily(f, tuple((p.compiled(), p.code) for p in f.patterns)) for f in table.families]
+    compiled = []
+    for family in table.families:
+        patterns = [(regex, pattern.code, pattern_gate(regex))
+                    for pattern in family.patterns for regex in (pattern.compiled(),)]
+        compiled.append(CompiledFamily(family, tuple(patterns)))
+    return compiled
+
+
+def pattern_gate(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
+    """Lowercase strings one of which every match of ``pattern`` contains, or None when none is found.
+
+    Read from the pattern's parse tree: a run of ASCII literal characters in a sequence (zero-width anchors such as
+    ``\\b`` inside it) is required; so is what a group, or a repeat of at least one, requires; a branch requires one
+    of its alternatives' strings when each has one.  Of the requirements found, the one whose shortest string is
+    longest is the gate (the most selective).  Testing ``any(s in line.lower() for s in gate)`` before the search
+    skips most lines of a text at the cost of a substring test each: a necessary condition, so the matches are the
+    same (``tests/test_signal_gates.py`` compares them over the bundled library)."""
+    try:  # the standard library's own regular-expression parser: no public interface gives the tree
+        from re import _constants as sre  # type: ignore[attr-defined]
+        from re import _parser  # type: ignore[attr-defined]
+
+        tree = _parser.parse(pattern.pattern, pattern.flags)
+    except (ImportError, AttributeError, re.error):
+        return None
+
+    def required(items: Any) -> tuple[str, ...] | None:
+        found: list[tuple[str, ...]] = []
+        run: list[str] = []
+
+        def end_run() -> None:
+            if len(run) >= GATE_MIN_CHARS:
+                found.append(("".join(run),))
+            run.clear()
+
+        for op, value in items:
+            if op is sre.LITERAL and value < 128:
+                run.append(chr(value).lower())
+                continue
+            if op is sre.AT:  # \b, ^, $: they match no character, so the run goes on
+                continue
+            end_run()
+            inner: tuple[str, ...] | None = None
+            if op is sre.SUBPATTERN:
+                inner = required(value[-1])
+            elif op is sre.BRANCH:
+                alternatives = [required(branch) for branch in value[1]]
+                if all(alternatives):
+                    inner = tuple(text for alternative in alternatives if alternative for text in alternative)
+            elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT) and value[0] >= 1:
+                inner = required(value[2])
+            if inner:
+                found.append(inner)
+        end_run()
+        return max(found, key=lambda strings: min(len(text) for text in strings)) if found else None
+
+    return required(tree)
 
 
 def _refs(vocab: Vocabulary, kind: str, ids: list[str], lang: str) -> list[ConceptRef]:
@@ -38,11 +101,24 @@ def _refs(vocab: Vocabulary, kind: str, ids: list[str], lang: str) -> list[Conce
     return [ConceptRef(id=i, kind=kind, label=vocab.label(i, lang)) for i in seen]
 
 
+def gate_test(text: str) -> Callable[[tuple[str, ...] | None], bool]:
+    """``held(gate)``: whether ``text`` holds one of the gate's strings (a pattern without a gate: always)."""
+    if FOLD_CHARS.search(text) is not None:
+        # case-insensitive matching equates ı, İ, ſ and the Kelvin sign with ASCII letters; str.lower() does not
+        return lambda gate: True
+    lowered = text.lower()
+    return lambda gate: gate is None or any(needed in lowered for needed in gate)
+
+
 def match_line(compiled: list[CompiledFamily], line: str) -> list[tuple[Family, str, str]]:
-    """(family, code, excerpt) for every family that recognises ``line``."""
+    """(family, code, excerpt) for every family that recognises ``line``; each pattern is searched only in a line
+    that holds its gate (:func:`pattern_gate`)."""
     found = []
+    held = gate_test(line)
     for entry in compiled:
-        for pattern, fixed in entry.patterns:
+        for pattern, fixed, gate in entry.patterns:
+            if not held(gate):
+                continue
             hit = pattern.search(line)
             if hit is None:
                 continue

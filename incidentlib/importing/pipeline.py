@@ -581,6 +581,8 @@ def language_of(text: str, default: str) -> str:
     """``ko`` for a text of Korean (:data:`KOREAN_SHARE` of its letters Hangul), ``en`` for one of Latin letters,
     ``default`` (``--lang``) for one with neither: a bilingual team's archive mixes the two, and a Korean text
     stored as English is searched, shown and checked as English."""
+    if text.isascii():  # no Hangul: English when it has a letter (the count below, without listing every letter)
+        return "en" if _LATIN_LETTER.search(text) else default
     hangul = len(_HANGUL_SYLLABLE.findall(text))
     latin = len(_LATIN_LETTER.findall(text))
     if hangul + latin == 0:

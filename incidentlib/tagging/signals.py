@@ -19,9 +19,9 @@ they were found.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..analysis.families import MAX_TEXT_CHARS, CompiledFamily, match_line
+from ..analysis.families import MAX_TEXT_CHARS, CompiledFamily, gate_test, match_line
 from ..analysis.tables import Family
 from ..models import ConceptKind
 from ..vocab import Vocabulary
@@ -56,19 +56,27 @@ class SignalConcepts:
         self.vocab = vocab
         # a pattern that matches a line matches the whole text, unless it is anchored to a line's start or end (a
         # team's own table may write ^ or $): only then is the whole-text gate of find() skipped
-        self._gated = not any(mark in pattern.pattern for family in self.families for pattern, _ in family.patterns
+        self._gated = not any(mark in pattern.pattern for family in self.families for pattern, _, _ in family.patterns
                               for mark in "^$")
 
     def find(self, text: str, skip: set[str] | None = None) -> list[SignalConcept]:
         """``skip``: concepts found already by another method (not looked up again)."""
         text = text[:MAX_TEXT_CHARS]
-        # most records hold no signal: they cost one scan of the text per pattern
-        if self._gated and not any(pattern.search(text) for family in self.families for pattern, _ in family.patterns):
-            return []
+        families = self.families
+        if self._gated:
+            # a pattern that no line can match is one the whole text does not match: the lines are read with the
+            # patterns the text matches only (in their order, so each line's first match is the same), and most
+            # records, which hold no signal, cost one scan of the text per pattern holding its gate
+            held = gate_test(text)
+            families = [replace(family, patterns=matching) for family in self.families
+                        if (matching := tuple(entry for entry in family.patterns
+                                              if held(entry[2]) and entry[0].search(text)))]
+            if not families:
+                return []
         found: dict[str, SignalConcept] = {}
         done = set(skip or ())
         for line in text.splitlines():
-            for family, code, excerpt in match_line(self.families, line):
+            for family, code, excerpt in match_line(families, line):
                 signal, concepts = _pointed_to(family, code)
                 for kind, concept_id in concepts:
                     if concept_id in done or concept_id in found:
