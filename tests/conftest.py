@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -158,3 +160,13 @@ def mapping_flags(path: Path) -> set[str]:
             elif fields and "-" in fields[0] and not fields[0].endswith(":"):
                 current = " ".join(fields[5:])
     return flags
+
+
+def eval_script(name: str) -> ModuleType:
+    """A script of ``eval/`` (``postmortems_icco``) loaded from its path as a module, as it runs: its siblings found."""
+    path = Path(__file__).resolve().parents[1] / "eval" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -4,16 +4,15 @@ and a separate labels file; the report's markup is read as text and no annotatio
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import eval_script
 
 from incidentlib.importing import ImportFormat, ImportOptions, run_import
 
-CONVERTER = Path(__file__).resolve().parents[1] / "eval" / "cloud_incident_reports.py"
 COMMIT = "0123abc"
 AZURE_HTML = (
     '<div class="col-sm-11 incident-history-item">\n<button type="button">\n<span class="hide-text">10/19/2020</span>\n'
@@ -34,11 +33,7 @@ ANNOTATIONS = {"label_user_symptom": "ANNOTATED wombat symptom", "label_root_cau
 
 
 def _converter() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cloud_incident_reports", CONVERTER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return eval_script("cloud_incident_reports")
 
 
 def _write(path: Path, rows: list[dict[str, str]]) -> None:

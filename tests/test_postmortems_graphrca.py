@@ -3,24 +3,18 @@ labels file; the category (in the labels file only), the lines stating it and th
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import eval_script
 
 from incidentlib.importing import ImportFormat, ImportOptions, run_import
 
-CONVERTER = Path(__file__).resolve().parents[1] / "eval" / "postmortems_graphrca.py"
-
 
 def _converter() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("postmortems_graphrca", CONVERTER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return eval_script("postmortems_graphrca")
 
 
 def _incident(root: Path, number: int, postmortem: str, company: str, date: str, category: str, source: str) -> None:

@@ -3,16 +3,14 @@ separate labels file; the labels (categories) and the keywords chosen with them 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import eval_script
 
 from incidentlib.importing import ImportFormat, ImportOptions, run_import
-
-CONVERTER = Path(__file__).resolve().parents[1] / "eval" / "postmortems_icco.py"
 
 POSTMORTEM = """---
 uuid: 11111111-0000-0000-0000-000000000001
@@ -47,11 +45,7 @@ An expired certificate on the mail gateway broke TLS handshakes for two hours.
 
 @pytest.fixture(scope="module")
 def converter() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("postmortems_icco", CONVERTER)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return eval_script("postmortems_icco")
 
 
 def test_records_keep_text_and_source_and_never_the_labels(converter: ModuleType, tmp_path: Path) -> None:
