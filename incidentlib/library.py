@@ -1189,6 +1189,8 @@ class Library:
         from .importing import ImportFormat, ImportOptions, run_import, validation_reasons
 
         if fmt is None:
+            if not source.exists():  # what is wrong is the path, not a format it could not tell
+                raise InvalidRequest(f"{source}: no such file or folder")
             fmt = "document" if source.is_dir() else format_of_name(source.name)
             if fmt is None:
                 raise InvalidRequest(f"format: the name {source.name!r} does not tell the collection's format; "

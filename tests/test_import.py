@@ -526,6 +526,8 @@ def test_the_format_left_out_is_read_from_the_file_s_suffix_and_a_name_that_tell
     message = " ".join(refused.stderr.split())
     assert refused.exit_code == 2 and message.startswith("error: --format: the name 'export.txt' does not tell")
     assert "csv" in message and not (tmp_path / "other").exists()
+    missing = runner.invoke(app, ["import", str(tmp_path / "exports"), "--into", str(tmp_path / "other")])
+    assert missing.exit_code == 2 and "exports: no such file or folder" in " ".join(missing.stderr.split())
     named = runner.invoke(app, ["import", str(unnamed), "--format", "jsonl", "--into", str(tmp_path / "other"),
                                 "--dry-run"])
     assert named.exit_code == 0, named.output
