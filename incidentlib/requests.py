@@ -55,12 +55,14 @@ IMPORT_FORMATS = ("csv", "json", "jsonl", "yaml", "markdown", "document")
 #: The format a file's suffix names, for an import that does not name one (a .jsonl file read as CSV took its first
 #: record for a header and rejected everything with reasons that did not say why).
 FORMAT_BY_SUFFIX = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".yaml": "yaml",
-                    ".yml": "yaml", ".md": "markdown", ".markdown": "markdown"}
+                    ".yml": "yaml", ".md": "markdown", ".markdown": "markdown", ".html": "document",
+                    ".htm": "document"}
 
 
 def format_of_name(name: str) -> str | None:
     """The import format a file's name ends in (``incidents.CSV`` is csv), or None when its suffix names none.  A
-    ``.md`` file is a Markdown *list* of postmortems; one postmortem of its own is ``document``, named as such."""
+    ``.md`` file is a Markdown *list* of postmortems; one postmortem of its own is ``document``, named as such, but
+    for a web page (``.html``), which is one document or nothing the importer reads."""
     suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     return FORMAT_BY_SUFFIX.get(f".{suffix}") if suffix else None
 #: Alerts diagnosed per webhook call: Alertmanager groups a few dozen at most by default.

@@ -503,8 +503,7 @@ def test_the_formats_the_adapters_offer_are_the_formats_the_importer_reads() -> 
     from incidentlib.requests import FORMAT_BY_SUFFIX, IMPORT_FORMATS
 
     assert sorted(IMPORT_FORMATS) == sorted(f.value for f in ImportFormat)
-    # every format of a file can be told by its suffix; one postmortem document is named (a folder is documents)
-    assert set(FORMAT_BY_SUFFIX.values()) == set(IMPORT_FORMATS) - {"document"}
+    assert set(FORMAT_BY_SUFFIX.values()) == set(IMPORT_FORMATS)  # every format can be told by some suffix
 
 
 def test_the_format_left_out_is_read_from_the_file_s_suffix_and_a_name_that_tells_none_is_refused(
@@ -512,8 +511,8 @@ def test_the_format_left_out_is_read_from_the_file_s_suffix_and_a_name_that_tell
     from incidentlib.requests import format_of_name
 
     assert [format_of_name(name) for name in ("a.CSV", "x.ndjson", "list.markdown", "incidents.yml", "export.txt",
-                                               "noext", "archive.tar.gz")] == [
-        "csv", "jsonl", "markdown", "yaml", None, None, None]
+                                               "noext", "archive.tar.gz", "2024-03-02-outage.HTML")] == [
+        "csv", "jsonl", "markdown", "yaml", None, None, None, "document"]
     records = [{"title": "The cache tier fell over", "org": "acme", "source_url": "https://e.example/f1",
                 "summary": "A cache tier fell over after a deploy."}]
     runner = CliRunner()

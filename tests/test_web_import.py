@@ -137,6 +137,15 @@ def test_an_upload_left_at_the_default_format_is_read_by_its_file_name(client: T
     assert "csv 형식으로 읽었습니다." in chosen.text  # a format the user chose wins over the name, and is named
     # read as CSV, the lines of JSON have no column "Key": refused before any record, the format said beside it
     assert chosen.status_code == 422 and "“필드 대응” title=Summary: no record has &#39;Summary&#39;" in chosen.text
+    page_of_one = ("<html><body><h1>Cooling loop leak</h1><p>A coolant leak took a row of racks down.</p>"
+                   "</body></html>")
+    document = client.post("/ui/import", data={**form, "csrf": csrf, "action": "preview", "format": "",
+                                               "sets": "org=meta\nsource_url=https://wiki.example/leak"},
+                           files={"file": ("2024-03-02-leak.html", page_of_one.encode("utf-8"), "text/html")})
+    assert document.status_code == 200, document.text
+    assert "1 record(s) would be added, 0 rejected." in document.text  # one postmortem page, not a CSV
+    assert "Read as document, from the file name 2024-03-02-leak.html" in document.text
+    assert "Cooling loop leak" in document.text
 
 
 def test_the_preview_rejects_a_record_of_an_unknown_organization_as_the_import_does(client: TestClient, lib: Library) -> None:
