@@ -81,6 +81,8 @@ def test_html_is_read_as_paragraphs_lines_and_words() -> None:
     assert html_text("Line one<br>Line two") == "Line one\nLine two"
     assert html_text("<table><tr><th>node</th><th>Xid</th></tr><tr><td>gpu-7</td><td>79</td></tr></table>") == (
         "node Xid\ngpu-7 79")
+    # a malformed marked section, which the standard parser stops at with an assertion, is read as text
+    assert html_text("<p>a</p><![x y]]><p>b</p>") == "a\n\n<![x y]]>\n\nb"
     # inside HTML, a tag that names no element is kept: the log line's <pid> is part of the text
     assert html_text("<p>kill <pid> failed</p><p>then&nbsp;stop</p>") == "kill <pid> failed\n\nthen stop"
 

@@ -99,13 +99,21 @@ class _TextOfPage(HTMLParser):
         self.parts.append(data if self._pre else re.sub(r"\s+", " ", data))
 
 
-def html_text(text: str) -> str:
-    """The text a reader of the HTML ``text`` sees: paragraphs apart by a blank line, runs of spaces one space but in
-    ``<pre>`` (whose line breaks are kept), no line starting or ending with a space."""
+def _page_parts(text: str) -> list[str]:
     parser = _TextOfPage()
     parser.feed(text)
     parser.close()
-    lines = [line.strip() for line in "".join(parser.parts).replace("\xa0", " ").splitlines()]
+    return parser.parts
+
+
+def html_text(text: str) -> str:
+    """The text a reader of the HTML ``text`` sees: paragraphs apart by a blank line, runs of spaces one space but in
+    ``<pre>`` (whose line breaks are kept), no line starting or ending with a space."""
+    try:
+        parts = _page_parts(text)
+    except AssertionError:  # a malformed marked section ("<![x …"), which the standard parser gives up on
+        parts = _page_parts(text.replace("<![", "&lt;!["))
+    lines = [line.strip() for line in "".join(parts).replace("\xa0", " ").splitlines()]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
