@@ -59,6 +59,12 @@ FORMAT_BY_SUFFIX = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson"
                     ".htm": "document"}
 
 
+def file_suffix(fmt: str) -> str:
+    """The suffix a file of text given in ``fmt`` is saved under for the importer to read (a paste, an HTTP body):
+    Markdown's for a list or one document, else the format's name (``.jsonl``)."""
+    return ".md" if fmt in ("markdown", "document") else f".{fmt}"
+
+
 def format_of_name(name: str) -> str | None:
     """The import format a file's name ends in (``incidents.CSV`` is csv), or None when its suffix names none.  A
     ``.md`` file is a Markdown *list* of postmortems; one postmortem of its own is ``document``, named as such, but
@@ -361,6 +367,7 @@ __all__ = [
     "check_lang",
     "check_members",
     "check_query",
+    "file_suffix",
     "format_of_name",
     "name_options",
     "with_filter_params",

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Body, Header, Path, Query, Response
 from pydantic import BaseModel, Field
 
 from ..library import MEDIA_TYPES, ExportFormat
-from ..requests import MAX_ID_CHARS, MAX_IMPORT_CHARS, MAX_REF_CHARS, MAX_TOKEN_DAYS
+from ..requests import MAX_ID_CHARS, MAX_IMPORT_CHARS, MAX_REF_CHARS, MAX_TOKEN_DAYS, file_suffix
 from ..views import CreatedToken, HistoryPage, StoredRecord, TokenView
 from .deps import AdminDep, EditorDep, LibraryDep
 from .schemas import ErrorBody
@@ -157,9 +157,8 @@ class ImportBody(BaseModel):
 @router.post("/import", responses=ERRORS, tags=["writes"])
 def import_records(body: ImportBody, library: LibraryDep, actor: EditorDep) -> dict[str, Any]:
     """Import a collection as drafts (same formats and mapping as the CLI), all or nothing; `dry_run` writes nothing."""
-    suffix = {"markdown": ".md", "document": ".md"}.get(body.format, f".{body.format}")
     with tempfile.TemporaryDirectory(prefix="incidentlib-upload-") as folder:
-        source = FilePath(folder) / f"upload{suffix}"
+        source = FilePath(folder) / f"upload{file_suffix(body.format)}"
         source.write_text(body.content, encoding="utf-8")
         report = library.import_drafts(source, body.format, body.maps, id_prefix=body.id_prefix, lang=body.lang,
                                        dry_run=body.dry_run, keep_near_duplicates=body.keep_near_duplicates,

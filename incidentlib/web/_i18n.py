@@ -262,10 +262,10 @@ _TEXT: dict[str, tuple[str, str]] = {
 
 #: The label (a key above) of the field each parameter of a refused request is written in on the pages.
 FIELD_LABELS = {"q": "field_query", "query": "field_query", "text": "field_text", "page": "field_page", "org": "org",
-                 "component": "component", "cause": "cause", "symptom": "symptom", "tag": "tag", "year": "year",
-                 "year_from": "year", "year_to": "year", "severity": "severity", "inferred": "field_inferred",
-                 "file": "import_file", "expected": "field_expected", "format": "import_format",
-                 "date_format": "import_date_format", "maps": "import_opt_map", "sets": "import_opt_set",
+                "component": "component", "cause": "cause", "symptom": "symptom", "tag": "tag", "year": "year",
+                "year_from": "year", "year_to": "year", "severity": "severity", "inferred": "field_inferred",
+                "file": "import_file", "expected": "field_expected", "format": "import_format",
+                "date_format": "import_date_format", "maps": "import_opt_map", "sets": "import_opt_set",
                 "keep_near_duplicates": "import_keep_near"}
 #: The library's messages about one parameter begin with its name: ``year: '20x' is not a year``.
 _LEADING_PARAMETER = re.compile(r"([a-z_]+): ")

@@ -27,7 +27,7 @@ from starlette.datastructures import UploadFile
 
 from ..errors import AuthError, DataError, IncidentlibError, InvalidRequest, WriteError
 from ..library import Library
-from ..requests import IMPORT_FORMATS, MAX_IMPORT_BYTES, MAX_IMPORT_CHARS, format_of_name, name_options
+from ..requests import IMPORT_FORMATS, MAX_IMPORT_BYTES, MAX_IMPORT_CHARS, file_suffix, format_of_name, name_options
 from ._i18n import FIELD_LABELS, texts
 from ._review import COOKIE_PATH, REVIEW_ROLE, SESSION_COOKIE, _reviewer, _session, csrf_token
 from ._routes import AcceptLanguage, Lang, _lang, _library, _page
@@ -37,8 +37,6 @@ router = APIRouter(include_in_schema=False)
 IMPORT_HREF = "/ui/import"
 #: The form's fields: the file, the paste box, format, id prefix, language, date form, maps, sets, action, csrf.
 MAX_IMPORT_FIELDS = 16
-#: A file's suffix by format, for a pasted text (an uploaded file keeps its own name).
-SUFFIXES = {"markdown": ".md", "document": ".md"}
 #: The format of a pasted text, or of a file whose suffix names none, when the form does not choose one.
 FALLBACK_FORMAT = "csv"
 #: What the form starts with: the importer's own defaults; the format ("") follows the file's name.
@@ -192,8 +190,7 @@ def _run(library: Library, values: dict[str, str], dry_run: bool, actor: str) ->
         raise InvalidRequest(f"format: {fmt!r} is not one of {', '.join(IMPORT_FORMATS)}", parameter="format")
     lines = {key: [line.strip() for line in values[key].splitlines() if line.strip()] for key in ("maps", "sets")}
     with tempfile.TemporaryDirectory(prefix="incidentlib-web-import-") as folder:
-        suffix = SUFFIXES.get(fmt, "." + fmt)
-        name = _safe_name(values["filename"]) or f"pasted{suffix}"  # the hidden field comes back from the browser
+        name = _safe_name(values["filename"]) or f"pasted{file_suffix(fmt)}"  # the hidden field comes back from the browser
         source = Path(folder) / name
         source.write_text(values["content"], encoding="utf-8")
         return library.import_drafts(source, fmt, lines["maps"], id_prefix=values["id_prefix"].strip() or "IL",
