@@ -10,14 +10,17 @@ recognition, the duplicate check against everything accepted so far, validation)
 tenth record repeats the previous record's text under a new URL, which the near-duplicate
 check must reject.  The import is a dry run into a scratch copy of the
 bundled library (writing and the final whole-library validation are not timed: they do not
-grow with the record count per record).  Prints a Markdown table with wall-clock and CPU
-seconds of the process (on a shared machine the CPU figure is the steadier one).
+grow with the record count per record).  Each count is imported with each ``--workers`` setting (0: all in the
+importing process; 1: the work that depends on a record alone done ahead by a worker process,
+incidentlib/importing/ahead.py), side by side in one run.  Prints a Markdown table with wall-clock seconds and the
+CPU seconds of the importing process and of its worker.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shutil
@@ -31,6 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from incidentlib import Library  # noqa: E402
 from incidentlib.importing import ImportFormat, ImportOptions, run_import  # noqa: E402
+from incidentlib.importing.ahead import WORKERS_ENV  # noqa: E402
 
 #: One record in this many repeats an earlier one's text (a near-duplicate the import must reject).
 DUPLICATE_EVERY = 10
@@ -60,30 +64,44 @@ def archive(path: Path, count: int, seed: int = 0) -> None:
             handle.write(json.dumps({**record, "url": f"https://tickets.example/{n}"}, ensure_ascii=False) + "\n")
 
 
-def run(count: int, scratch: Path) -> dict[str, float]:
+def run(count: int, scratch: Path, workers: int) -> dict[str, float]:
     source = scratch / f"archive-{count}.jsonl"
-    archive(source, count)
-    target = scratch / f"library-{count}"
-    shutil.copytree(Library.open().root, target)
-    started, cpu_started = time.perf_counter(), time.process_time()
+    if not source.exists():
+        archive(source, count)
+    target = scratch / f"library-{count}-{workers}"
+    if not target.exists():  # a dry run leaves it as it was
+        shutil.copytree(Library.open().root, target)
+    os.environ[WORKERS_ENV] = str(workers)
+    before = os.times()
+    started = time.perf_counter()
     report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, dry_run=True))
-    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    seconds = time.perf_counter() - started
+    after = os.times()
+    cpu = (after.user + after.system) - (before.user + before.system)
+    worker_cpu = (after.children_user + after.children_system) - (before.children_user + before.children_system)
     duplicates = sum(1 for r in report.rejected if r.duplicate_of)
-    return {"records": count, "seconds": seconds, "rate": count / seconds, "cpu": cpu, "cpu_rate": count / cpu,
-            "accepted": len(report.accepted), "near_duplicates": duplicates}
+    return {"records": count, "workers": workers, "seconds": seconds, "rate": count / seconds, "cpu": cpu,
+            "worker_cpu": worker_cpu, "accepted": len(report.accepted), "near_duplicates": duplicates}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 1],
+                        help="worker processes of each run (INCIDENTLIB_IMPORT_WORKERS), side by side")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each setting, in alternating order")
     args = parser.parse_args()
+    rows = []
     with tempfile.TemporaryDirectory(prefix="incidentlib-bench-import-") as folder:
-        rows = [run(count, Path(folder)) for count in args.records]
-    print("| records | seconds | records/s | CPU seconds | records per CPU second | accepted | rejected as near-duplicates |\n"
-          "|---|---|---|---|---|---|---|")
-    for row in rows:
-        print(f"| {row['records']:,} | {row['seconds']:.1f} | {row['rate']:.0f} | {row['cpu']:.1f} | {row['cpu_rate']:.0f} "
-              f"| {row['accepted']:,} | {row['near_duplicates']:,} |")
+        for count in args.records:
+            for round_number in range(args.rounds):
+                order = args.workers if round_number % 2 == 0 else list(reversed(args.workers))
+                rows.extend(run(count, Path(folder), workers) for workers in order)
+    print("| records | workers | seconds | records/s | CPU seconds, importing process | CPU seconds, worker "
+          "| accepted | rejected as near-duplicates |\n|---|---|---|---|---|---|---|---|")
+    for row in sorted(rows, key=lambda row: (row["records"], row["workers"])):
+        print(f"| {row['records']:,} | {row['workers']} | {row['seconds']:.1f} | {row['rate']:.0f} | {row['cpu']:.1f} "
+              f"| {row['worker_cpu']:.1f} | {row['accepted']:,} | {row['near_duplicates']:,} |")
 
 
 if __name__ == "__main__":

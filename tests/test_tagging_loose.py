@@ -127,3 +127,33 @@ def test_a_name_whose_first_word_recurs_inside_it_is_found_on_both_paths(loose: 
     text = "model hub and model files hub and model files"
     assert loose.find(text) == loose.reference_find(text) != []
     assert loose.find(text + " İ") == loose.find(text)  # the reference path, taken for a case-folding character
+
+
+def test_the_open_gap_pattern_gives_the_strict_patterns_match_at_every_start() -> None:
+    """A gap's word is captured and checked after the match (``_OPEN_GAP``), with the strict pattern matched where a
+    barred word was captured: at every start, the same match as the strict pattern's, on names and texts made to
+    hold function words, negations, repeated words and capitals in and around their gaps."""
+    from incidentlib.tagging.loose import _OPEN_GAP, _compile, _Entry, _open_match
+
+    names = ["bad config", "disk full of", "out of memory", "GPU kernel driver", "no route to host", "full full disk"]
+    vocabulary = ["bad", "config", "disk", "full", "of", "out", "memory", "GPU", "gpu", "kernel", "driver", "drivers",
+                  "no", "route", "to", "host", "the", "and", "not", "wasn't", "FIREWALL", "old", "Of", "THE", "configs"]
+    rng = random.Random(11)
+    fell_back = decided = 0
+    for name in names:
+        entry = _Entry(name, "c", "cause", frozenset(name.lower().split()), name.lower().split()[-1], name.split()[0].lower())
+        strict, open_pattern = _compile(entry), _compile(entry, _OPEN_GAP)
+        for _ in range(300):  # the name's words in order, each followed by up to two other words or itself again
+            words = [rng.choice([*vocabulary, *name.split()])]
+            for part in name.split():
+                words += [part, *rng.choices([part, *vocabulary], k=rng.randrange(0, 3))]
+            text = " ".join(words)
+            for start in range(len(text)):
+                expected = strict.match(text, start)
+                got = _open_match(open_pattern, lambda strict=strict: strict, text, start)  # type: ignore[misc]
+                assert (got and got.span()) == (expected and expected.span()), (name, text, start)
+                direct = open_pattern.match(text, start)
+                fell_back += direct is not None and (expected is None or direct.span() != expected.span())
+                decided += direct is not None and expected is not None and direct.span() != expected.span()
+    assert fell_back > 100  # barred words were met in gaps, and the strict pattern decided there
+    assert decided > 0  # including where it matched otherwise ("disk full [full] of", not "disk [full] full [of] of")

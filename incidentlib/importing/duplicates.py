@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +81,27 @@ class Duplicate:
 _BAND_BYTES = ROWS * 8
 
 
+#: What the duplicate check compares of a text: its token set (without the collection's boilerplate) and its LSH band
+#: keys (none for a text without tokens).
+Prepared = tuple[frozenset[str], list[tuple[int, bytes]]]
+
+
+class Fingerprints:
+    """``fingerprints(text)`` → the text's :data:`Prepared` form, from the text alone (so it may be computed ahead,
+    in another process: :mod:`.ahead`)."""
+
+    def __init__(self, boilerplate: Boilerplate | None = None) -> None:
+        self.boilerplate = boilerplate  # template sentences left out of every text compared
+        self._hasher = MinHasher(num_perm=BANDS * ROWS)
+
+    def __call__(self, text: str) -> Prepared:
+        tokens = fingerprint(self.boilerplate.strip(text) if self.boilerplate is not None else text)
+        if not tokens:
+            return tokens, []
+        rows = self._hasher.signature(tokens).tobytes()
+        return tokens, [(band, rows[band * _BAND_BYTES:(band + 1) * _BAND_BYTES]) for band in range(BANDS)]
+
+
 class DuplicateIndex:
     """Existing incidents and the records accepted so far in this import.
 
@@ -91,27 +113,19 @@ class DuplicateIndex:
 
     def __init__(self, threshold: float = SIMILARITY_THRESHOLD, boilerplate: Boilerplate | None = None) -> None:
         self.threshold = threshold
-        self.boilerplate = boilerplate  # template sentences left out of every text compared
+        self.fingerprints = Fingerprints(boilerplate)
         self._known: list[Known] = []
         self._by_url: dict[str, str] = {}
-        self._hasher = MinHasher(num_perm=BANDS * ROWS)
         self._buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)  # (band, rows) -> known positions
         self._token_ids: dict[str, int] = {}  # every token of a known record
         self._marks = np.zeros(1024, dtype=bool)  # by token id: in the record being checked (all False between checks)
         # text -> (fingerprint, LSH keys) of the last find(): an accepted record is added next, without
         # tokenizing and hashing its texts again
-        self._last: dict[str, tuple[frozenset[str], list[tuple[int, bytes]]]] = {}
+        self._last: dict[str, Prepared] = {}
 
-    def _prepared(self, text: str) -> tuple[frozenset[str], list[tuple[int, bytes]]]:
+    def _prepared(self, text: str) -> Prepared:
         found = self._last.get(text)
-        if found is None:
-            tokens = fingerprint(self.boilerplate.strip(text) if self.boilerplate is not None else text)
-            found = (tokens, self._bands(tokens) if tokens else [])
-        return found
-
-    def _bands(self, tokens: frozenset[str]) -> list[tuple[int, bytes]]:
-        rows = self._hasher.signature(tokens).tobytes()
-        return [(band, rows[band * _BAND_BYTES:(band + 1) * _BAND_BYTES]) for band in range(BANDS)]
+        return found if found is not None else self.fingerprints(text)
 
     def _ids(self, tokens: frozenset[str]) -> np.ndarray:
         ids = self._token_ids
@@ -129,14 +143,17 @@ class DuplicateIndex:
         for key in {key for _, keys in prepared for key in keys}:
             self._buckets[key].append(position)
 
-    def find(self, urls: list[str], texts: list[str]) -> Duplicate | None:
+    def find(self, urls: list[str], texts: list[str], prepared: Sequence[Prepared] | None = None) -> Duplicate | None:
         """The first known record (in the order added) with the highest similarity ≥ the threshold among the LSH
-        candidates, if any."""
+        candidates, if any.  ``prepared``: ``fingerprints(text)`` of each of ``texts``, computed already."""
         for url in urls:
             owner = self._by_url.get(normalise_url(url))
             if owner:
                 return Duplicate(owner, f"same source URL as {owner}: {url}")
-        self._last = {t: self._prepared(t) for t in texts if t}
+        if prepared is not None:
+            self._last = {t: found for t, found in zip(texts, prepared, strict=True) if t}
+        else:
+            self._last = {t: self.fingerprints(t) for t in texts if t}
         candidates: set[int] = set()
         for _, keys in self._last.values():
             for key in keys:

@@ -22,6 +22,7 @@ import re
 import shutil
 import unicodedata
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,14 +32,15 @@ from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_va
 from ..errors import ImportFailed, MappingError, TableError
 from ..journal import JOURNAL_DIR, JournalBusy, commit_files, new_directory
 from ..loader import INCIDENTS_DIR, VOCAB_DIR, Problem, check_library
-from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident, padded_incident_id
+from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident, InferredLink, padded_incident_id
 from ..paths import bundled_data_dir
 from ..search.boilerplate import Boilerplate
 from ..search.concepts import ConceptRecognizer
 from ..tagging.tagger import ConceptTagger
 from ..vocab import Vocabulary
+from .ahead import WorkAhead
 from .dates import parse_date
-from .duplicates import DuplicateIndex
+from .duplicates import DuplicateIndex, Fingerprints, Prepared
 from .mapping import FieldMap, FieldSet, default_source, extract, placeholders, source_key, unread_keys
 from .markup import as_text
 from .readers import ImportFormat, RawRecord, read_records
@@ -257,6 +259,9 @@ class Importer:
         # made by prepare(), which knows the template sentences of the records to import; build() needs it first
         self.duplicates: DuplicateIndex
         self._extracted: dict[int, tuple[dict[str, object], list[str]]] = {}  # by id() of a prepared record
+        # the work done ahead on the prepared records (prepare()), and each one's index there, by id() of the record
+        self._ahead: WorkAhead[_AheadItem, _AheadResult] | None = None
+        self._ahead_index: dict[int, int] = {}
         self.new_concepts: dict[ConceptKind, dict[str, Concept]] = {ConceptKind.organization: {}, ConceptKind.tag: {}}
         # concepts added while building the current record, dropped again if it is rejected (a list, so a rejection
         # costs what the record added, not a copy of everything added so far)
@@ -305,7 +310,14 @@ class Importer:
         that the library does not hold; and index the library's records for the duplicate check, without the
         template sentences of the library and of ``records`` together."""
         self._check_sources(records)
+        # a worker process starts now (importing the package while the records are read), and works ahead on what
+        # depends on a record's text alone (_RecordWork: about half of a record) while this one does the rest in order
+        try:
+            self._ahead = WorkAhead(len(records))
+        except ValueError as exc:  # a bad worker setting in the environment
+            raise ImportFailed(str(exc)) from None
         texts: list[str] = []
+        ahead_items: list[_AheadItem] = []
         for raw in records:
             extracted = self._extract(raw)
             self._extracted[id(raw)] = extracted  # built next from the same values, not extracted twice
@@ -314,8 +326,11 @@ class Importer:
             own = self._own_id(str(given)) if isinstance(given, (str, int)) else None
             if own is not None and own not in self.data.incidents:
                 self._named.setdefault(own, raw.location)
-            title, summary, _ = _bilingual_texts(values, self.options.lang)
-            texts.extend(compared_text(title.get(code, ""), summary.get(code, "")) for code in LANGS)
+            title, summary, body = _bilingual_texts(values, self.options.lang)
+            compared = tuple(compared_text(title.get(code, ""), summary.get(code, "")) for code in LANGS)
+            texts.extend(compared)
+            self._ahead_index[id(raw)] = len(ahead_items)
+            ahead_items.append((_tagged_text(title, summary, body), compared))
         known = [(incident.id, [str(s.url) for s in incident.sources],
                   [compared_text(incident.title.get(code, False), incident.summary.get(code, False)) for code in LANGS])
                  for incident in self.data.incidents.values()]
@@ -324,6 +339,7 @@ class Importer:
         # template only past TEMPLATE_MIN_RECORDS texts, so a record filed a few times over is still caught
         self.duplicates = DuplicateIndex(boilerplate=Boilerplate(list(dict.fromkeys(t for t in texts if t)),
                                                                  min_records=TEMPLATE_MIN_RECORDS))
+        self._ahead.start(_RecordWork(self.tagger, self.duplicates.fingerprints), ahead_items)
         for incident_id, urls, pair in known:
             self.duplicates.add(incident_id, urls, pair)
 
@@ -419,14 +435,16 @@ class Importer:
             return None, Rejected(location=raw.location, reasons=reasons)
 
         texts = [compared_text(title.get(code, ""), summary.get(code, "")) for code in LANGS]
-        duplicate = self.duplicates.find(urls, texts)
+        tagged_text = _tagged_text(title, summary, body)
+        links, prepared = self._worked(raw, (tagged_text, tuple(texts)))
+        duplicate = self.duplicates.find(urls, texts, prepared)
         if duplicate and duplicate.reason.startswith("same source URL"):
             return None, Rejected(location=raw.location, reasons=[duplicate.reason], duplicate_of=duplicate.of)
         if duplicate and not self.options.keep_near_duplicates:  # a page that fires again reads the same
             return None, Rejected(location=raw.location, duplicate_of=duplicate.of,
                                   reasons=[f"{duplicate.reason} (--keep-near-duplicates imports it anyway)"])
 
-        inferred = self._inferred([*title.values(), *summary.values(), *body.values()], concept_fields)
+        inferred = self._inferred(links, concept_fields)
         suggestions = [{"concept": link["concept"], "kind": link["kind"], "evidence": link["evidence"]} for link in inferred]
         status = _status(values.get("status"), warnings)
         record_id = self._record_id(values, warnings, raw.location)
@@ -492,14 +510,26 @@ class Importer:
             concept_fields[field] = list(dict.fromkeys(resolved))
         return concept_fields
 
-    def _inferred(self, texts: list[str], concept_fields: dict[str, list[str]]) -> list[dict[str, Any]]:
+    def _worked(self, raw: RawRecord, item: _AheadItem) -> _AheadResult:
+        """:class:`_RecordWork` of the record's texts: done ahead when the record was prepared with these texts, else
+        here (a record not prepared, or whose text build() changed since: a shape it fixed)."""
+        index = self._ahead_index.get(id(raw))
+        if self._ahead is not None and index is not None and self._ahead.items[index] == item:
+            return self._ahead.result(index)
+        return _RecordWork(self.tagger, self.duplicates.fingerprints)([item])[0]
+
+    def _inferred(self, links: list[InferredLink], concept_fields: dict[str, list[str]]) -> list[dict[str, Any]]:
         """Concepts recognised in the text and not already asserted: inferred links with evidence, method
         and confidence (alias matching only: an import stays fast and model-free; ``incidentlib tag`` adds
         the classifier)."""
         asserted = {c for ids in concept_fields.values() for c in ids}
-        text = "\n\n".join(dict.fromkeys(t for t in texts if t))
         return [link.model_dump(mode="json", exclude_defaults=True) | {"confidence": link.confidence}
-                for link in self.tagger.infer([text], exclude=[asserted])[0]]
+                for link in links if link.concept not in asserted]
+
+    def close(self) -> None:
+        """The worker stopped, if one was started (idempotent)."""
+        if self._ahead is not None:
+            self._ahead.close()
 
     def _record_id(self, values: dict[str, Any], warnings: list[str], location: str) -> str:
         """The record's own id (:meth:`_own_id`) when it has the prefix's form, the library does not hold it and no
@@ -614,6 +644,30 @@ def _text(values: dict[str, Any], name: str, lang: str, lines: bool = False) -> 
         if value not in (None, "") and str(value).strip():
             found[code] = str(value).strip()
     return found
+
+
+#: What :class:`_RecordWork` takes of a record: the text it is tagged by, and the texts the duplicate check compares.
+_AheadItem = tuple[str, tuple[str, ...]]
+#: What it gives: the inferred links of the first, and the duplicate check's fingerprints of the others.
+_AheadResult = tuple[list[InferredLink], list[Prepared]]
+
+
+@dataclass(frozen=True)
+class _RecordWork:
+    """What an import computes of a record from its texts alone (done ahead by :class:`~.ahead.WorkAhead`): its
+    inferred links (``tagger.infer``, each text's links its own) and its duplicate check's fingerprints."""
+
+    tagger: ConceptTagger
+    fingerprints: Fingerprints
+
+    def __call__(self, items: list[_AheadItem]) -> list[_AheadResult]:
+        links = self.tagger.infer([tagged for tagged, _ in items])
+        return [(found, [self.fingerprints(text) for text in compared]) for found, (_, compared) in zip(links, items, strict=True)]
+
+
+def _tagged_text(title: dict[str, str], summary: dict[str, str], body: dict[str, str]) -> str:
+    """The text a record is tagged by: its title, summary and body in each language, each distinct one once."""
+    return "\n\n".join(dict.fromkeys(t for t in (*title.values(), *summary.values(), *body.values()) if t))
 
 
 def _bilingual_texts(values: dict[str, Any], lang: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
@@ -740,18 +794,21 @@ def _import_records(records: list[RawRecord], source: Path, target: Path, option
     report = ImportReport(source=str(source), into=str(target),
                           format=options.format.value, dry_run=options.dry_run, written=False)
     built: list[Incident] = []
-    importer.prepare(records)
     unread: dict[str, None] = {}
-    for index, raw in enumerate(records, 1):
-        unread.update(dict.fromkeys(unread_keys(raw.data, importer.maps, importer.sets)))
-        incident, outcome = importer.build(raw)
-        if incident is not None:
-            built.append(incident)
-            report.accepted.append(outcome)  # type: ignore[arg-type]
-        else:
-            report.rejected.append(outcome)  # type: ignore[arg-type]
-        if progress:
-            progress(index, len(records))
+    try:
+        importer.prepare(records)
+        for index, raw in enumerate(records, 1):
+            unread.update(dict.fromkeys(unread_keys(raw.data, importer.maps, importer.sets)))
+            incident, outcome = importer.build(raw)
+            if incident is not None:
+                built.append(incident)
+                report.accepted.append(outcome)  # type: ignore[arg-type]
+            else:
+                report.rejected.append(outcome)  # type: ignore[arg-type]
+            if progress:
+                progress(index, len(records))
+    finally:
+        importer.close()
     report.new_organizations = sorted(importer.new_concepts[ConceptKind.organization])
     report.new_tags = sorted(importer.new_concepts[ConceptKind.tag])
     report.unread_columns = [str(key) for key in unread]

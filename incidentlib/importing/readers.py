@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -144,6 +145,7 @@ CSV_DELIMITERS = (",", ";", "\t")
 #: Records read to choose the separator: enough to see that rows split like the header, few enough to cost nothing.
 SNIFF_RECORDS = 20
 #: Excel's first line naming the separator (``sep=;``), which is not part of the data.
+_FIELD_LIMIT_LOCK = threading.Lock()
 _EXCEL_SEPARATOR = re.compile(r"^sep=(.)\r?$")
 
 
@@ -166,8 +168,11 @@ def read_csv(text: str, name: str) -> list[RawRecord]:
             read.append((number, line))
             yield line
 
+    # Python's default limit (128 KiB a field) is less than a long postmortem in one cell.  The limit is the csv
+    # module's, for every thread: two reads raising and restoring it at once (a server's imports) could leave it raised
+    # for good, so one read at a time changes it
+    _FIELD_LIMIT_LOCK.acquire()
     limit = csv.field_size_limit()
-    # Python's default limit (128 KiB a field) is less than a long postmortem in one cell
     csv.field_size_limit(max(limit, len(text)))
     try:
         reader = csv.reader(lines(), delimiter=delimiter)
@@ -192,6 +197,7 @@ def read_csv(text: str, name: str) -> list[RawRecord]:
         raise ReadError(f"{name}:{reader.line_num}: not valid CSV: {exc}") from None
     finally:
         csv.field_size_limit(limit)
+        _FIELD_LIMIT_LOCK.release()
     return records
 
 

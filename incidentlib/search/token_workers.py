@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import pickle
 import subprocess
 import sys
@@ -37,7 +36,7 @@ from typing import IO, cast
 import numpy as np
 
 from . import tokenize
-from .cores import usable_cores
+from .cores import configured_workers, usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +52,8 @@ WORKERS_ENV = "INCIDENTLIB_TOKEN_WORKERS"
 
 def default_workers() -> int:
     """:data:`WORKERS_ENV` if set, else one fewer than the cores this process may use (at most :data:`MAX_WORKERS`)."""
-    configured = os.environ.get(WORKERS_ENV)
-    if configured is not None:
-        try:
-            workers = int(configured)
-        except ValueError:
-            raise ValueError(f"{WORKERS_ENV}={configured!r}: expected a whole number of worker processes") from None
-        if workers < 0:
-            raise ValueError(f"{WORKERS_ENV}={configured!r}: the number of worker processes cannot be negative")
-        return workers
-    return max(0, min(MAX_WORKERS, usable_cores() - 1))
+    configured = configured_workers(WORKERS_ENV)
+    return configured if configured is not None else max(0, min(MAX_WORKERS, usable_cores() - 1))
 
 
 def token_ids(texts: Sequence[str], term_id: Callable[[str], int], workers: int | None = None,

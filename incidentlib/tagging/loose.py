@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -48,18 +48,36 @@ _SPACE = r"[^\S\n\r\v\f\x85\u2028\u2029]+"
 #: is neither a function word, a negating word nor a negated verb ("wasn't"), in any case (the name's own words may
 #: be case-sensitive). A possessive is a modifier ("mobile operator's core network").
 _GAP = r"(?:{space}(?i:(?!(?:{function})(?![\w\-/']))(?![\w\-/]*n't(?![\w\-/']))[A-Za-z0-9][\w\-/']*))?{space}"
-_FULL_GAP = _GAP.format(space=_SPACE, function="|".join(sorted(FUNCTION_WORDS | NEGATING_WORDS, key=len, reverse=True)))
+_BARRED_WORDS = "|".join(sorted(FUNCTION_WORDS | NEGATING_WORDS, key=len, reverse=True))
+_FULL_GAP = _GAP.format(space=_SPACE, function=_BARRED_WORDS)
+#: ``_GAP`` with any word in it, captured, for :class:`LooseNames` to check after the match (``_BARRED_GAP_WORD``).
+#: A pattern holding the function words' alternation once per gap takes 5 ms to compile (a three-word name; 2 ms
+#: without it), and an import meets a few hundred names: seconds in every process that tags.  A gap's word runs to the space after it, so "is not a barred
+#: word" is the lookaheads of ``_GAP`` read on the captured word whole.
+_OPEN_GAP = rf"(?:{_SPACE}(?i:([A-Za-z0-9][\w\-/']*)))?{_SPACE}"
+_BARRED_GAP_WORD = re.compile(rf"(?i:(?:{_BARRED_WORDS})|[\w\-/]*n't)")
 _WORD = re.compile(r"[a-z0-9_]+")
 
 
-def _anchored(pattern: re.Pattern[str], text: str, lowered: str, first: str) -> Iterator[re.Match[str]]:
-    """The pattern's matches that start where ``first`` occurs in ``lowered`` (offsets shared with ``text``)."""
+def _anchored(match_at: Callable[[int], re.Match[str] | None], lowered: str, first: str) -> Iterator[re.Match[str]]:
+    """The matches ``match_at(start)`` gives where ``first`` occurs in ``lowered`` (offsets shared with the text)."""
     start = lowered.find(first)
     while start >= 0:
-        match = pattern.match(text, start)  # the lookbehind still sees text[start - 1]
+        match = match_at(start)
         if match:
             yield match
         start = lowered.find(first, start + 1)
+
+
+def _open_match(open_pattern: re.Pattern[str], strict: Callable[[], re.Pattern[str]], text: str,
+                start: int) -> re.Match[str] | None:
+    """``strict().match(text, start)``, by way of the name's ``_OPEN_GAP`` pattern: its first match at a start is
+    the strict (``_GAP``) pattern's first when no word in its gaps is barred (the two try the same paths in the same
+    order, the strict one skipping those with a barred word); else the strict pattern is matched there."""
+    match = open_pattern.match(text, start)  # the lookbehind still sees text[start - 1]
+    if match is None or not any(word is not None and _BARRED_GAP_WORD.fullmatch(word) for word in match.groups()):
+        return match
+    return strict().match(text, start)
 
 
 def _every_start(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
@@ -77,13 +95,14 @@ def _with_a_word_inside(matches: Iterator[re.Match[str]], entry: _Entry) -> re.M
     return next((match for match in matches if len(match.group(0).split()) > words_in_name), None)
 
 
-def _compile(entry: _Entry) -> re.Pattern[str]:
+def _compile(entry: _Entry, gap: str = _FULL_GAP) -> re.Pattern[str]:
     """The name's words in order, ``_GAP`` between two of them except after a negating word; its plural ending as the
-    exact recogniser allows it (a name with two or more capitals only as written: "GPU kernel drivers")."""
+    exact recogniser allows it (a name with two or more capitals only as written: "GPU kernel drivers").  With
+    ``gap=_OPEN_GAP``: any word in a gap, captured."""
     parts = entry.name.split()
     body = re.escape(parts[0])
     for before, part in pairwise(parts):
-        body += (_SPACE if before.lower() in NEGATING_WORDS else _FULL_GAP) + re.escape(part)
+        body += (_SPACE if before.lower() in NEGATING_WORDS else gap) + re.escape(part)
     ending, written_case = plural_ending(entry.name, entry.kind)
     if written_case:  # with capitals, the plural only after the name in its written case
         return re.compile(rf"(?i:{_bounded(body)})|{_bounded(body + ending)}")
@@ -131,7 +150,9 @@ class LooseNames:
                     entries.append(_Entry(name, concept.id, kind.value, frozenset(words), words[-1], parts[0].lower()))
         # longer names first, as the exact recogniser credits them
         self._entries = sorted(entries, key=lambda entry: -len(entry.name))
-        self._compiled: dict[int, re.Pattern[str]] = {}  # compiled on first use: most names are never candidates
+        # compiled on first use: most names are never candidates
+        self._compiled: dict[int, re.Pattern[str]] = {}
+        self._open: dict[int, re.Pattern[str]] = {}  # with _OPEN_GAP
         self._by_first: dict[str, list[int]] = defaultdict(list)
         for position, entry in enumerate(self._entries):
             self._by_first[_WORD.findall(entry.name.lower())[0]].append(position)
@@ -145,9 +166,17 @@ class LooseNames:
     def _first_match(self, position: int, text: str, lowered: str) -> re.Match[str] | None:
         """The name's first loose match, tried only where its first word starts (a search of the whole text with
         the pattern's lookbehind costs a step at every character).  ``lowered`` has ``text``'s offsets: ``find``
-        leaves a text that lowercasing changes in length (U+0130, in ``FOLD_CHARS``) to ``reference_find``."""
+        leaves a text that lowercasing changes in length (U+0130, in ``FOLD_CHARS``) to ``reference_find``.  Each
+        start is matched by :func:`_open_match` (the ``_GAP`` pattern compiled only if a barred word is met)."""
         entry = self._entries[position]
-        return _with_a_word_inside(_anchored(self._pattern(position), text, lowered, entry.first), entry)
+        open_pattern = self._open.get(position)
+        if open_pattern is None:
+            open_pattern = self._open[position] = _compile(entry, _OPEN_GAP)
+
+        def match_at(start: int) -> re.Match[str] | None:
+            return _open_match(open_pattern, lambda: self._pattern(position), text, start)
+
+        return _with_a_word_inside(_anchored(match_at, lowered, entry.first), entry)
 
     def find(self, text: str, skip: set[str] | frozenset[str] = frozenset()) -> list[LooseMatch]:
         """Each concept not in ``skip`` whose name matches loosely, with a word inside, once (its first name in

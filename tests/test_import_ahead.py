@@ -1,0 +1,129 @@
+"""The import's per-record work done ahead in a worker process (incidentlib/importing/ahead.py): the same results and
+the same import as in one process, a worker that dies mid-way, and the rules of its use."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from pathlib import Path
+
+import pytest
+from conftest import small_library
+
+from incidentlib import Library
+from incidentlib.importing import ImportFailed, ImportFormat, ImportOptions, ahead, run_import
+from incidentlib.importing.duplicates import Fingerprints
+from incidentlib.importing.pipeline import _RecordWork
+from incidentlib.search.boilerplate import Boilerplate
+from incidentlib.tagging.signals import SignalConcepts
+from incidentlib.tagging.tagger import ConceptTagger, incident_text
+
+
+@pytest.fixture(scope="module")
+def work(library: Library) -> _RecordWork:
+    """The import's own work: names, loose names and error signals, and the duplicate check's fingerprints."""
+    from incidentlib.analysis.families import compile_table
+    from incidentlib.analysis.tables import load_signals
+
+    signals = SignalConcepts(compile_table(load_signals(library.root, library.vocab)), library.vocab)
+    texts = [incident.summary.en for incident in library.incidents()]
+    return _RecordWork(ConceptTagger(library.vocab, signals=signals), Fingerprints(Boilerplate(texts)))
+
+
+@pytest.fixture(scope="module")
+def items(library: Library) -> list[tuple[str, tuple[str, ...]]]:
+    """Every record's text in each language, with its title and summary as the duplicate check compares them."""
+    return [(text, (incident.title.get(lang) or "", incident.summary.get(lang) or ""))
+            for incident in library.incidents() for lang in ("en", "ko") if (text := incident_text(incident, lang))]
+
+
+def test_the_worker_gives_what_one_process_gives(work: _RecordWork, items: list) -> None:
+    expected = work(items)
+    assert sum(len(links) for links, _ in expected) > 500  # the texts hold many names and signals
+    asked = sorted(random.Random(3).sample(range(len(items)), len(items) * 2 // 3))  # an import skips rejected records
+    with ahead.WorkAhead(len(items), workers=1, min_items=0) as worker:
+        assert worker.parallel
+        worker.start(work, items)
+        got = {index: worker.result(index) for index in asked}
+        assert worker.by_worker > 0  # the worker did its share: not everything was done here
+    assert got == {index: expected[index] for index in asked}
+
+
+def test_a_worker_that_dies_costs_time_not_the_result(work: _RecordWork, items: list,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    expected = work(items)
+    with ahead.WorkAhead(len(items), workers=1, min_items=0) as worker, caplog.at_level(logging.WARNING):
+        worker.start(work, items)
+        first = worker.result(0)
+        assert worker._process is not None
+        worker._process.kill()  # out of memory, say
+        rest = [worker.result(index) for index in range(1, len(items))]
+    assert [first, *rest] == expected
+    assert "import worker failed" in caplog.text
+
+
+def test_no_worker_below_the_size_or_when_none_is_wanted(work: _RecordWork, items: list,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not ahead.WorkAhead(len(items), workers=1).parallel  # fewer than PARALLEL_MIN_ITEMS
+    assert not ahead.WorkAhead(len(items), workers=0, min_items=0).parallel
+    monkeypatch.setenv(ahead.WORKERS_ENV, "0")
+    worker = ahead.WorkAhead(len(items), min_items=0)
+    assert not worker.parallel
+    worker.start(work, items)
+    assert [worker.result(i) for i in range(5)] == work(items[:5])
+
+
+def test_indexes_must_not_decrease_and_the_work_comes_first(work: _RecordWork, items: list) -> None:
+    worker: ahead.WorkAhead = ahead.WorkAhead(len(items), workers=0)
+    with pytest.raises(RuntimeError, match="before start"):
+        worker.result(0)
+    worker.start(work, items)
+    worker.result(40)
+    with pytest.raises(ValueError, match=r"result\(3\) asked after result\(40\)"):
+        worker.result(3)
+    with pytest.raises(RuntimeError, match="called twice"):
+        worker.start(work, items)
+
+
+@pytest.mark.parametrize(("value", "message"), [("two", "whole number"), ("-1", "cannot be negative")])
+def test_a_bad_worker_setting_is_named(monkeypatch: pytest.MonkeyPatch, value: str, message: str, tmp_path: Path,
+                                       data_dir: Path) -> None:
+    monkeypatch.setenv(ahead.WORKERS_ENV, value)
+    with pytest.raises(ValueError, match=message):
+        ahead.default_workers()
+    source = tmp_path / "records.jsonl"
+    source.write_text(json.dumps({"title": "A deploy broke DNS", "org": "Acme", "url": "https://acme.example/1"}) + "\n")
+    target = small_library(tmp_path / "lib", data_dir, ["IL-0101"])
+    with pytest.raises(ImportFailed, match=f"{ahead.WORKERS_ENV}={value!r}"):
+        run_import(source, target, ImportOptions(format=ImportFormat.jsonl))
+
+
+def test_an_import_with_a_worker_writes_what_one_process_writes(library: Library, tmp_path: Path, data_dir: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records of the bundled library's texts, some repeated (near-duplicates to reject), imported twice."""
+    rng = random.Random(5)
+    incidents = library.incidents()
+    lines = []
+    for n in range(300):
+        source = incidents[n % len(incidents)]
+        words = " ".join(rng.choices(source.summary.en.split(), k=30))
+        record = {"title": f"Ticket {n}: {source.title.en}", "summary": f"{source.summary.en} {words}",
+                  "body": source.body.en or "", "org": source.org, "url": f"https://tickets.example/{n}"}
+        lines.append(json.dumps(record))
+        if n % 7 == 6:
+            lines.append(json.dumps({**record, "url": f"https://tickets.example/{n}-again"}))
+    archive = tmp_path / "archive.jsonl"
+    archive.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(ahead, "PARALLEL_MIN_ITEMS", 0)
+    monkeypatch.setattr(ahead, "BATCH_ITEMS", 8)  # many batches, claimed by both processes
+    written = {}
+    for workers in ("1", "0"):
+        monkeypatch.setenv(ahead.WORKERS_ENV, workers)
+        target = small_library(tmp_path / f"lib-{workers}", data_dir, ["IL-0101", "IL-0076"])
+        report = run_import(archive, target, ImportOptions(format=ImportFormat.jsonl))
+        assert report.written and any(r.duplicate_of for r in report.rejected)
+        written[workers] = ({p.name: p.read_text(encoding="utf-8") for p in sorted((target / "incidents").glob("*.yaml"))},
+                            report.model_dump(exclude={"into"}))
+    assert written["1"] == written["0"]
+    assert any("inferred" in text for text in written["1"][0].values())
