@@ -127,3 +127,23 @@ def test_an_import_with_a_worker_writes_what_one_process_writes(library: Library
                             report.model_dump(exclude={"into"}))
     assert written["1"] == written["0"]
     assert any("inferred" in text for text in written["1"][0].values())
+
+
+def test_the_worker_stays_a_bounded_lead_ahead(work: _RecordWork, items: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its answers wait in memory until asked for: it is given no more than MAX_LEAD_BATCHES beyond the last asked."""
+    import time
+
+    monkeypatch.setattr(ahead, "BATCH_ITEMS", 4)
+    monkeypatch.setattr(ahead, "MAX_LEAD_BATCHES", 3)
+    expected = work(items)
+    with ahead.WorkAhead(len(items), workers=1, min_items=0) as worker:
+        worker.start(work, items)
+        assert worker.result(0) == expected[0]
+        deadline = time.monotonic() + 60
+        while worker.by_worker < 3 * 4 and time.monotonic() < deadline:  # the worker reaches its lead, then stops
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert worker._next_batch == 1 + 3  # batch 0 (asked), then three more; none beyond
+        assert worker.by_worker <= 4 * 4  # batch 0 too, if the worker claimed it before it was asked for
+        assert [worker.result(index) for index in range(1, len(items))] == expected[1:]
+        assert worker.by_worker > 4 * 4  # asked further, it went on

@@ -44,6 +44,10 @@ PARALLEL_MIN_ITEMS = 2_000
 #: small against the work on them (a few ms a record), few enough that the importing process, claiming a batch the
 #: worker has not reached, waits for no more than that batch.
 BATCH_ITEMS = 32
+#: Batches the worker may be given beyond the one the importing process last asked for: its answers wait in memory
+#: until asked for (a record's links and token sets, some KB), so a worker faster than the importing process (whose
+#: duplicate check grows with the library) stops this far ahead, ~2,000 records, rather than at the end of the import.
+MAX_LEAD_BATCHES = 64
 #: Environment variable that sets the number of worker processes: 0 does everything in the importing process.  At
 #: most one is used: the importing process's own share of each record takes about as long as the work done ahead, so
 #: a second worker would wait for it.
@@ -92,6 +96,7 @@ class WorkAhead(Generic[Item, Result]):
         self._current: tuple[int, list[Result]] | None = None  # the batch of the last item asked for, and its results
         self._failed = False  # the worker stopped answering: its batches are done here
         self._asked = -1
+        self._asked_batch = 0  # the batch of the last item asked for, for the worker's lead (MAX_LEAD_BATCHES)
         self._process: subprocess.Popen[bytes] | None = None
         self._threads: list[threading.Thread] = []
         self._errors: IO[bytes] | None = None
@@ -138,6 +143,8 @@ class WorkAhead(Generic[Item, Result]):
             return self._current[1][offset]
         self._lock.acquire()
         try:
+            self._asked_batch = batch
+            self._lock.notify_all()  # the feeder may be waiting for the importing process to come closer
             for passed in [number for number in self._answers if number < batch]:
                 del self._answers[passed]  # never asked again: indexes do not decrease
             while batch in self._workers and not self._failed:
@@ -210,8 +217,12 @@ class WorkAhead(Generic[Item, Result]):
             _widen(pipe)
 
     def _claim(self) -> int | None:
-        """The next batch for the worker, claimed; ``None`` when none is left or the worker failed."""
+        """The next batch for the worker, claimed (once it is at most :data:`MAX_LEAD_BATCHES` ahead of the importing
+        process); ``None`` when none is left or the worker failed."""
         with self._lock:
+            while (not self._failed and self._next_batch < self._back
+                   and self._next_batch - self._asked_batch > MAX_LEAD_BATCHES):
+                self._lock.wait()
             if self._failed or self._next_batch >= self._back:
                 return None
             number = self._next_batch
