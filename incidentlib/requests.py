@@ -50,8 +50,10 @@ MAX_IMPORT_CHARS = 5_000_000
 #: Its body in bytes: 4 bytes per character is the UTF-8 worst case (JSON escapes of control
 #: characters aside), which keeps a full-size Korean collection inside the limit.
 MAX_IMPORT_BYTES = 4 * MAX_IMPORT_CHARS
-#: The formats an import reads (``incidentlib.importing.ImportFormat``'s values), for the adapters that offer them.
-IMPORT_FORMATS = ("csv", "json", "jsonl", "yaml", "markdown", "document")
+#: The formats an import reads (``incidentlib.importing.ImportFormat``'s values, tests/test_import.py), for the
+#: adapters that offer them: a request body's field is typed with it, the web page lists ``IMPORT_FORMATS``.
+ImportFormatName = Literal["csv", "json", "jsonl", "yaml", "markdown", "document"]
+IMPORT_FORMATS: tuple[str, ...] = get_args(ImportFormatName)
 #: The format a file's suffix names, for an import that does not name one (a .jsonl file read as CSV took its first
 #: record for a header and rejected everything with reasons that did not say why).
 FORMAT_BY_SUFFIX = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".yaml": "yaml",
@@ -358,6 +360,7 @@ __all__ = [
     "MCP_CLUSTER_MEMBERS",
     "MIN_YEAR",
     "FilterParam",
+    "ImportFormatName",
     "IncidentFilter",
     "Lang",
     "Severity",

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Body, Header, Path, Query, Response
 from pydantic import BaseModel, Field
 
 from ..library import MEDIA_TYPES, ExportFormat
-from ..requests import MAX_ID_CHARS, MAX_IMPORT_CHARS, MAX_REF_CHARS, MAX_TOKEN_DAYS, file_suffix
+from ..requests import MAX_ID_CHARS, MAX_IMPORT_CHARS, MAX_REF_CHARS, MAX_TOKEN_DAYS, ImportFormatName, file_suffix
 from ..views import CreatedToken, HistoryPage, StoredRecord, TokenView
 from .deps import AdminDep, EditorDep, LibraryDep
 from .schemas import ErrorBody
@@ -139,7 +139,7 @@ def provenance(library: LibraryDep, fmt: Annotated[Literal["ttl", "jsonld", "nt"
 
 
 class ImportBody(BaseModel):
-    format: Literal["yaml", "json", "jsonl", "csv", "markdown", "document"] = Field(
+    format: ImportFormatName = Field(
         description="As `incidentlib import --format`; `document`: the content is one postmortem (Markdown, text or "
                     "HTML, optional YAML front matter).")
     content: str = Field(max_length=MAX_IMPORT_CHARS, description="The collection's text, as the CLI would read it from a file.")

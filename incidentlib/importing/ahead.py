@@ -283,9 +283,11 @@ class WorkAhead(Generic[Item, Result]):
 
 def _widen(pipe: IO[bytes] | None) -> None:
     """The pipe made to hold :data:`PIPE_BYTES` where the system allows it (else it keeps its size)."""
-    import fcntl  # POSIX only; the worker is started where subprocess pipes are, so is this
-
-    setting = getattr(fcntl, "F_SETPIPE_SZ", None)
+    try:
+        import fcntl  # POSIX only
+    except ImportError:
+        return
+    setting = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
     if pipe is None or setting is None:
         return
     try:
