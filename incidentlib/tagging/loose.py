@@ -185,14 +185,15 @@ class LooseNames:
             return self.reference_find(text, skip)  # a character that case-insensitive matching folds unlike lower()
         lowered = text.lower()
         present = set(_WORD.findall(lowered))
-        plural_stems = {w[:-2] for w in present if w.endswith("es")} | {w[:-1] for w in present if w.endswith("s")}
         candidates = sorted(p for first in self._by_first.keys() & present for p in self._by_first[first])
         found: dict[str, LooseMatch] = {}
         for position in candidates:  # in priority order
             entry = self._entries[position]
             if entry.concept_id in skip or entry.concept_id in found:
                 continue
-            if not entry.words - {entry.last} <= present or not (entry.last in present or entry.last in plural_stems):
+            last = entry.last
+            if not entry.words <= present and not (entry.words - {last} <= present
+                                                   and (last + "s" in present or last + "es" in present)):
                 continue
             match = self._first_match(position, text, lowered)
             if match:
