@@ -100,7 +100,8 @@ def test_a_bad_worker_setting_is_named(monkeypatch: pytest.MonkeyPatch, value: s
 
 
 def test_an_import_with_a_worker_writes_what_one_process_writes(library: Library, tmp_path: Path, data_dir: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
     """Records of the bundled library's texts, some repeated (near-duplicates to reject), imported twice."""
     rng = random.Random(5)
     incidents = library.incidents()
@@ -121,11 +122,14 @@ def test_an_import_with_a_worker_writes_what_one_process_writes(library: Library
     for workers in ("1", "0"):
         monkeypatch.setenv(ahead.WORKERS_ENV, workers)
         target = small_library(tmp_path / f"lib-{workers}", data_dir, ["IL-0101", "IL-0076"])
-        report = run_import(archive, target, ImportOptions(format=ImportFormat.jsonl))
+        with caplog.at_level(logging.DEBUG, logger=ahead.__name__):
+            report = run_import(archive, target, ImportOptions(format=ImportFormat.jsonl))
         assert report.written and any(r.duplicate_of for r in report.rejected)
         written[workers] = ({p.name: p.read_text(encoding="utf-8") for p in sorted((target / "incidents").glob("*.yaml"))},
                             report.model_dump(exclude={"into"}))
     assert written["1"] == written["0"]
+    did = [int(record.args[0]) for record in caplog.records if record.msg.startswith("the import worker did")]
+    assert len(did) == 1 and did[0] > 0  # one import had a worker, and it did part of the work
     assert any("inferred" in text for text in written["1"][0].values())
 
 

@@ -179,6 +179,7 @@ class WorkAhead(Generic[Item, Result]):
             self._lock.notify_all()
         process, self._process = self._process, None
         if process is not None:
+            log.debug("the import worker did %d of %d items", self.by_worker, len(self.items))
             if process.poll() is None:
                 process.kill()
             process.wait()
