@@ -518,13 +518,12 @@ class Importer:
             return self._ahead.result(index)
         return _RecordWork(self.tagger, self.duplicates.fingerprints)([item])[0]
 
-    def _inferred(self, links: list[InferredLink], concept_fields: dict[str, list[str]]) -> list[dict[str, Any]]:
+    def _inferred(self, links: list[dict[str, Any]], concept_fields: dict[str, list[str]]) -> list[dict[str, Any]]:
         """Concepts recognised in the text and not already asserted: inferred links with evidence, method
         and confidence (alias matching only: an import stays fast and model-free; ``incidentlib tag`` adds
         the classifier)."""
         asserted = {c for ids in concept_fields.values() for c in ids}
-        return [link.model_dump(mode="json", exclude_defaults=True) | {"confidence": link.confidence}
-                for link in links if link.concept not in asserted]
+        return [link for link in links if link["concept"] not in asserted]
 
     def close(self) -> None:
         """The worker stopped, if one was started (idempotent)."""
@@ -649,7 +648,7 @@ def _text(values: dict[str, Any], name: str, lang: str, lines: bool = False) -> 
 #: What :class:`_RecordWork` takes of a record: the text it is tagged by, and the texts the duplicate check compares.
 _AheadItem = tuple[str, tuple[str, ...]]
 #: What it gives: the inferred links of the first, and the duplicate check's fingerprints of the others.
-_AheadResult = tuple[list[InferredLink], list[Prepared]]
+_AheadResult = tuple[list[dict[str, Any]], list[Prepared]]
 
 
 @dataclass(frozen=True)
@@ -662,7 +661,14 @@ class _RecordWork:
 
     def __call__(self, items: list[_AheadItem]) -> list[_AheadResult]:
         links = self.tagger.infer([tagged for tagged, _ in items])
-        return [(found, [self.fingerprints(text) for text in compared]) for found, (_, compared) in zip(links, items, strict=True)]
+        return [([_stored_link(link) for link in found], [self.fingerprints(text) for text in compared])
+                for found, (_, compared) in zip(links, items, strict=True)]
+
+
+def _stored_link(link: InferredLink) -> dict[str, Any]:
+    """An inferred link as a record stores it (its confidence always written), made by whichever process tagged it:
+    plain values cross the pipe faster than models."""
+    return link.model_dump(mode="json", exclude_defaults=True) | {"confidence": link.confidence}
 
 
 def _tagged_text(title: dict[str, str], summary: dict[str, str], body: dict[str, str]) -> str:
