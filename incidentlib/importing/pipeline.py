@@ -329,8 +329,9 @@ class Importer:
             title, summary, body = _bilingual_texts(values, self.options.lang)
             compared = tuple(compared_text(title.get(code, ""), summary.get(code, "")) for code in LANGS)
             texts.extend(compared)
-            self._ahead_index[id(raw)] = len(ahead_items)
-            ahead_items.append((_tagged_text(title, summary, body), compared))
+            if self._ahead.parallel:
+                self._ahead_index[id(raw)] = len(ahead_items)
+                ahead_items.append((_tagged_text(title, summary, body), compared))
         known = [(incident.id, [str(s.url) for s in incident.sources],
                   [compared_text(incident.title.get(code, False), incident.summary.get(code, False)) for code in LANGS])
                  for incident in self.data.incidents.values()]
@@ -436,14 +437,16 @@ class Importer:
 
         texts = [compared_text(title.get(code, ""), summary.get(code, "")) for code in LANGS]
         tagged_text = _tagged_text(title, summary, body)
-        links, prepared = self._worked(raw, (tagged_text, tuple(texts)))
-        duplicate = self.duplicates.find(urls, texts, prepared)
+        ahead = self._done_ahead(raw, (tagged_text, tuple(texts)))
+        duplicate = self.duplicates.find(urls, texts, ahead[1] if ahead is not None else None)
         if duplicate and duplicate.reason.startswith("same source URL"):
             return None, Rejected(location=raw.location, reasons=[duplicate.reason], duplicate_of=duplicate.of)
         if duplicate and not self.options.keep_near_duplicates:  # a page that fires again reads the same
             return None, Rejected(location=raw.location, duplicate_of=duplicate.of,
                                   reasons=[f"{duplicate.reason} (--keep-near-duplicates imports it anyway)"])
 
+        # a record rejected above was never tagged here: only the worker, working ahead, may have tagged it
+        links = ahead[0] if ahead is not None else [_stored_link(link) for link in self.tagger.infer([tagged_text])[0]]
         inferred = self._inferred(links, concept_fields)
         suggestions = [{"concept": link["concept"], "kind": link["kind"], "evidence": link["evidence"]} for link in inferred]
         status = _status(values.get("status"), warnings)
@@ -510,13 +513,14 @@ class Importer:
             concept_fields[field] = list(dict.fromkeys(resolved))
         return concept_fields
 
-    def _worked(self, raw: RawRecord, item: _AheadItem) -> _AheadResult:
-        """:class:`_RecordWork` of the record's texts: done ahead when the record was prepared with these texts, else
-        here (a record not prepared, or whose text build() changed since: a shape it fixed)."""
+    def _done_ahead(self, raw: RawRecord, item: _AheadItem) -> _AheadResult | None:
+        """:class:`_RecordWork` of the record's texts when a worker works ahead and the record was prepared with these
+        texts; else ``None``, and build() does that work itself, the tagging only for a record it keeps (a text that
+        build() changed since it was prepared, a shape it fixed, is not the one worked on)."""
         index = self._ahead_index.get(id(raw))
-        if self._ahead is not None and index is not None and self._ahead.items[index] == item:
-            return self._ahead.result(index)
-        return _RecordWork(self.tagger, self.duplicates.fingerprints)([item])[0]
+        if self._ahead is None or not self._ahead.parallel or index is None or self._ahead.items[index] != item:
+            return None
+        return self._ahead.result(index)
 
     def _inferred(self, links: list[dict[str, Any]], concept_fields: dict[str, list[str]]) -> list[dict[str, Any]]:
         """Concepts recognised in the text and not already asserted: inferred links with evidence, method

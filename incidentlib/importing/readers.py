@@ -144,8 +144,9 @@ def _read_documents(path: Path) -> list[RawRecord]:
 CSV_DELIMITERS = (",", ";", "\t")
 #: Records read to choose the separator: enough to see that rows split like the header, few enough to cost nothing.
 SNIFF_RECORDS = 20
-#: Excel's first line naming the separator (``sep=;``), which is not part of the data.
+#: Held while a read has the csv module's field size limit (a setting of the whole process) raised.
 _FIELD_LIMIT_LOCK = threading.Lock()
+#: Excel's first line naming the separator (``sep=;``), which is not part of the data.
 _EXCEL_SEPARATOR = re.compile(r"^sep=(.)\r?$")
 
 

@@ -51,9 +51,9 @@ _GAP = r"(?:{space}(?i:(?!(?:{function})(?![\w\-/']))(?![\w\-/]*n't(?![\w\-/']))
 _BARRED_WORDS = "|".join(sorted(FUNCTION_WORDS | NEGATING_WORDS, key=len, reverse=True))
 _FULL_GAP = _GAP.format(space=_SPACE, function=_BARRED_WORDS)
 #: ``_GAP`` with any word in it, captured, for :class:`LooseNames` to check after the match (``_BARRED_GAP_WORD``).
-#: A pattern holding the function words' alternation once per gap takes 5 ms to compile (a three-word name; 2 ms
-#: without it), and an import meets a few hundred names: seconds in every process that tags.  A gap's word runs to the space after it, so "is not a barred
-#: word" is the lookaheads of ``_GAP`` read on the captured word whole.
+#: A pattern holding the function words' alternation once per gap takes 5 ms to compile (a three-word name; 1-2 ms
+#: without it), and an import meets a few hundred names: seconds in every process that tags.  A gap's word runs to
+#: the space after it, so "is not a barred word" is the lookaheads of ``_GAP`` read on the captured word whole.
 _OPEN_GAP = rf"(?:{_SPACE}(?i:([A-Za-z0-9][\w\-/']*)))?{_SPACE}"
 _BARRED_GAP_WORD = re.compile(rf"(?i:(?:{_BARRED_WORDS})|[\w\-/]*n't)")
 _WORD = re.compile(r"[a-z0-9_]+")
