@@ -17,7 +17,7 @@ from conftest import small_library
 
 from incidentlib import Library
 from incidentlib.importing import ImportFormat, ImportOptions, run_import
-from incidentlib.importing.duplicates import Duplicate, DuplicateIndex, fingerprint, jaccard
+from incidentlib.importing.duplicates import SIMILARITY_THRESHOLD, Duplicate, DuplicateIndex, fingerprint, jaccard
 from incidentlib.search.concepts import ConceptRecognizer
 from incidentlib.search.tokenize import tokenize
 from incidentlib.tagging.tagger import incident_text
@@ -201,6 +201,32 @@ def test_duplicate_index_keys_reused_from_the_check_are_the_keys_of_a_fresh_add(
     assert checked.find([], [copy]) == Duplicate("K7", f"title and text {score:.0%} similar to K7")
     checked.add("again", ["https://example.org/again"], [texts[7]])  # a tie: the record added first is named
     assert checked.find([], [texts[7]]) == Duplicate("K7", "title and text 100% similar to K7")
+
+
+def test_duplicate_check_among_many_candidates_is_the_best_of_every_pair(library: Library) -> None:
+    """Records of two texts each, many reworded from one incident: every check names the first known record with the
+    highest Jaccard of any of its texts with any of the new record's, as comparing them all pair by pair does."""
+    rng = random.Random(11)
+    bases = [(f"{i.title.en} {i.summary.en}", i.summary.en or "") for i in library.incidents()][:12]
+    index = DuplicateIndex()
+    known: list[tuple[str, list[frozenset[str]]]] = []
+    named, most_candidates = 0, 0
+    for number in range(144):
+        first, second = bases[number % 12]
+        texts = [" ".join(w for w in first.split() if rng.random() > 0.15),
+                 " ".join(w for w in second.split() if rng.random() > 0.3) if number % 3 else ""]
+        prints = [fingerprint(text) for text in texts if text]
+        scores = [max(jaccard(mine, theirs) for mine in prints for theirs in their_prints)
+                  for _, their_prints in known]
+        top = max(scores, default=0.0)
+        expected = known[scores.index(top)][0] if top >= SIMILARITY_THRESHOLD else None
+        duplicate = index.find([], texts)
+        assert (duplicate.of if duplicate else None) == expected, number
+        named += duplicate is not None
+        most_candidates = max(most_candidates, sum(score > 0.3 for score in scores))
+        index.add(f"K{number}", [], texts)  # every record is kept, so later ones have many near copies to weigh
+        known.append((f"K{number}", prints))
+    assert named > 100 and most_candidates >= 10
 
 
 def test_a_rejected_record_keeps_the_vocabulary_an_accepted_one_added(tmp_path: Path, data_dir: Path) -> None:

@@ -47,6 +47,18 @@ def test_jira_wiki_markup_is_read_as_the_issue_shows_it() -> None:
         "node Xid\ngpu-17 79\n- drain the node\n- rerun the job\n\nLesson: alert on link flaps.")
 
 
+@pytest.mark.parametrize(("text", "jira"), [
+    ("h2. Impact\nNodes lost their links.", True),  # a heading, with no brace or bar anywhere
+    ("Before it\n  H3.\tLogs", True),  # indented, upper case, after a tab
+    ("the h2. heading is written inline", False),  # not at a line's start
+    ("h7. is no heading level", False),
+    ("sh1. a word ending so", False),
+    ("h2.\n", False),  # nothing after the marker
+])
+def test_a_heading_line_alone_makes_a_text_jira_markup(text: str, jira: bool) -> None:
+    assert looks_like_jira(text) is jira
+
+
 @pytest.mark.parametrize("text", [
     "CUDA_VISIBLE_DEVICES=0,1 and a *star",
     "# A Markdown heading\n\nthe text under it",

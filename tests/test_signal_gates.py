@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from incidentlib.analysis.families import CompiledFamily, compile_table, match_line, pattern_gate
+from incidentlib.analysis.families import CompiledFamily, compile_table, lines_to_read, match_line, pattern_gate
 from incidentlib.library import Library
 from incidentlib.tagging.signals import SignalConcepts
 
@@ -62,3 +62,28 @@ def test_gated_matching_finds_what_searching_every_pattern_finds(data_dir: Path)
     for incident in library.data.incidents.values():
         text = "\n".join(incident.body.get(code) or "" for code in ("en", "ko"))
         assert concepts_gated.find(text) == concepts_all.find(text)
+
+
+def test_the_lines_left_unread_are_ones_no_pattern_matches(data_dir: Path) -> None:
+    library = Library.open(data_dir)
+    gated = compile_table(library.signal_table)
+    everything = _ungated(gated)
+    lines = _lines(library)
+    read_total = 0
+    for start in range(0, len(lines), 7):  # texts of seven lines, some with a signal, most without
+        text = lines[start:start + 7]
+        read = lines_to_read(gated, text)
+        assert [line for line in text if line in read] == list(read)  # a subset, in order
+        assert [line for line in text if match_line(everything, line)] == [line for line in read
+                                                                          if match_line(everything, line)]
+        read_total += len(read)
+    assert 0 < read_total < len(lines) / 2  # most lines hold no gate's string and are not read
+    # one line with a character re folds to an ASCII letter: every line is read
+    folded = ["nothing here", "X\u0131D 79 on gpu-3"]
+    assert lines_to_read(gated, folded) == folded
+    # a family with a pattern without a gate: every line is read
+    assert lines_to_read(everything, ["nothing here", "nor here"]) == ["nothing here", "nor here"]
+    # each string found is placed on its own line, wherever it is in the text and however often
+    one = [replace(gated[0], patterns=((re.compile("watchdog|stalled"), "x", ("watchdog", "stalled")),))]
+    text = ["start", "Watchdog fired, watchdog again", "", "quiet", "the ring STALLED", "watchdog", "end"]
+    assert lines_to_read(one, text) == ["Watchdog fired, watchdog again", "the ring STALLED", "watchdog"]

@@ -19,7 +19,7 @@ from incidentlib import Library
 from incidentlib.importing.duplicates import DuplicateIndex, normalise_url
 from incidentlib.loader import load_library
 from incidentlib.models import InferenceMethod
-from incidentlib.search.boilerplate import Boilerplate
+from incidentlib.search.boilerplate import Boilerplate, sentence_key, sentence_keys, split
 from incidentlib.search.engine import SearchConfig
 from incidentlib.search.tokenize import tokenize
 from incidentlib.similar_eval import average_precision, load_labels, precision_at
@@ -112,6 +112,17 @@ def test_boilerplate_is_found_and_stripped_but_kept_for_display(hashed_collectio
     assert APOLOGY in (library.get(first.id).body.en or "")  # stored text unchanged
     # a sentence shared by only two records is not a template
     assert not Boilerplate(["Same words here.", "Same words here.", "Other."]).keys
+
+
+def test_a_texts_sentence_keys_at_once_are_each_sentences_key(data_dir: Path) -> None:
+    library = Library.open(data_dir)
+    texts = [text for incident in library.data.incidents.values() for field in (incident.summary, incident.body)
+             for text in (field.get("en"), field.get("ko")) if text]
+    texts += ["\u0130STANBUL DC lost power. Restored at 14:05!  Next steps?\nNone.",  # İ lowercases to two characters
+              "Latency \u0661\u0662 ms\u3002\u4e0b\u4e00\u6b65 Done.\n\n\n  ...  ", "", "   \n "]  # other digits, 。
+    assert sum(len(split(text)) for text in texts) > 1000
+    for text in texts:
+        assert sentence_keys(text) == [sentence_key(sentence) for sentence in split(text)], text
 
 
 @pytest.mark.parametrize("block", [5, 7], ids=["three blocks, the last short", "two full blocks"])

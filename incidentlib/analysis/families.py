@@ -8,8 +8,10 @@ text yields at most one match per (family, code), in order of first appearance.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from ..search.concepts import FOLD_CHARS
@@ -110,6 +112,30 @@ def gate_test(text: str) -> Callable[[tuple[str, ...] | None], bool]:
     return lambda gate: gate is None or any(needed in lowered for needed in gate)
 
 
+def lines_to_read(compiled: Sequence[CompiledFamily], lines: Sequence[str]) -> Sequence[str]:
+    """The ``lines``, in order, that may hold a match of a pattern of ``compiled``: :func:`match_line` finds nothing
+    in the others (their gate tests all fail), so they need not be read.
+
+    Each gate string is looked up in the whole lowered text, one scan per string, not in every line once per pattern.
+    Every line is kept when a pattern has no gate, or when the text holds a character that case-insensitive matching
+    equates with ASCII letters (``gate_test`` passes every gate then).
+    """
+    gates = [gate for entry in compiled for _, _, gate in entry.patterns]
+    if any(gate is None for gate in gates) or any(FOLD_CHARS.search(line) is not None for line in lines):
+        return lines
+    lowered = [line.lower() for line in lines]
+    text = "\n".join(lowered)
+    starts = list(accumulate((len(line) + 1 for line in lowered), initial=0))  # from the lowered lines' own lengths
+    held: set[int] = set()
+    for needed in {string for gate in gates if gate for string in gate}:
+        at = text.find(needed)
+        while at != -1:
+            line = bisect_right(starts, at) - 1
+            held.add(line)
+            at = text.find(needed, starts[line + 1])  # this line holds it: go on from the next
+    return [lines[line] for line in sorted(held)]
+
+
 def match_line(compiled: list[CompiledFamily], line: str) -> list[tuple[Family, str, str]]:
     """(family, code, excerpt) for every family that recognises ``line``; each pattern is searched only in a line
     that holds its gate (:func:`pattern_gate`)."""
@@ -146,7 +172,7 @@ def find_signals(compiled: list[CompiledFamily], text: str, vocab: Vocabulary, l
     """Every distinct (family, code) signal in ``text``, explained, in order of appearance."""
     seen: set[tuple[str, str]] = set()
     matches = []
-    for line in text[:MAX_TEXT_CHARS].splitlines():
+    for line in lines_to_read(compiled, text[:MAX_TEXT_CHARS].splitlines()):
         for family, code, excerpt in match_line(compiled, line):
             entry = family.lookup(code)
             key = (family.id, (entry.code if entry else code).lower())

@@ -22,6 +22,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -65,13 +66,6 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 @dataclass(frozen=True)
-class Known:
-    id: str
-    urls: frozenset[str]
-    prints: tuple[np.ndarray, ...]  # one per language of title + summary: its token ids (int32), none empty
-
-
-@dataclass(frozen=True)
 class Duplicate:
     of: str
     reason: str
@@ -102,45 +96,96 @@ class Fingerprints:
         return tokens, [(band, rows[band * _BAND_BYTES:(band + 1) * _BAND_BYTES]) for band in range(BANDS)]
 
 
+class _Column:
+    """Integers appended at the end of one array, whose room doubles when full (amortised O(1) an integer)."""
+
+    def __init__(self, dtype: type[np.integer]) -> None:
+        self._data = np.zeros(1024, dtype=dtype)
+        self.size = 0
+
+    def extend(self, values: np.ndarray | list[int]) -> None:
+        end = self.size + len(values)
+        if end > len(self._data):
+            grown = np.zeros(max(end, 2 * len(self._data)), dtype=self._data.dtype)
+            grown[:self.size] = self._data[:self.size]
+            self._data = grown
+        self._data[self.size:end] = values
+        self.size = end
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._data[:self.size]
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``range(s, s + n)`` for each ``(s, n)`` of ``starts`` and ``lengths``, one after the other, in one array."""
+    begins = np.cumsum(lengths) - lengths  # where each range begins in the result
+    return np.repeat(starts - begins, lengths) + np.arange(int(lengths.sum()))
+
+
 class DuplicateIndex:
     """Existing incidents and the records accepted so far in this import.
 
-    A known record's token sets are kept as arrays of token ids, so a record's candidates are
-    scored together: ``|A ∩ B|`` for every candidate ``B`` is a sum over ``B``'s ids of a
-    marker array set at ``A``'s ids, and ``J = |A ∩ B| / (|A| + |B| − |A ∩ B|)``, the same
-    integers and so the same number as :func:`jaccard`.
+    A known record's token sets ("prints", one per language of its title and summary) are kept as token ids, all of
+    them end to end in one array, so a record's candidates are gathered and scored together with no step per
+    candidate in Python: ``|A ∩ B|`` for every candidate print ``B`` is a sum over ``B``'s ids of a marker array set at
+    ``A``'s ids, and ``J = |A ∩ B| / (|A| + |B| − |A ∩ B|)``, the same integers and so the same number as
+    :func:`jaccard`.
     """
 
     def __init__(self, threshold: float = SIMILARITY_THRESHOLD, boilerplate: Boilerplate | None = None) -> None:
         self.threshold = threshold
         self.fingerprints = Fingerprints(boilerplate)
-        self._known: list[Known] = []
+        self._incident_ids: list[str] = []  # by position, in the order added
         self._by_url: dict[str, str] = {}
         self._buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)  # (band, rows) -> known positions
         self._token_ids: dict[str, int] = {}  # every token of a known record
+        self._tokens = _Column(np.int32)  # every known print's token ids, print after print
+        self._print_start, self._print_size = _Column(np.int64), _Column(np.int64)  # by print: where in _tokens
+        self._first_print, self._print_count = _Column(np.int64), _Column(np.int64)  # by known position: its prints
         self._marks = np.zeros(1024, dtype=bool)  # by token id: in the record being checked (all False between checks)
-        # text -> (fingerprint, LSH keys) of the last find(): an accepted record is added next, without
-        # tokenizing and hashing its texts again
-        self._last: dict[str, Prepared] = {}
+        # text -> (fingerprint, LSH keys) and its tokens' ids (-1: not a known token) of the last find(): an accepted
+        # record is added next, without tokenizing, hashing and looking up its texts again
+        self._last: dict[str, tuple[Prepared, np.ndarray]] = {}
 
-    def _prepared(self, text: str) -> Prepared:
-        found = self._last.get(text)
-        return found if found is not None else self.fingerprints(text)
+    def _looked_up(self, tokens: frozenset[str]) -> np.ndarray:
+        """The id of each of ``tokens`` (in the set's order), -1 for a token no known record has."""
+        return np.fromiter(map(self._token_ids.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
 
-    def _ids(self, tokens: frozenset[str]) -> np.ndarray:
-        ids = self._token_ids
-        new = [t for t in tokens if t not in ids]  # not ``tokens - ids.keys()``: that walks every known token
-        ids.update(zip(new, range(len(ids), len(ids) + len(new)), strict=True))
-        return np.fromiter(map(ids.__getitem__, tokens), dtype=np.int32, count=len(tokens))
+    def _ids(self, tokens: frozenset[str], looked_up: np.ndarray) -> np.ndarray:
+        """The ids of ``tokens``, a new one given to each token without one (``looked_up``: :meth:`_looked_up`)."""
+        missing = np.flatnonzero(looked_up < 0)
+        if len(missing):
+            looked_up = looked_up.copy()
+            ids, in_order = self._token_ids, list(tokens)  # a set's order is the same at every walk over it
+            for at in missing.tolist():  # setdefault: a token new to the first text may be in the second too
+                looked_up[at] = ids.setdefault(in_order[at], len(ids))
+        return looked_up.astype(np.int32)
 
     def add(self, incident_id: str, urls: list[str], texts: list[str]) -> None:
         normal = frozenset(normalise_url(u) for u in urls)
-        position = len(self._known)
-        prepared = [self._prepared(t) for t in texts if t]
-        self._known.append(Known(incident_id, normal, tuple(self._ids(tokens) for tokens, _ in prepared if tokens)))
+        position = len(self._incident_ids)
+        self._incident_ids.append(incident_id)
+        self._first_print.extend([self._print_start.size])
+        keys: set[tuple[int, bytes]] = set()
+        count = 0
+        for text in texts:
+            if not text:
+                continue
+            last = self._last.get(text)
+            (tokens, text_keys), looked_up = last if last is not None else (prepared := self.fingerprints(text),
+                                                                             self._looked_up(prepared[0]))
+            keys.update(text_keys)
+            if tokens:
+                ids = self._ids(tokens, looked_up)
+                self._print_start.extend([self._tokens.size])
+                self._print_size.extend([len(ids)])
+                self._tokens.extend(ids)
+                count += 1
+        self._print_count.extend([count])
         for url in normal:
             self._by_url.setdefault(url, incident_id)
-        for key in {key for _, keys in prepared for key in keys}:
+        for key in keys:
             self._buckets[key].append(position)
 
     def find(self, urls: list[str], texts: list[str], prepared: Sequence[Prepared] | None = None) -> Duplicate | None:
@@ -150,43 +195,45 @@ class DuplicateIndex:
             owner = self._by_url.get(normalise_url(url))
             if owner:
                 return Duplicate(owner, f"same source URL as {owner}: {url}")
-        if prepared is not None:
-            self._last = {t: found for t, found in zip(texts, prepared, strict=True) if t}
-        else:
-            self._last = {t: self.fingerprints(t) for t in texts if t}
+        if prepared is None:
+            prepared = [self.fingerprints(t) if t else (frozenset(), []) for t in texts]
+        self._last = {t: (found, self._looked_up(found[0])) for t, found in zip(texts, prepared, strict=True) if t}
         candidates: set[int] = set()
-        for _, keys in self._last.values():
+        for (_, keys), _ in self._last.values():
             for key in keys:
                 bucket = self._buckets.get(key)
                 if bucket:
                     candidates.update(bucket)
-        best, best_id = self._best(sorted(candidates), [tokens for tokens, _ in self._last.values() if tokens])
+        mine = [(len(tokens), looked_up[looked_up >= 0]) for (tokens, _), looked_up in self._last.values() if tokens]
+        best, best_id = self._best(np.array(sorted(candidates), dtype=np.int64), mine)
         if best >= self.threshold:
             return Duplicate(best_id, f"title and text {best:.0%} similar to {best_id}")
         return None
 
-    def _best(self, positions: list[int], prints: list[frozenset[str]]) -> tuple[float, str]:
-        """The highest Jaccard similarity of ``prints`` with the known records at ``positions`` (in the order added)
-        and the first record reaching it; ``(0.0, "")`` when none shares a token."""
-        theirs = [(position, ids) for position in positions for ids in self._known[position].prints]
-        if not theirs or not prints:
+    def _best(self, positions: np.ndarray, prints: list[tuple[int, np.ndarray]]) -> tuple[float, str]:
+        """The highest Jaccard similarity of ``prints`` (each: its size and the ids of its known tokens) with the known
+        records at ``positions`` (in the order added) and the first record reaching it; ``(0.0, "")`` when none shares
+        a token."""
+        counts = self._print_count.values[positions]
+        theirs = _ranges(self._first_print.values[positions], counts)  # the candidates' prints, in order
+        if not len(theirs) or not prints:
             return 0.0, ""
-        flat = np.concatenate([ids for _, ids in theirs])
-        sizes = np.fromiter((len(ids) for _, ids in theirs), dtype=np.int64, count=len(theirs))
-        starts = np.zeros(len(theirs), dtype=np.int64)
-        np.cumsum(sizes[:-1], out=starts[1:])
+        sizes = self._print_size.values[theirs]
+        flat = self._tokens.values[_ranges(self._print_start.values[theirs], sizes)]
+        starts = np.cumsum(sizes) - sizes  # of each print in flat (none is empty)
         if len(self._marks) < len(self._token_ids):
             self._marks = np.zeros(2 * len(self._token_ids), dtype=bool)
         best, first = 0.0, len(theirs)
-        ids = self._token_ids
-        for tokens in prints:
-            mine = np.array([ids[t] for t in tokens if t in ids], dtype=np.int64)
+        for size, mine in prints:
             self._marks[mine] = True
             shared = np.add.reduceat(self._marks[flat], starts, dtype=np.int64)
             self._marks[mine] = False
-            scores = shared / (len(tokens) + sizes - shared)
+            scores = shared / (size + sizes - shared)
             top = int(np.argmax(scores))  # the first of the highest
             score = float(scores[top])
             if score > best or (score == best and score > 0 and top < first):
                 best, first = score, top
-        return best, (self._known[theirs[first][0]].id if best > 0 else "")
+        if best <= 0:
+            return 0.0, ""
+        owner = int(np.searchsorted(np.cumsum(counts), first, side="right"))  # the candidate whose print it is
+        return best, self._incident_ids[int(positions[owner])]

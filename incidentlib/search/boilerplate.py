@@ -24,19 +24,29 @@ _SENTENCE = re.compile(r"(?<=[.!?。])\s+|\n+")
 _NOISE = re.compile(r"[\W_]+", re.UNICODE)
 
 
+_DIGIT = re.compile(r"\d")
+
+
 def sentence_key(sentence: str) -> str:
-    return _NOISE.sub(" ", re.sub(r"\d", "0", sentence.lower())).strip()
+    return _NOISE.sub(" ", _DIGIT.sub("0", sentence.lower())).strip()
 
 
 def split(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
 
 
+def sentence_keys(text: str) -> list[str]:
+    """``sentence_key(s)`` for each ``s`` of ``split(text)``, in order, the text lowercased and its digits made 0 once
+    for all its sentences: neither changes where it splits (no character lowercases to, or from, white space or
+    sentence-ending punctuation)."""
+    return [_NOISE.sub(" ", s).strip() for s in split(_DIGIT.sub("0", text.lower()))]
+
+
 class Boilerplate:
     def __init__(self, texts: Sequence[str], min_records: int = MIN_RECORDS) -> None:
         counts: Counter[str] = Counter()
         for text in texts:
-            counts.update({k for s in split(text) if (k := sentence_key(s))})
+            counts.update({k for k in sentence_keys(text) if k})
         threshold = max(min_records, math.ceil(MIN_SHARE * len(texts)))
         self.keys = frozenset(k for k, n in counts.items() if n >= threshold)
 
@@ -60,7 +70,7 @@ class Boilerplate:
             return text
         paragraphs = []
         for paragraph in re.split(r"\n\s*\n", text):
-            kept = [s for s in split(paragraph) if not self.is_boilerplate(s)]
+            kept = [s for s, key in zip(split(paragraph), sentence_keys(paragraph), strict=True) if key not in self.keys]
             if kept:
                 paragraphs.append(" ".join(kept))
         return "\n\n".join(paragraphs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..analysis.families import MAX_TEXT_CHARS, CompiledFamily, gate_test, match_line
+from ..analysis.families import MAX_TEXT_CHARS, CompiledFamily, gate_test, lines_to_read, match_line
 from ..analysis.tables import Family
 from ..models import ConceptKind
 from ..vocab import Vocabulary
@@ -75,7 +75,7 @@ class SignalConcepts:
                 return []
         found: dict[str, SignalConcept] = {}
         done = set(skip or ())
-        for line in text.splitlines():
+        for line in lines_to_read(families, text.splitlines()):
             for family, code, excerpt in match_line(families, line):
                 signal, concepts = _pointed_to(family, code)
                 for kind, concept_id in concepts:
