@@ -229,6 +229,27 @@ def test_duplicate_check_among_many_candidates_is_the_best_of_every_pair(library
     assert named > 100 and most_candidates >= 10
 
 
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_an_import_runs_with_the_cyclic_collector_paused_and_leaves_it_as_it_was(
+        tmp_path: Path, data_dir: Path, enabled_before: bool) -> None:
+    import gc
+
+    target = small_library(tmp_path / "lib", data_dir, ["IL-0101"])
+    source = tmp_path / "records.jsonl"
+    source.write_text("".join(json.dumps({"title": f"Queue {n} stalled", "summary": f"Consumers of queue {n} stalled.",
+                                          "org": "Zeta Labs", "url": f"https://zeta.example/{n}"}) + "\n" for n in range(3)),
+                      encoding="utf-8")
+    seen: list[bool] = []
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, dry_run=True),
+                            progress=lambda done, total: seen.append(gc.isenabled()))
+        assert gc.isenabled() is enabled_before
+    finally:
+        gc.enable()
+    assert len(report.accepted) == 3 and seen == [False, False, False]
+
+
 def test_a_rejected_record_keeps_the_vocabulary_an_accepted_one_added(tmp_path: Path, data_dir: Path) -> None:
     target = small_library(tmp_path / "lib", data_dir, ["IL-0101"])
     records = [

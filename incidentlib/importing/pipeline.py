@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
 from ..errors import ImportFailed, MappingError, TableError
+from ..gc_pause import collector_paused
 from ..journal import JOURNAL_DIR, JournalBusy, commit_files, new_directory
 from ..loader import INCIDENTS_DIR, VOCAB_DIR, Problem, check_library
 from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident, InferredLink, padded_incident_id
@@ -780,6 +781,13 @@ def _signal_concepts(target: Path, vocab: Vocabulary) -> SignalConcepts:
 
 def run_import(source: Path, target: Path, options: ImportOptions, progress: ProgressFn | None = None) -> ImportReport:
     """Import ``source`` into ``target`` (created when missing), all or nothing; see the module docstring."""
+    # the records read and the incidents built stay alive to the end, and each full pass of the cyclic collector would
+    # walk them all again (7 of 56 s at 30,000 records, docs/benchmarks.md): paused, as for a load (incidentlib.gc_pause)
+    with collector_paused():
+        return _read_and_import(source, target, options, progress)
+
+
+def _read_and_import(source: Path, target: Path, options: ImportOptions, progress: ProgressFn | None) -> ImportReport:
     try:
         records = read_records(source, options.format)
     except ValueError as exc:
