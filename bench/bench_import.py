@@ -9,8 +9,8 @@ the same incident are not near-duplicates and each one goes the whole way (mappi
 recognition, the duplicate check against everything accepted so far, validation).  Every
 tenth record repeats the previous record's text under a new URL, which the near-duplicate
 check must reject.  The import is a dry run into a scratch copy of the
-bundled library (writing and the final whole-library validation are not timed: they do not
-grow with the record count per record).  Each count is imported with each ``--workers`` setting (0: all in the
+bundled library; ``--write`` times the whole import instead, with the writing of every record and the validation of
+the library with them.  Each count is imported with each ``--workers`` setting (0: all in the
 importing process; 1: the work that depends on a record alone done ahead by a worker process,
 incidentlib/importing/ahead.py), side by side in one run.  Prints a Markdown table with wall-clock seconds and the
 CPU seconds of the importing process and of its worker.
@@ -64,19 +64,23 @@ def archive(path: Path, count: int, seed: int = 0) -> None:
             handle.write(json.dumps({**record, "url": f"https://tickets.example/{n}"}, ensure_ascii=False) + "\n")
 
 
-def run(count: int, scratch: Path, workers: int) -> dict[str, float]:
+def run(count: int, scratch: Path, workers: int, write: bool = False) -> dict[str, float]:
     source = scratch / f"archive-{count}.jsonl"
     if not source.exists():
         archive(source, count)
     target = scratch / f"library-{count}-{workers}"
+    if write and target.exists():  # a written import changed it: each run starts from the bundled library again
+        shutil.rmtree(target)
     if not target.exists():  # a dry run leaves it as it was
         shutil.copytree(Library.open().root, target)
     os.environ[WORKERS_ENV] = str(workers)
     before = os.times()
     started = time.perf_counter()
-    report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, dry_run=True))
+    report = run_import(source, target, ImportOptions(format=ImportFormat.jsonl, dry_run=not write))
     seconds = time.perf_counter() - started
     after = os.times()
+    if write and not report.written:
+        raise SystemExit(f"the import of {count:,} records wrote nothing")
     cpu = (after.user + after.system) - (before.user + before.system)
     worker_cpu = (after.children_user + after.children_system) - (before.children_user + before.children_system)
     duplicates = sum(1 for r in report.rejected if r.duplicate_of)
@@ -90,13 +94,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1],
                         help="worker processes of each run (INCIDENTLIB_IMPORT_WORKERS), side by side")
     parser.add_argument("--rounds", type=int, default=1, help="runs of each setting, in alternating order")
+    parser.add_argument("--write", action="store_true",
+                        help="time the whole import: also write the records and validate the library with them "
+                             "(into a fresh copy of the bundled library each run)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="incidentlib-bench-import-") as folder:
         for count in args.records:
             for round_number in range(args.rounds):
                 order = args.workers if round_number % 2 == 0 else list(reversed(args.workers))
-                rows.extend(run(count, Path(folder), workers) for workers in order)
+                rows.extend(run(count, Path(folder), workers, args.write) for workers in order)
     print("| records | workers | seconds | records/s | CPU seconds, importing process | CPU seconds, worker "
           "| accepted | rejected as near-duplicates |\n|---|---|---|---|---|---|---|---|")
     for row in sorted(rows, key=lambda row: (row["records"], row["workers"])):

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .storage import atomic_write_text, current_umask
+from .storage import atomic_write_text, current_umask, write_durably
 
 JOURNAL_DIR = ".incidentlib-journal"
 NEW_DIR_MARK = ".incidentlib-new-"
@@ -136,8 +136,14 @@ def commit_files(root: Path, files: dict[str, str], before_commit: Callable[[Pat
     try:
         atomic_write_text(journal / OWNER, str(os.getpid()))
         staged_root = journal / STAGED
+        folders: set[Path] = set()
         for rel, text in files.items():
-            atomic_write_text(staged_root / rel, text)
+            staged = staged_root / rel
+            if staged.parent not in folders:
+                staged.parent.mkdir(parents=True, exist_ok=True)
+                folders.add(staged.parent)
+            # no temporary file and rename per staged file: until the manifest exists the change is removed whole
+            write_durably(staged, text.encode("utf-8"))
         if before_commit is not None:
             before_commit(staged_root)
         for folder in {(staged_root / rel).parent for rel in files}:

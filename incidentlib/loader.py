@@ -95,14 +95,22 @@ def load_library(root: Path | str, cache_dir: Path | None = None) -> LibraryData
     return data
 
 
-def check_library(root: Path | str, cache_dir: Path | None = None) -> tuple[LibraryData | None, list[Problem]]:
+def check_library(root: Path | str, cache_dir: Path | None = None, *, written: Mapping[str, object] | None = None,
+                  ) -> tuple[LibraryData | None, list[Problem]]:
     """Validate ``root`` and return what loaded together with all problems found (``cache_dir``: as in
-    :func:`load_library`).  The cyclic collector is paused meanwhile (:mod:`incidentlib.gc_pause`)."""
+    :func:`load_library`).  The cyclic collector is paused meanwhile (:mod:`incidentlib.gc_pause`).
+
+    ``written``: files this process has just written by dumping a document (name relative to ``root`` → that
+    document), taken as what parsing them gives instead of parsing them again (an import checks the library with
+    its new records so); never with ``cache_dir``, whose parse cache must hold what was parsed."""
+    if written and cache_dir is not None:
+        raise ValueError("check_library: documents taken as written are not kept in a parse cache")
     with collector_paused():
-        return _check_library(Path(root), cache_dir)
+        return _check_library(Path(root), cache_dir, written or {})
 
 
-def _check_library(root: Path, cache_dir: Path | None) -> tuple[LibraryData | None, list[Problem]]:
+def _check_library(root: Path, cache_dir: Path | None, written: Mapping[str, object],
+                   ) -> tuple[LibraryData | None, list[Problem]]:
     problems: list[Problem] = []
     recover(root)  # finish or undo an import that was interrupted (see incidentlib.journal)
     if not root.is_dir():
@@ -123,7 +131,7 @@ def _check_library(root: Path, cache_dir: Path | None) -> tuple[LibraryData | No
             found = _from_snapshot(root, cache_dir, remembered)
             if found is not None:
                 return found, []
-    files = DataFiles.read(root, _data_files(root), cache_dir)
+    files = DataFiles.read(root, _data_files(root), cache_dir, written=written)
     if cache_dir is not None and files.key is not None:
         hashes = file_memo.FileHashes(files.key, files.content_hash())
         found = None if hashes == remembered else _from_snapshot(root, cache_dir, hashes)  # not the same miss twice

@@ -34,7 +34,7 @@ import logging
 import os
 import pickle
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -103,11 +103,15 @@ class DataFiles:
     _misses: int = 0
     _names: dict[Path, str] = field(default_factory=dict)
     _cache_read: bool = False
+    #: Documents of files just written from them, by relative name: what parsing those files gives (``check_library``)
+    written: Mapping[str, object] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, root: Path, paths: Iterable[Path], cache_dir: Path | None = None) -> DataFiles:
+    def read(cls, root: Path, paths: Iterable[Path], cache_dir: Path | None = None,
+             written: Mapping[str, object] | None = None) -> DataFiles:
         """Read every regular file of ``paths``; with ``cache_dir``, look up their parsed documents there.  Each
-        file's ``stat`` signature is taken before its bytes are read (:attr:`signatures`, for :mod:`incidentlib.file_memo`)."""
+        file's ``stat`` signature is taken before its bytes are read (:attr:`signatures`, for :mod:`incidentlib.file_memo`).
+        ``written``: see :attr:`written`."""
         files: dict[Path, bytes | OSError] = {}
         signatures: dict[Path, Signature] = {}
         # sorted by their text: for the files of two flat folders the order of comparing the paths, without
@@ -124,7 +128,7 @@ class DataFiles:
                 files[path] = path.read_bytes()
             except OSError as exc:
                 files[path] = exc
-        return cls(root, files, cache_dir, signatures=signatures)
+        return cls(root, files, cache_dir, signatures=signatures, written=written or {})
 
     def signatures_by_name(self) -> dict[str, Signature]:
         """Each file's signature by its name relative to the library."""
@@ -172,13 +176,16 @@ class DataFiles:
         if isinstance(data, OSError):
             raise data
         rel = self._rel(path)
-        if not self._cache_read:
-            self._load_cache()
-        if self._cached is not None and rel in self._cached:
-            doc = self._cached[rel]
+        if rel in self.written:
+            doc = self.written[rel]
         else:
-            self._misses += 1
-            doc = parse_yaml(data, str(path))
+            if not self._cache_read:
+                self._load_cache()
+            if self._cached is not None and rel in self._cached:
+                doc = self._cached[rel]
+            else:
+                self._misses += 1
+                doc = parse_yaml(data, str(path))
         self._parsed[rel] = doc
         return doc
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +53,32 @@ def atomic_write_bytes(path: str | Path, payload: bytes) -> None:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_durably(path: Path, payload: bytes) -> None:
+    """Write ``path`` in place (created with ``0o666 & ~umask``, or emptied) and flush it to disk before returning.
+
+    For a file no reader looks at until a later step commits it (a journal's staged file): a temporary file and a
+    rename of its own would cost two more operations on the folder and make it no safer."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def link_or_copy(source: str | Path, destination: str | Path) -> None:
+    """``destination`` as a hard link to ``source`` (replacing a file there), or a copy where the file system
+    refuses links.  Only for a copy that is read and then removed: writing to a link writes to ``source``."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(destination)
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
 
 
 def release_pages(mapped: mmap.mmap, start: int, stop: int) -> None:

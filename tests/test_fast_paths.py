@@ -250,6 +250,27 @@ def test_an_import_runs_with_the_cyclic_collector_paused_and_leaves_it_as_it_was
     assert len(report.accepted) == 3 and seen == [False, False, False]
 
 
+def test_the_import_writes_each_record_as_the_pure_python_yaml_emitter_does(library: Library) -> None:
+    """The same file for every bundled record, and text that reads back the same for awkward values."""
+    import yaml
+
+    from incidentlib.importing.pipeline import _dump
+
+    documents = [incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+                 | {"id": incident.id, "status": incident.status.value, "org": incident.org}
+                 for incident in library.data.incidents.values()]
+    awkward = ["line one\nline two", "trailing space \n", "tab\there", "# not a comment", "- not a list", "yes",
+               "2024-01-05", "null", "'quoted'", 'say "hi"', "x" * 250, "한국어 본문과 English 혼합", "emoji \U0001F680",
+               "\u2028separator", "control \x07 bell", "colon: inside", "{braces}", ""]
+    documents.append({"id": "IL-9999", "title": {"en": awkward[0], "ko": awkward[11]},
+                      "signals": [{"text": text, "note": text} for text in awkward], "tags": awkward})
+    for document in documents:
+        text = _dump(document)
+        assert yaml.safe_load(text) == document  # every text reads back as it was
+        if document["id"] != "IL-9999":  # libyaml escapes a character beyond the BMP (an emoji) where PyYAML does not
+            assert text == yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100), document["id"]
+
+
 def test_a_rejected_record_keeps_the_vocabulary_an_accepted_one_added(tmp_path: Path, data_dir: Path) -> None:
     target = small_library(tmp_path / "lib", data_dir, ["IL-0101"])
     records = [

@@ -7,6 +7,7 @@ import os
 import socket
 import stat
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
@@ -23,8 +24,8 @@ from incidentlib.api.guards import GuardMiddleware, GuardSettings, RateLimiter, 
 from incidentlib.cli import app as cli_app
 from incidentlib.errors import RemoteAccessError
 from incidentlib.graph.sparql import REMOTE_REFUSED
-from incidentlib.importing import ImportFormat, ImportOptions, run_import
-from incidentlib.loader import load_library
+from incidentlib.importing import ImportFailed, ImportFormat, ImportOptions, run_import
+from incidentlib.loader import Problem, load_library
 from incidentlib.search.chunks import incident_chunks, title_passage
 from incidentlib.search.engine import SearchConfig
 
@@ -433,3 +434,48 @@ def test_import_cleans_up_after_a_failed_rehearsal(tmp_path: Path, tiny: Path) -
         run_import(source, tiny, ImportOptions(format=ImportFormat.markdown))
     after = sorted(p.relative_to(tiny).as_posix() for p in tiny.rglob("*"))
     assert after == sorted([*before, "vocab/imported-organization.yaml"])  # no journal, no rehearsal copy left
+
+
+def test_a_failed_rehearsal_leaves_every_file_of_the_library_as_it_was(
+        tmp_path: Path, tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rehearsal's files are links to the library's; the vocabulary file the import replaces there (a new
+    organization) must be replaced in the rehearsal only."""
+    from incidentlib.importing import pipeline
+
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    for path, org, number in ((first, "Zeta Labs", 1), (second, "Omega Works", 2)):
+        path.write_text(json.dumps({"title": f"Queue {number} stalled", "summary": "Consumers stalled after a deploy.",
+                                    "org": org, "url": f"https://example.org/{number}"}) + "\n", encoding="utf-8")
+    assert run_import(first, tiny, ImportOptions(format=ImportFormat.jsonl)).written
+    vocabulary = tiny / "vocab" / "imported-organization.yaml"
+    assert "zeta-labs" in vocabulary.read_text(encoding="utf-8")
+    contents = {p: p.read_bytes() for p in tiny.rglob("*") if p.is_file()}
+    checked: list[str] = []
+    real_check = pipeline.check_library
+
+    def failing_check(root: Path, **options: Any) -> tuple[object, list[Problem]]:
+        data, problems = real_check(root, **options)
+        if Path(root).name == "incidentlib-import-rehearsal":
+            checked.append((Path(root) / "vocab" / "imported-organization.yaml").read_text(encoding="utf-8"))
+            problems = [*problems, Problem(file=str(root), message="refused by the test")]
+        return data, problems
+
+    monkeypatch.setattr(pipeline, "check_library", failing_check)
+    with pytest.raises(ImportFailed, match="refused by the test"):
+        run_import(second, tiny, ImportOptions(format=ImportFormat.jsonl))
+    assert len(checked) == 1 and "omega-works" in checked[0]  # the rehearsal held the new vocabulary file
+    assert {p: p.read_bytes() for p in tiny.rglob("*") if p.is_file()} == contents  # and the library did not
+
+
+def test_imported_records_follow_the_umask_and_the_library_keeps_one_link_per_file(tmp_path: Path, tiny: Path) -> None:
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    old = os.umask(0o027)
+    try:
+        report = run_import(source, tiny, ImportOptions(format=ImportFormat.markdown))
+    finally:
+        os.umask(old)
+    assert report.written and len(report.accepted) == 1
+    written = tiny / "incidents" / f"{report.accepted[0].id}.yaml"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o640 and "Allegro" in written.read_text(encoding="utf-8")
+    assert all(p.stat().st_nlink == 1 for p in tiny.rglob("*") if p.is_file())  # the rehearsal's links are gone

@@ -142,10 +142,29 @@ def test_a_failed_write_leaves_the_library_untouched(tmp_path: Path, target: Pat
     def broken(*args, **kwargs):  # noqa: ANN002
         return None, [type("P", (), {"__str__": lambda self: "simulated problem"})()]
 
-    monkeypatch.setattr(pipeline, "check_library", lambda root, _real=pipeline.check_library: broken() if "incidentlib-import-" in str(root) else _real(root))
+    monkeypatch.setattr(pipeline, "check_library", lambda root, _real=pipeline.check_library, **options:
+                        broken() if "incidentlib-import-" in str(root) else _real(root, **options))
     with pytest.raises(ImportFailed, match="nothing was written"):
         run_import(source, target, ImportOptions(format=ImportFormat.markdown))
     assert files(target) == before
+
+
+def test_the_check_takes_documents_just_written_as_what_their_files_hold(tmp_path: Path, target: Path) -> None:
+    """An import checks its new records from the documents it dumped; every other file is parsed as always."""
+    source = tmp_path / "list.md"
+    source.write_text(MARKDOWN, encoding="utf-8")
+    run_import(source, target, ImportOptions(format=ImportFormat.markdown))
+    data, problems = check_library(target)
+    assert data is not None and not problems
+    name = sorted((target / "incidents").glob("*.yaml"))[-1]
+    rel = f"incidents/{name.name}"
+    document = yaml.safe_load(name.read_text(encoding="utf-8"))
+    name.write_text("title: [unclosed\n", encoding="utf-8")  # what the file holds now does not parse
+    assert any(problem.file == rel for problem in check_library(target)[1])
+    taken, problems = check_library(target, written={rel: document})
+    assert not problems and taken is not None and document["id"] in taken.incidents
+    with pytest.raises(ValueError, match="parse cache"):
+        check_library(target, tmp_path / "cache", written={rel: document})
 
 
 def test_new_library_directory_is_created_or_not_left_behind(tmp_path: Path) -> None:
