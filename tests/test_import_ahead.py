@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import logging
 import random
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import small_library
 
 from incidentlib import Library
 from incidentlib.importing import ImportFailed, ImportFormat, ImportOptions, ahead, run_import
 from incidentlib.importing.duplicates import Fingerprints
-from incidentlib.importing.pipeline import _RecordWork
+from incidentlib.importing.pipeline import _dump_all, _RecordWork
 from incidentlib.search.boilerplate import Boilerplate
 from incidentlib.tagging.signals import SignalConcepts
 from incidentlib.tagging.tagger import ConceptTagger, incident_text
@@ -48,6 +50,20 @@ def test_the_worker_gives_what_one_process_gives(work: _RecordWork, items: list)
         got = {index: worker.result(index) for index in asked}
         assert worker.by_worker > 0  # the worker did its share: not everything was done here
     assert got == {index: expected[index] for index in asked}
+
+
+def test_records_written_out_by_the_worker_are_the_ones_written_here(library: Library) -> None:
+    documents = [incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"id": incident.id}
+                 for incident in library.incidents()]
+    with ahead.WorkAhead(len(documents), workers=1, min_items=0) as worker:
+        worker.start(_dump_all, documents)
+        deadline = time.monotonic() + 120
+        while worker.by_worker == 0 and time.monotonic() < deadline:  # let the worker answer before asking
+            time.sleep(0.05)
+        assert worker.by_worker > 0
+        texts = [worker.result(index) for index in range(len(documents))]
+    assert texts == _dump_all(documents)
+    assert all(yaml.safe_load(text) == doc for text, doc in zip(texts, documents, strict=True))
 
 
 def test_a_worker_that_dies_costs_time_not_the_result(work: _RecordWork, items: list,
@@ -129,7 +145,9 @@ def test_an_import_with_a_worker_writes_what_one_process_writes(library: Library
                             report.model_dump(exclude={"into"}))
     assert written["1"] == written["0"]
     did = [int(record.args[0]) for record in caplog.records if record.msg.startswith("the import worker did")]
-    assert len(did) == 1 and did[0] > 0  # one import had a worker, and it did part of the work
+    # one import had workers: for the records, which did part of them, and for writing them out as YAML (which a
+    # worker may not reach before this process has written these few)
+    assert len(did) == 2 and did[0] > 0
     assert any("inferred" in text for text in written["1"][0].values())
 
 

@@ -770,6 +770,10 @@ def _dump(document: dict[str, Any]) -> str:
     return str(yaml.dump(document, Dumper=_YAML_DUMPER, allow_unicode=True, sort_keys=False, width=100))
 
 
+def _dump_all(documents: list[dict[str, Any]]) -> list[str]:
+    return [_dump(document) for document in documents]
+
+
 def _seed_library(folder: Path) -> None:
     """A new library starts with the bundled vocabulary and no incidents."""
     (folder / INCIDENTS_DIR).mkdir(parents=True, exist_ok=True)
@@ -866,15 +870,20 @@ def _problems_text(problems: list[Problem]) -> str:
 def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[ConceptKind, dict[str, Concept]], fresh: bool) -> None:
     files = _vocab_additions(target, new_concepts)
     documents: dict[str, dict[str, Any]] = {}
-    for incident in incidents:
-        rel = f"{INCIDENTS_DIR}/{incident.id}.yaml"
-        if (target / rel).exists():
-            raise ImportFailed(f"{target / rel} already exists; nothing was written")
-        if rel in files:  # ids are unique within an import (Importer._record_id); never let one record replace another
-            raise ImportFailed(f"two records of this import were both given {incident.id}; nothing was written")
-        documents[rel] = (incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-                          | {"id": incident.id, "status": incident.status.value, "org": incident.org})
-        files[rel] = _dump(documents[rel])
+    # half the records are written out as YAML by a worker process (started now, to import the package meanwhile)
+    with WorkAhead[dict[str, Any], str](len(incidents)) as ahead:
+        for incident in incidents:
+            rel = f"{INCIDENTS_DIR}/{incident.id}.yaml"
+            if (target / rel).exists():
+                raise ImportFailed(f"{target / rel} already exists; nothing was written")
+            # ids are unique within an import (Importer._record_id); never let one record replace another
+            if rel in files or rel in documents:
+                raise ImportFailed(f"two records of this import were both given {incident.id}; nothing was written")
+            documents[rel] = (incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+                              | {"id": incident.id, "status": incident.status.value, "org": incident.org})
+        ahead.start(_dump_all, list(documents.values()))
+        for index, rel in enumerate(documents):
+            files[rel] = ahead.result(index)
     # the library is checked with the new records' documents as they were dumped, not parsed back from their files
     # (a dump reads back as its document: tests/test_fast_paths.py)
     if fresh:  # a private scratch folder that becomes the library only if it validates
