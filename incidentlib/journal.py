@@ -136,14 +136,10 @@ def commit_files(root: Path, files: dict[str, str], before_commit: Callable[[Pat
     try:
         atomic_write_text(journal / OWNER, str(os.getpid()))
         staged_root = journal / STAGED
-        folders: set[Path] = set()
-        for rel, text in files.items():
-            staged = staged_root / rel
-            if staged.parent not in folders:
-                staged.parent.mkdir(parents=True, exist_ok=True)
-                folders.add(staged.parent)
-            # no temporary file and rename per staged file: until the manifest exists the change is removed whole
-            write_durably(staged, text.encode("utf-8"))
+        for folder in {(staged_root / rel).parent for rel in files}:
+            folder.mkdir(parents=True, exist_ok=True)
+        # no temporary file and rename per staged file: until the manifest exists the change is removed whole
+        write_durably((staged_root / rel, text.encode("utf-8")) for rel, text in files.items())
         if before_commit is not None:
             before_commit(staged_root)
         for folder in {(staged_root / rel).parent for rel in files}:

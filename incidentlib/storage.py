@@ -7,7 +7,8 @@ import mmap
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -55,16 +56,35 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def write_durably(path: Path, payload: bytes) -> None:
-    """Write ``path`` in place (created with ``0o666 & ~umask``, or emptied) and flush it to disk before returning.
+#: Files whose flush to disk is asked for at once: a file system commits concurrent flushes together (ext4's journal),
+#: so 4,000 small files took 0.6 s this way against 4.5 s one after another on this machine's disk.
+FSYNC_THREADS = 16
 
-    For a file no reader looks at until a later step commits it (a journal's staged file): a temporary file and a
-    rename of its own would cost two more operations on the folder and make it no safer."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
+
+def write_durably(files: Iterable[tuple[Path, bytes]]) -> None:
+    """Write each ``(path, payload)`` in place (created with ``0o666 & ~umask``, or emptied), then flush them all to
+    disk before returning.
+
+    For files no reader looks at until a later step commits them (a journal's staged files): a temporary file and a
+    rename for each would cost two more operations on the folder and make them no safer."""
+    written: list[Path] = []
+    for path, payload in files:
+        written.append(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+    with ThreadPoolExecutor(max_workers=min(FSYNC_THREADS, max(1, len(written))), thread_name_prefix="fsync") as pool:
+        for _ in pool.map(_flush, written):
+            pass  # an error (a full disk) is raised here
+
+
+def _flush(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)

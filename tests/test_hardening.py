@@ -479,3 +479,14 @@ def test_imported_records_follow_the_umask_and_the_library_keeps_one_link_per_fi
     written = tiny / "incidents" / f"{report.accepted[0].id}.yaml"
     assert stat.S_IMODE(written.stat().st_mode) == 0o640 and "Allegro" in written.read_text(encoding="utf-8")
     assert all(p.stat().st_nlink == 1 for p in tiny.rglob("*") if p.is_file())  # the rehearsal's links are gone
+
+
+def test_files_written_durably_hold_their_payload_whole(tmp_path: Path) -> None:
+    from incidentlib.storage import write_durably
+
+    (tmp_path / "0.yaml").write_text("a much longer text that was there before\n", encoding="utf-8")
+    payloads = {tmp_path / f"{n}.yaml": f"id: IL-{n:04d}\n".encode() * (n % 7 + 1) for n in range(40)}
+    write_durably(iter(payloads.items()))  # one pass over the files is enough
+    assert {path: path.read_bytes() for path in payloads} == payloads  # the longer old text is gone, not kept past
+    with pytest.raises(FileNotFoundError):
+        write_durably([(tmp_path / "missing" / "x.yaml", b"x")])
