@@ -35,8 +35,8 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     read: list[Path] = []
     real = parsed_cache.DataFiles.read.__func__  # type: ignore[attr-defined]
 
-    def counting(cls, root, paths, cache_dir=None):  # type: ignore[no-untyped-def]
-        files = real(cls, root, paths, cache_dir)
+    def counting(cls, root, paths, cache_dir=None, written=None):  # type: ignore[no-untyped-def]
+        files = real(cls, root, paths, cache_dir, written)
         read.extend(files.files)
         return files
 
