@@ -826,10 +826,14 @@ def _import_records(records: list[RawRecord], source: Path, target: Path, option
                           format=options.format.value, dry_run=options.dry_run, written=False)
     built: list[Incident] = []
     unread: dict[str, None] = {}
+    layouts: set[tuple[tuple[object, int], ...]] = set()
     try:
         importer.prepare(records)
         for index, raw in enumerate(records, 1):
-            unread.update(dict.fromkeys(unread_keys(raw.data, importer.maps, importer.sets)))
+            layout = _layout(raw.data)
+            if layout not in layouts:  # an export's records are mostly laid out alike: their unread keys are the same
+                layouts.add(layout)
+                unread.update(dict.fromkeys(unread_keys(raw.data, importer.maps, importer.sets)))
             incident, outcome = importer.build(raw)
             if incident is not None:
                 built.append(incident)
@@ -848,6 +852,12 @@ def _import_records(records: list[RawRecord], source: Path, target: Path, option
     _write_all(target, built, importer.new_concepts, fresh)
     report.written = True
     return report
+
+
+def _layout(record: dict[str, Any]) -> tuple[tuple[object, int], ...]:
+    """What :func:`~.mapping.unread_keys` reads of ``record``: its keys in order, and for each whether its value is
+    missing to a default (``None``, ``""``, ``[]``: 0), an empty object (1) or a value (2)."""
+    return tuple((key, 0 if value in (None, "", []) else 1 if value == {} else 2) for key, value in record.items())
 
 
 def _vocab_additions(target: Path, new_concepts: dict[ConceptKind, dict[str, Concept]]) -> dict[str, str]:
