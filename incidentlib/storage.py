@@ -1,4 +1,5 @@
-"""Crash-safe file writes: write a temporary file beside the target, then rename."""
+"""Crash-safe file writes: a temporary file beside the target, then a rename; files flushed to disk together for a
+journal's staging; hard links for a copy that is only read."""
 
 from __future__ import annotations
 

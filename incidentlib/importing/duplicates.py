@@ -173,8 +173,10 @@ class DuplicateIndex:
             if not text:
                 continue
             last = self._last.get(text)
-            (tokens, text_keys), looked_up = last if last is not None else (prepared := self.fingerprints(text),
-                                                                             self._looked_up(prepared[0]))
+            if last is None:  # not the text of the last find(): a known incident, added without a check
+                prepared = self.fingerprints(text)
+                last = prepared, self._looked_up(prepared[0])
+            (tokens, text_keys), looked_up = last
             keys.update(text_keys)
             if tokens:
                 ids = self._ids(tokens, looked_up)

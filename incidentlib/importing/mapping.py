@@ -107,7 +107,7 @@ class FieldSet:
 
         def value(match: re.Match[str]) -> str:
             found = get_path(record, match.group(1))
-            if found is _MISSING or found in (None, "", []) or isinstance(found, (list, dict)):
+            if found is _MISSING or found in NO_VALUE or isinstance(found, (list, dict)):
                 missing.append(match.group(1))
                 return ""
             return str(found).strip()
@@ -169,6 +169,10 @@ def source_key(path: str) -> str | None:
     return _split_step(path.split(".", 1)[0])[0]
 
 
+#: Values a default source key is passed over for, as if the record did not have it.
+NO_VALUE: tuple[object, ...] = (None, "", [])
+
+
 class _Defaults:
     """The keys of a record that targets no mapping gives are taken from: a target's common names
     (:data:`DEFAULT_SOURCES`) in any case (exports capitalise their columns: "Summary", "Description"), a column
@@ -206,7 +210,7 @@ class _Defaults:
     def key(self, target: str) -> str | None:
         for candidate in DEFAULT_SOURCES.get(target, ()):
             found = candidate if candidate in self.record and candidate not in self.mapped else self.by_lower.get(candidate)
-            if found is not None and self.record[found] not in (None, "", []):
+            if found is not None and self.record[found] not in NO_VALUE:
                 return found
         return None
 
@@ -225,7 +229,14 @@ def unread_keys(record: dict[str, Any], maps: Sequence[FieldMap], sets: Sequence
                                                                  *(p for m in sets for p in _PLACEHOLDER.findall(m.template)))}
     explicit = {m.target for m in maps} | {m.target for m in sets}
     read |= set(_Defaults(record, maps, sets).taken(explicit).values())
-    return [str(key) for key, value in record.items() if key not in read and value not in (None, "", [], {})]
+    return [str(key) for key, value in record.items() if key not in read and value not in (*NO_VALUE, {})]
+
+
+def unread_layout(record: dict[str, Any]) -> tuple[tuple[object, int], ...]:
+    """All that :func:`unread_keys` reads of ``record`` for given mappings: its keys in order, and for each whether
+    its value is passed over by a default (:data:`NO_VALUE`: 0), an empty object (1) or a value (2).  Records of the same
+    layout have the same unread keys, and an export's records are mostly laid out alike."""
+    return tuple((key, 0 if value in NO_VALUE else 1 if value == {} else 2) for key, value in record.items())
 
 
 def extract(record: dict[str, Any], maps: list[FieldMap], only: Collection[str] | None = None,

@@ -43,7 +43,7 @@ from ..vocab import Vocabulary
 from .ahead import WorkAhead
 from .dates import parse_date
 from .duplicates import DuplicateIndex, Fingerprints, Prepared
-from .mapping import FieldMap, FieldSet, default_source, extract, placeholders, source_key, unread_keys
+from .mapping import FieldMap, FieldSet, default_source, extract, placeholders, source_key, unread_keys, unread_layout
 from .markup import as_text
 from .readers import ImportFormat, RawRecord, read_records
 
@@ -830,8 +830,8 @@ def _import_records(records: list[RawRecord], source: Path, target: Path, option
     try:
         importer.prepare(records)
         for index, raw in enumerate(records, 1):
-            layout = _layout(raw.data)
-            if layout not in layouts:  # an export's records are mostly laid out alike: their unread keys are the same
+            layout = unread_layout(raw.data)
+            if layout not in layouts:  # the same layout, the same unread keys: each layout is worked out once
                 layouts.add(layout)
                 unread.update(dict.fromkeys(unread_keys(raw.data, importer.maps, importer.sets)))
             incident, outcome = importer.build(raw)
@@ -852,12 +852,6 @@ def _import_records(records: list[RawRecord], source: Path, target: Path, option
     _write_all(target, built, importer.new_concepts, fresh)
     report.written = True
     return report
-
-
-def _layout(record: dict[str, Any]) -> tuple[tuple[object, int], ...]:
-    """What :func:`~.mapping.unread_keys` reads of ``record``: its keys in order, and for each whether its value is
-    missing to a default (``None``, ``""``, ``[]``: 0), an empty object (1) or a value (2)."""
-    return tuple((key, 0 if value in (None, "", []) else 1 if value == {} else 2) for key, value in record.items())
 
 
 def _vocab_additions(target: Path, new_concepts: dict[ConceptKind, dict[str, Concept]]) -> dict[str, str]:
