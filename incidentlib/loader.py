@@ -26,7 +26,7 @@ from .gc_pause import collector_paused
 from .journal import recover
 from .models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident
 from .overlaid import OverlaidRecords
-from .parsed_cache import YAML_LOADER, DataFiles
+from .parsed_cache import YAML_LOADER, DataFiles, relative_name
 from .start_snapshot import snapshot_key
 from .vocab import Vocabulary
 
@@ -102,7 +102,10 @@ def check_library(root: Path | str, cache_dir: Path | None = None, *, written: M
 
     ``written``: files this process has just written by dumping a document (name relative to ``root`` → that
     document), taken as what parsing them gives instead of parsing them again (an import checks the library with
-    its new records so); never with ``cache_dir``, whose parse cache must hold what was parsed."""
+    its new records so); never with ``cache_dir``, whose parse cache must hold what was parsed.  For a record the
+    document may be the :class:`Incident` itself, validated by the caller, whose file was dumped from it: it is taken
+    as what validating the file gives (a dumped record validates to an equal incident: tests/test_import.py).  A
+    :class:`~incidentlib.parsed_cache.WrittenFile` gives the file's bytes as well, which are then not read back."""
     if written and cache_dir is not None:
         raise ValueError("check_library: documents taken as written are not kept in a parse cache")
     with collector_paused():
@@ -207,7 +210,7 @@ def _data_file_names(root: Path) -> dict[str, str]:
 
 def _rel(root: Path, path: Path) -> str:
     try:
-        return path.relative_to(root).as_posix()
+        return relative_name(root, path)  # a string prefix, not PurePath.relative_to (seconds at 100k files)
     except ValueError:
         return str(path)
 
@@ -303,13 +306,17 @@ def _check_vocab_links(root: Path, vocab: Vocabulary, problems: list[Problem]) -
 
 def _load_incidents(root: Path, problems: list[Problem], files: DataFiles, sharer: FieldSetSharer,
                     misshapen: list[tuple[str, dict[str, Any], set[str]]] | None = None) -> dict[str, Incident]:
-    """The valid incidents; a document of the wrong shape goes to ``misshapen`` with the fields already reported."""
+    """The valid incidents; a document of the wrong shape goes to ``misshapen`` with the fields already reported.
+
+    A record ``check_library`` was given as written (an :class:`Incident` its caller validated and dumped, see
+    :func:`check_library`) is taken as it is: it is not validated a second time."""
     incidents: dict[str, Incident] = {}
     where: dict[str, str] = {}
     folder = root / INCIDENTS_DIR
-    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+    # sorted by their text: the order of the paths within one folder, without PurePath.__lt__
+    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")], key=str):
         file = _rel(root, path)
-        if not path.is_file():
+        if path not in files.files and not path.is_file():  # the files read are regular files, stat'ed then
             problems.append(Problem(file=file, message=NOT_A_FILE))
             continue
         try:
@@ -320,18 +327,21 @@ def _load_incidents(root: Path, problems: list[Problem], files: DataFiles, share
         except OSError as exc:
             problems.append(Problem(file=file, message=f"cannot be read: {exc.strerror or exc}"))
             continue
-        if not isinstance(doc, dict):
+        if isinstance(doc, Incident):
+            incident = doc
+        elif not isinstance(doc, dict):
             problems.append(Problem(file=file, message="expected a mapping of incident fields"))
             continue
-        try:
-            incident = Incident.model_validate(doc)
-        except ValidationError as exc:
-            shape = _pydantic_problems(file, exc)
-            problems.extend(shape)
-            if misshapen is not None:
-                misshapen.append((file, doc, _reported_fields(shape)))
-            continue
-        sharer.share((incident,))
+        else:
+            try:
+                incident = Incident.model_validate(doc)
+            except ValidationError as exc:
+                shape = _pydantic_problems(file, exc)
+                problems.extend(shape)
+                if misshapen is not None:
+                    misshapen.append((file, doc, _reported_fields(shape)))
+                continue
+            sharer.share((incident,))
         if path.stem != incident.id:
             problems.append(Problem(file=file, field="id", message=f"id {incident.id!r} does not match the file name {path.name!r}"))
         if incident.id in incidents:

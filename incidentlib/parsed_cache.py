@@ -90,6 +90,16 @@ def relative_name(root: Path, path: Path) -> str:
     return text[len(prefix):].replace(os.sep, "/") if text.startswith(prefix) else path.relative_to(root).as_posix()
 
 
+@dataclass(frozen=True)
+class WrittenFile:
+    """A data file this process has just written: the bytes it wrote, and what reading them gives (a document, or
+    for a record the :class:`~incidentlib.models.Incident` it was dumped from).  :meth:`DataFiles.read` takes the
+    bytes as the file's instead of reading them back."""
+
+    payload: bytes
+    document: object
+
+
 @dataclass
 class DataFiles:
     """The bytes of a library's data files, read once: parsed (or taken from the cache), and hashed."""
@@ -103,7 +113,8 @@ class DataFiles:
     _misses: int = 0
     _names: dict[Path, str] = field(default_factory=dict)
     _cache_read: bool = False
-    #: Documents of files just written from them, by relative name: what parsing those files gives (``check_library``)
+    #: Documents of files just written from them, by relative name: what parsing those files gives (``check_library``);
+    #: a :class:`WrittenFile` gives its bytes too
     written: Mapping[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -114,9 +125,14 @@ class DataFiles:
         ``written``: see :attr:`written`."""
         files: dict[Path, bytes | OSError] = {}
         signatures: dict[Path, Signature] = {}
+        written = written or {}
         # sorted by their text: for the files of two flat folders the order of comparing the paths, without
         # PurePath.__lt__ (2 s at 100k files)
         for path in sorted(set(paths), key=str):
+            just_written = written.get(relative_name(root, path)) if written else None
+            if isinstance(just_written, WrittenFile):  # its bytes are known: not read back (never with a cache)
+                files[path] = just_written.payload
+                continue
             try:
                 status = os.stat(path)
             except OSError:
@@ -128,7 +144,7 @@ class DataFiles:
                 files[path] = path.read_bytes()
             except OSError as exc:
                 files[path] = exc
-        return cls(root, files, cache_dir, signatures=signatures, written=written or {})
+        return cls(root, files, cache_dir, signatures=signatures, written=written)
 
     def signatures_by_name(self) -> dict[str, Signature]:
         """Each file's signature by its name relative to the library."""
@@ -178,6 +194,8 @@ class DataFiles:
         rel = self._rel(path)
         if rel in self.written:
             doc = self.written[rel]
+            if isinstance(doc, WrittenFile):
+                doc = doc.document
         else:
             if not self._cache_read:
                 self._load_cache()

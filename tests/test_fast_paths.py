@@ -254,7 +254,7 @@ def test_the_import_writes_each_record_as_the_pure_python_yaml_emitter_does(libr
     """The same file for every bundled record, and text that reads back the same for awkward values."""
     import yaml
 
-    from incidentlib.importing.pipeline import _dump
+    from incidentlib.importing.yaml_out import dump_record as _dump
 
     documents = [incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
                  | {"id": incident.id, "status": incident.status.value, "org": incident.org}
@@ -269,6 +269,38 @@ def test_the_import_writes_each_record_as_the_pure_python_yaml_emitter_does(libr
         assert yaml.safe_load(text) == document  # every text reads back as it was
         if document["id"] != "IL-9999":  # libyaml escapes a character beyond the BMP (an emoji) where PyYAML does not
             assert text == yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100), document["id"]
+
+
+def test_the_record_dumper_writes_what_the_safe_dumper_writes_without_anchors(library: Library) -> None:
+    """Nodes made directly and implicit tags remembered: the libyaml safe dumper's text for every bundled record and
+    for scalars whose plain form reads as another type; a repeated list is written twice, not as an alias."""
+    import yaml
+
+    from incidentlib.importing.yaml_out import REMEMBERED_SCALAR_CHARS, RecordDumper, dump_record
+
+    def safe(document: object) -> str:
+        return str(yaml.dump(document, Dumper=yaml.CSafeDumper, allow_unicode=True, sort_keys=False, width=100))
+
+    documents: list[dict[str, object]] = [
+        incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"id": incident.id}
+        for incident in library.data.incidents.values()]
+    lookalikes = ["yes", "No", "on", "~", "null", "1", "0o17", "0x1F", "1_000", "1.5", ".inf", "-.NaN", "1e3",
+                  "2024-01-05", "2024-01-05 10:00:00", "12:30:45", "<<", "=", "", " ", "true ", "x" * REMEMBERED_SCALAR_CHARS,
+                  "9" * (REMEMBERED_SCALAR_CHARS + 1)]
+    documents.append({"id": "lookalikes", "values": lookalikes, "again": lookalikes[::-1],
+                      "scalars": [1, -2, 0.5, 1e20, float("inf"), True, False, None], "empty": {"list": [], "map": {}},
+                      "nested": [{"a": ["b", {"c": "d"}]}, []]})
+    RecordDumper._implicit_tags.clear()
+    for _ in range(2):  # the second pass answers from the remembered tags
+        for document in documents:
+            assert dump_record(document) == safe(document), document["id"]
+    assert RecordDumper._implicit_tags["yes"] == "tag:yaml.org,2002:bool"
+    assert "9" * (REMEMBERED_SCALAR_CHARS + 1) not in RecordDumper._implicit_tags
+
+    shared = ["gpu", "nccl"]
+    text = dump_record({"components": shared, "tags": shared})
+    assert "&" not in text and "*" not in text and yaml.safe_load(text) == {"components": shared, "tags": shared}
+    assert "&id001" in safe({"components": shared, "tags": shared})  # what the generic representer would write
 
 
 def test_a_rejected_record_keeps_the_vocabulary_an_accepted_one_added(tmp_path: Path, data_dir: Path) -> None:

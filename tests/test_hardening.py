@@ -490,3 +490,101 @@ def test_files_written_durably_hold_their_payload_whole(tmp_path: Path) -> None:
     assert {path: path.read_bytes() for path in payloads} == payloads  # the longer old text is gone, not kept past
     with pytest.raises(FileNotFoundError):
         write_durably([(tmp_path / "missing" / "x.yaml", b"x")])
+
+
+def test_every_file_written_durably_is_flushed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Names as text or paths; more files than flushing threads, each flushed once from its thread's share."""
+    from incidentlib import storage
+
+    flushed: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(storage.os, "fsync", fsync)
+    monkeypatch.setattr(storage, "_syncfs", lambda: None)  # as where syncfs does not report errors
+    names = [str(tmp_path / f"{n}.yaml") for n in range(storage.FSYNC_THREADS * 3 + 5)]
+    storage.write_durably([(name if n % 2 else Path(name), b"x") for n, name in enumerate(names)])
+    assert sorted(flushed) == sorted(names)
+
+
+@pytest.mark.skipif(os.uname().sysname != "Linux", reason="syncfs is Linux's")
+def test_files_written_durably_are_flushed_by_one_syncfs_per_file_system(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+    import errno
+
+    from incidentlib import storage
+
+    calls: list[str] = []
+    failing = False
+
+    def syncfs(fd: int) -> int:
+        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+        if failing:
+            ctypes.set_errno(errno.EIO)
+            return -1
+        return 0
+
+    monkeypatch.setattr(storage, "_syncfs", lambda: syncfs)
+    monkeypatch.setattr(storage.os, "fsync", lambda fd: pytest.fail("a file flushed one by one"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    payloads = {str(tmp_path / folder / f"{n}.yaml"): f"n: {n}\n".encode() for folder in "ab" for n in range(20)}
+    storage.write_durably(payloads.items())
+    assert calls == [str(tmp_path / "a")]  # two folders, one file system
+    assert {name: Path(name).read_bytes() for name in payloads} == payloads
+    failing = True
+    with pytest.raises(OSError, match="writing files to disk failed") as raised:
+        storage.write_durably([(str(tmp_path / "b" / "late.yaml"), b"x")])
+    assert raised.value.errno == errno.EIO and raised.value.filename == str(tmp_path / "b")
+
+
+def test_syncfs_is_used_only_where_it_reports_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from incidentlib import storage
+
+    try:
+        for release, expected in (("5.4.0-150-generic", False), ("5.8.0", True), ("6.18.44-fc", True)):
+            monkeypatch.setattr(storage.os, "uname", lambda release=release: SimpleNamespace(release=release))
+            monkeypatch.setattr(storage.sys, "platform", "linux")
+            storage._syncfs.cache_clear()
+            assert (storage._syncfs() is not None) is expected, release
+        monkeypatch.setattr(storage.sys, "platform", "darwin")
+        storage._syncfs.cache_clear()
+        assert storage._syncfs() is None
+    finally:
+        monkeypatch.undo()
+        storage._syncfs.cache_clear()
+
+
+def test_a_commit_stopped_while_its_files_are_moved_is_completed_by_the_next_reader(tmp_path: Path,
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some staged files moved into place, then a stop: recovery moves the rest and skips the ones already there."""
+    from incidentlib import journal
+
+    root = tmp_path / "lib"
+    (root / "incidents").mkdir(parents=True)
+    files = {f"incidents/IL-{n:04d}.yaml": f"id: IL-{n:04d}\n" for n in range(6)} | {"vocab/imported-tag.yaml": "kind: tag\n"}
+    real_replace = os.replace
+    moved: list[str] = []
+
+    def replace(source: Any, destination: Any) -> None:
+        staged = f"{os.sep}{journal.STAGED}{os.sep}" in os.fspath(source)
+        if staged and len(moved) == 3:
+            raise KeyboardInterrupt
+        real_replace(source, destination)
+        if staged:
+            moved.append(os.fspath(destination))
+
+    monkeypatch.setattr(journal.os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        journal.commit_files(root, files)
+    monkeypatch.setattr(journal.os, "replace", real_replace)
+    assert len(moved) == 3 and (root / journal.JOURNAL_DIR).is_dir()
+    assert journal.recover(root) == "completed"
+    assert {rel: (root / rel).read_text(encoding="utf-8") for rel in files} == files
+    assert not (root / journal.JOURNAL_DIR).exists()

@@ -13,7 +13,7 @@ from incidentlib.cli import REPEATS_SHOWN, app
 from incidentlib.importing import FieldMap, ImportFailed, ImportFormat, ImportOptions, MappingError, run_import
 from incidentlib.importing.mapping import get_path
 from incidentlib.importing.readers import read_csv
-from incidentlib.loader import check_library
+from incidentlib.loader import check_library, content_hash
 
 MARKDOWN = """# Public postmortems
 
@@ -163,8 +163,53 @@ def test_the_check_takes_documents_just_written_as_what_their_files_hold(tmp_pat
     assert any(problem.file == rel for problem in check_library(target)[1])
     taken, problems = check_library(target, written={rel: document})
     assert not problems and taken is not None and document["id"] in taken.incidents
+    # given its bytes too, the file is not read back: the library's hash is of the bytes given
+    from incidentlib.parsed_cache import WrittenFile
+
+    given = WrittenFile(payload=b"# as written\n", document=document)
+    taken_bytes, problems = check_library(target, written={rel: given})
+    assert not problems and taken_bytes is not None and document["id"] in taken_bytes.incidents
+    name.write_bytes(given.payload)
+    assert taken_bytes.content_hash == content_hash(target) != taken.content_hash
     with pytest.raises(ValueError, match="parse cache"):
         check_library(target, tmp_path / "cache", written={rel: document})
+
+
+def test_the_check_takes_each_new_record_as_validating_its_written_file_gives(tmp_path: Path, target: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """An import hands the check its validated incidents; each equals the incident its file validates to, for the
+    bundled records' texts in both languages, with dates, organisations, sources, tags and inferred links."""
+    import incidentlib.importing.pipeline as pipeline
+    from incidentlib import Library
+    from incidentlib.models import Incident
+    from incidentlib.parsed_cache import WrittenFile
+
+    records = []
+    for n, incident in enumerate(Library.open().incidents()[:60]):
+        records.append({"title": incident.title.en if n % 2 else incident.title.ko, "summary": incident.summary.en,
+                        "body": incident.body.ko if n % 3 == 0 else incident.body.en, "org": incident.org,
+                        "date": incident.date, "url": f"https://tickets.example/{n}", "tags": "gpu; postmortem",
+                        "severity": "SEV1" if n % 4 == 0 else None})
+    taken: list[dict[str, object]] = []
+
+    def check(root: Path, *args: object, **options: object) -> object:
+        written = options.get("written")
+        if written:
+            taken.append(dict(written))  # type: ignore[call-overload]
+        return real(root, *args, **options)
+
+    real = pipeline.check_library
+    monkeypatch.setattr(pipeline, "check_library", check)
+    report = run_import(jsonl(tmp_path / "records.jsonl", records), target,
+                        ImportOptions(format=ImportFormat.jsonl, maps=["tags=tags"]))
+    assert report.written and len(report.accepted) >= 50 and len(taken) == 1  # a copy of a record there is rejected
+    assert sorted(taken[0]) == sorted(f"incidents/{row.id}.yaml" for row in report.accepted)
+    for rel, written in taken[0].items():
+        assert isinstance(written, WrittenFile) and isinstance(written.document, Incident)
+        payload = (target / rel).read_bytes()
+        assert written.payload == payload, rel  # the bytes the check takes are the file's
+        assert Incident.model_validate(yaml.safe_load(payload)) == written.document, rel
+    assert any(written.document.inferred for written in taken[0].values())  # type: ignore[attr-defined]
 
 
 def test_new_library_directory_is_created_or_not_left_behind(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from conftest import small_library
 from incidentlib import Library
 from incidentlib.importing import ImportFailed, ImportFormat, ImportOptions, ahead, run_import
 from incidentlib.importing.duplicates import Fingerprints
-from incidentlib.importing.pipeline import _dump_all, _RecordWork
+from incidentlib.importing.pipeline import _RecordWork
+from incidentlib.importing.yaml_out import dump_records
 from incidentlib.search.boilerplate import Boilerplate
 from incidentlib.tagging.signals import SignalConcepts
 from incidentlib.tagging.tagger import ConceptTagger, incident_text
@@ -56,13 +57,13 @@ def test_records_written_out_by_the_worker_are_the_ones_written_here(library: Li
     documents = [incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"id": incident.id}
                  for incident in library.incidents()]
     with ahead.WorkAhead(len(documents), workers=1, min_items=0) as worker:
-        worker.start(_dump_all, documents)
+        worker.start(dump_records, documents)
         deadline = time.monotonic() + 120
         while worker.by_worker == 0 and time.monotonic() < deadline:  # let the worker answer before asking
             time.sleep(0.05)
         assert worker.by_worker > 0
         texts = [worker.result(index) for index in range(len(documents))]
-    assert texts == _dump_all(documents)
+    assert texts == dump_records(documents)
     assert all(yaml.safe_load(text) == doc for text, doc in zip(texts, documents, strict=True))
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 import re
 import shutil
 import unicodedata
@@ -34,10 +35,11 @@ from ..gc_pause import collector_paused
 from ..journal import JOURNAL_DIR, JournalBusy, commit_files, new_directory
 from ..loader import INCIDENTS_DIR, VOCAB_DIR, Problem, check_library
 from ..models import CONCEPT_FIELDS, LANGS, Concept, ConceptKind, Incident, InferredLink, padded_incident_id
+from ..parsed_cache import WrittenFile
 from ..paths import bundled_data_dir
 from ..search.boilerplate import Boilerplate
 from ..search.concepts import ConceptRecognizer
-from ..storage import link_or_copy
+from ..storage import link_or_copy, write_durably
 from ..tagging.tagger import ConceptTagger
 from ..vocab import Vocabulary
 from .ahead import WorkAhead
@@ -46,6 +48,7 @@ from .duplicates import DuplicateIndex, Fingerprints, Prepared
 from .mapping import FieldMap, FieldSet, default_source, extract, placeholders, source_key, unread_keys, unread_layout
 from .markup import as_text
 from .readers import ImportFormat, RawRecord, read_records
+from .yaml_out import dump_record, dump_records
 
 if TYPE_CHECKING:
     from ..tagging.signals import SignalConcepts
@@ -758,22 +761,6 @@ def validation_reasons(exc: ValidationError) -> list[str]:
     return [f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()]
 
 
-# libyaml's emitter: 13× the pure-Python one on the bundled records, and the same files (tests/test_fast_paths.py); it
-# writes a character beyond the BMP (an emoji) escaped, which reads back the same
-try:
-    _YAML_DUMPER: type = yaml.CSafeDumper
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _YAML_DUMPER = yaml.SafeDumper
-
-
-def _dump(document: dict[str, Any]) -> str:
-    return str(yaml.dump(document, Dumper=_YAML_DUMPER, allow_unicode=True, sort_keys=False, width=100))
-
-
-def _dump_all(documents: list[dict[str, Any]]) -> list[str]:
-    return [_dump(document) for document in documents]
-
-
 def _seed_library(folder: Path) -> None:
     """A new library starts with the bundled vocabulary and no incidents."""
     (folder / INCIDENTS_DIR).mkdir(parents=True, exist_ok=True)
@@ -863,7 +850,7 @@ def _vocab_additions(target: Path, new_concepts: dict[ConceptKind, dict[str, Con
         path = target / rel
         existing = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {"kind": kind.value, "concepts": []}
         existing["concepts"].extend(c.model_dump(mode="json", exclude_none=True, exclude={"kind", "alt"}) for c in concepts.values())
-        files[rel] = "# Added by `incidentlib import`; review labels (ko/en) and definitions.\n" + _dump(existing)
+        files[rel] = "# Added by `incidentlib import`; review labels (ko/en) and definitions.\n" + dump_record(existing)
     return files
 
 
@@ -874,6 +861,7 @@ def _problems_text(problems: list[Problem]) -> str:
 def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[ConceptKind, dict[str, Concept]], fresh: bool) -> None:
     files = _vocab_additions(target, new_concepts)
     documents: dict[str, dict[str, Any]] = {}
+    validated: dict[str, Incident] = {}  # the same records, as the check takes them (not validated a second time)
     # half the records are written out as YAML by a worker process (started now, to import the package meanwhile)
     with WorkAhead[dict[str, Any], str](len(incidents)) as ahead:
         for incident in incidents:
@@ -883,17 +871,21 @@ def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[Conce
             # ids are unique within an import (Importer._record_id); never let one record replace another
             if rel in files or rel in documents:
                 raise ImportFailed(f"two records of this import were both given {incident.id}; nothing was written")
+            validated[rel] = incident
             documents[rel] = (incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
                               | {"id": incident.id, "status": incident.status.value, "org": incident.org})
-        ahead.start(_dump_all, list(documents.values()))
+        ahead.start(dump_records, list(documents.values()))
         for index, rel in enumerate(documents):
             files[rel] = ahead.result(index)
-    # the library is checked with the new records' documents as they were dumped, not parsed back from their files
-    # (a dump reads back as its document: tests/test_fast_paths.py)
+    # what the check takes each new record's file to hold: the bytes written, and the incident they were dumped from
+    written = {rel: WrittenFile(files[rel].encode("utf-8"), incident) for rel, incident in validated.items()}
+    # the library is checked with the new records as they were dumped, not read back from their files, parsed and
+    # validated again (a dump reads back as its document, tests/test_fast_paths.py, which validates to the same incident,
+    # tests/test_import.py)
     if fresh:  # a private scratch folder that becomes the library only if it validates
-        for rel, text in files.items():
-            (target / rel).write_text(text, encoding="utf-8")
-        _, problems = check_library(target, written=documents)
+        # flushed to disk before the folder is renamed into place: a library is never there with half-written files
+        write_durably((os.path.join(target, rel), text.encode("utf-8")) for rel, text in files.items())
+        _, problems = check_library(target, written=written)
         if problems:
             raise ImportFailed(_problems_text(problems))
         return
@@ -905,8 +897,8 @@ def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[Conce
         rehearsal = staged.parent / "incidentlib-import-rehearsal"
         shutil.copytree(target, rehearsal, ignore=shutil.ignore_patterns(JOURNAL_DIR), copy_function=link_or_copy)
         for rel in files:
-            link_or_copy(staged / rel, rehearsal / rel)
-        _, problems = check_library(rehearsal, written=documents)
+            link_or_copy(os.path.join(staged, rel), os.path.join(rehearsal, rel))
+        _, problems = check_library(rehearsal, written=written)
         shutil.rmtree(rehearsal, ignore_errors=True)
         if problems:
             raise ImportFailed(_problems_text(problems))
