@@ -9,7 +9,8 @@ scalar.  The documents written here hold only ``dict``, ``list``, ``str`` and sc
   record file expects (the generic representer would write ``&id001`` for a repeated object);
 - remembers the implicit tag of short scalars (keys such as ``en``, ``ko``, ``title`` recur in every record):
   whether a plain scalar would read back as something other than a string depends on its text alone, as long as no
-  path resolver is registered (none is).
+  path resolver is registered (none is; with one, the safe resolver answers), and a scalar whose plain form is not
+  asked about is a string.
 
 The text written is the safe dumper's for every document without a repeated object (tests/test_fast_paths.py).
 """
@@ -61,15 +62,21 @@ class RecordDumper(_BASE_DUMPER):  # type: ignore[misc]
     def ignore_aliases(self, data: Any) -> bool:
         return True
 
-    # no path resolvers are registered: nothing to track while descending into a node
+    # with no path resolver registered (none is) there is nothing to track while descending into a node
     def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        return None
+        if self.yaml_path_resolvers:
+            super().descend_resolver(current_node, current_index)
 
     def ascend_resolver(self) -> None:
-        return None
+        if self.yaml_path_resolvers:
+            super().ascend_resolver()
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is ScalarNode and implicit[0] and len(value) <= REMEMBERED_SCALAR_CHARS:
+        if kind is not ScalarNode or self.yaml_path_resolvers:
+            return super().resolve(kind, value, implicit)
+        if not implicit[0]:  # asked of every scalar: with no implicit resolver to try, a scalar is a string
+            return self.DEFAULT_SCALAR_TAG
+        if len(value) <= REMEMBERED_SCALAR_CHARS:
             tags = RecordDumper._implicit_tags
             tag = tags.get(value)
             if tag is None:
