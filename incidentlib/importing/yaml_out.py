@@ -23,7 +23,8 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 # libyaml's emitter: 13× the pure-Python one on the bundled records, and the same files (tests/test_fast_paths.py); it
-# writes a character beyond the BMP (an emoji) escaped, which reads back the same
+# writes a character beyond the BMP (an emoji) escaped, and may fold a long double-quoted string at other places (4 of
+# 592 imported records, docs/benchmarks.md): both read back as the same values
 try:
     _BASE_DUMPER: type = yaml.CSafeDumper
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
