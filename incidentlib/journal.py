@@ -126,8 +126,8 @@ def _remove_dead_new_dirs(root: Path) -> None:
             shutil.rmtree(candidate, ignore_errors=True)
 
 
-def commit_files(root: Path, files: dict[str, str], before_commit: Callable[[Path], None] | None = None) -> None:
-    """Write ``files`` (paths relative to ``root`` → text) into ``root`` all or nothing.
+def commit_files(root: Path, files: dict[str, bytes], before_commit: Callable[[Path], None] | None = None) -> None:
+    """Write ``files`` (paths relative to ``root`` → their bytes) into ``root`` all or nothing.
 
     ``before_commit(staging_root)`` may inspect the staged files (they sit under
     ``staging_root`` at their relative paths) and raise to abandon the change.
@@ -145,7 +145,7 @@ def commit_files(root: Path, files: dict[str, str], before_commit: Callable[[Pat
         for folder in folders:
             (staged_root / folder).mkdir(parents=True, exist_ok=True)
         # no temporary file and rename per staged file: until the manifest exists the change is removed whole
-        write_durably((os.path.join(staged_root, rel), text.encode("utf-8")) for rel, text in files.items())
+        write_durably((os.path.join(staged_root, rel), payload) for rel, payload in files.items())
         if before_commit is not None:
             before_commit(staged_root)
         for folder in folders:

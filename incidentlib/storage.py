@@ -61,6 +61,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)  # a descriptor of ours is never inherited by a child process (0 where absent)
 #: Files whose flush to disk is asked for at once: a file system commits concurrent flushes together (ext4's journal),
 #: so 4,000 small files took 0.6 s this way against 4.5 s one after another on this machine's disk.
 FSYNC_THREADS = 16
@@ -93,11 +94,12 @@ def write_durably(files: Iterable[tuple[str | Path, bytes]]) -> None:
     a ``Path`` object per file was a third of the time at 27,000 files (docs/benchmarks.md).
 
     The flush is one ``syncfs`` per file system where it reports errors (Linux 5.8 on): the file system's journal
-    commits once for every file, 0.4–0.7× the time of a flush per file at 54,000 files (docs/benchmarks.md).  It
-    writes back the other dirty files of that file system too.  Elsewhere each file is flushed, from
+    commits once for every file, 0.4–0.7× the time of a flush per file at 54,000 files on a quiet disk, and about the
+    same time once the disk itself is what both wait on (docs/benchmarks.md, ``bench/bench_staging.py``).  It writes
+    back the other dirty files of that file system too.  Elsewhere each file is flushed, from
     :data:`FSYNC_THREADS` threads."""
     written: list[str] = []
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC
     for path, payload in files:
         name = os.fspath(path)
         written.append(name)
@@ -126,7 +128,7 @@ def _sync_file_systems(syncfs: Callable[[int], int], paths: list[str]) -> None:
     for folder in dict.fromkeys(os.path.dirname(path) or "." for path in paths):
         by_device.setdefault(os.stat(folder).st_dev, folder)
     for folder in by_device.values():
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(folder, os.O_RDONLY | _CLOEXEC)
         try:
             if syncfs(fd) != 0:
                 error = ctypes.get_errno()
@@ -137,7 +139,7 @@ def _sync_file_systems(syncfs: Callable[[int], int], paths: list[str]) -> None:
 
 def _flush_all(paths: list[str]) -> None:
     for path in paths:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | _CLOEXEC)
         try:
             os.fsync(fd)
         finally:

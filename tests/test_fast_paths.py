@@ -254,7 +254,7 @@ def test_the_import_writes_each_record_as_the_pure_python_yaml_emitter_does(libr
     """The same file for every bundled record, and text that reads back the same for awkward values."""
     import yaml
 
-    from incidentlib.importing.yaml_out import dump_record as _dump
+    from incidentlib.importing.yaml_out import dump_record
 
     documents = [incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
                  | {"id": incident.id, "status": incident.status.value, "org": incident.org}
@@ -265,7 +265,7 @@ def test_the_import_writes_each_record_as_the_pure_python_yaml_emitter_does(libr
     documents.append({"id": "IL-9999", "title": {"en": awkward[0], "ko": awkward[11]},
                       "signals": [{"text": text, "note": text} for text in awkward], "tags": awkward})
     for document in documents:
-        text = _dump(document)
+        text = dump_record(document)
         assert yaml.safe_load(text) == document  # every text reads back as it was
         if document["id"] != "IL-9999":  # libyaml escapes a character beyond the BMP (an emoji) where PyYAML does not
             assert text == yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100), document["id"]

@@ -568,7 +568,7 @@ def test_a_commit_stopped_while_its_files_are_moved_is_completed_by_the_next_rea
 
     root = tmp_path / "lib"
     (root / "incidents").mkdir(parents=True)
-    files = {f"incidents/IL-{n:04d}.yaml": f"id: IL-{n:04d}\n" for n in range(6)} | {"vocab/imported-tag.yaml": "kind: tag\n"}
+    files = {f"incidents/IL-{n:04d}.yaml": f"id: IL-{n:04d}\n".encode() for n in range(6)} | {"vocab/imported-tag.yaml": b"kind: tag\n"}
     real_replace = os.replace
     moved: list[str] = []
 
@@ -586,5 +586,5 @@ def test_a_commit_stopped_while_its_files_are_moved_is_completed_by_the_next_rea
     monkeypatch.setattr(journal.os, "replace", real_replace)
     assert len(moved) == 3 and (root / journal.JOURNAL_DIR).is_dir()
     assert journal.recover(root) == "completed"
-    assert {rel: (root / rel).read_text(encoding="utf-8") for rel in files} == files
+    assert {rel: (root / rel).read_bytes() for rel in files} == files
     assert not (root / journal.JOURNAL_DIR).exists()

@@ -877,14 +877,15 @@ def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[Conce
         ahead.start(dump_records, list(documents.values()))
         for index, rel in enumerate(documents):
             files[rel] = ahead.result(index)
+    payloads = {rel: text.encode("utf-8") for rel, text in files.items()}  # each file's bytes, encoded once
     # what the check takes each new record's file to hold: the bytes written, and the incident they were dumped from
-    written = {rel: WrittenFile(files[rel].encode("utf-8"), incident) for rel, incident in validated.items()}
+    written = {rel: WrittenFile(payloads[rel], incident) for rel, incident in validated.items()}
     # the library is checked with the new records as they were dumped, not read back from their files, parsed and
     # validated again (a dump reads back as its document, tests/test_fast_paths.py, which validates to the same incident,
     # tests/test_import.py)
     if fresh:  # a private scratch folder that becomes the library only if it validates
         # flushed to disk before the folder is renamed into place: a library is never there with half-written files
-        write_durably((os.path.join(target, rel), text.encode("utf-8")) for rel, text in files.items())
+        write_durably((os.path.join(target, rel), payload) for rel, payload in payloads.items())
         _, problems = check_library(target, written=written)
         if problems:
             raise ImportFailed(_problems_text(problems))
@@ -904,6 +905,6 @@ def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[Conce
             raise ImportFailed(_problems_text(problems))
 
     try:
-        commit_files(target, files, before_commit=rehearse)
+        commit_files(target, payloads, before_commit=rehearse)
     except JournalBusy as exc:
         raise ImportFailed(str(exc)) from None
