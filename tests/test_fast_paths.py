@@ -12,12 +12,21 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import small_library
 
 from incidentlib import Library
+from incidentlib.dedupe import BANDS, ROWS
 from incidentlib.importing import ImportFormat, ImportOptions, run_import
-from incidentlib.importing.duplicates import SIMILARITY_THRESHOLD, Duplicate, DuplicateIndex, fingerprint, jaccard
+from incidentlib.importing.duplicates import (
+    SIMILARITY_THRESHOLD,
+    Duplicate,
+    DuplicateIndex,
+    band_keys,
+    fingerprint,
+    jaccard,
+)
 from incidentlib.search.concepts import ConceptRecognizer
 from incidentlib.search.tokenize import tokenize
 from incidentlib.tagging.tagger import incident_text
@@ -201,6 +210,24 @@ def test_duplicate_index_keys_reused_from_the_check_are_the_keys_of_a_fresh_add(
     assert checked.find([], [copy]) == Duplicate("K7", f"title and text {score:.0%} similar to K7")
     checked.add("again", ["https://example.org/again"], [texts[7]])  # a tie: the record added first is named
     assert checked.find([], [texts[7]]) == Duplicate("K7", "title and text 100% similar to K7")
+
+
+def test_band_keys_are_equal_exactly_for_equal_bands_of_one_band_number() -> None:
+    """A band's key is one integer made of its rows and its number: the same rows in the same band give the same key,
+    a change in any one row (or the same rows in another band) another key."""
+    rng = np.random.default_rng(5)
+    signature = rng.integers(0, (1 << 31) - 1, size=BANDS * ROWS, dtype=np.uint64)
+    keys = band_keys(signature)
+    assert len(keys) == BANDS and all(isinstance(key, int) and 0 <= key < 1 << 64 for key in keys)
+    assert band_keys(signature.copy()) == keys
+    for band in range(BANDS):
+        for row in range(ROWS):
+            changed = signature.copy()
+            changed[band * ROWS + row] += np.uint64(1)
+            after = band_keys(changed)
+            assert after[band] != keys[band] and after[:band] + after[band + 1:] == keys[:band] + keys[band + 1:]
+    same_rows = np.tile(signature[:ROWS], BANDS)  # every band holds the same rows
+    assert len(set(band_keys(same_rows))) == BANDS
 
 
 def test_duplicate_check_among_many_candidates_is_the_best_of_every_pair(library: Library) -> None:

@@ -19,7 +19,6 @@ again a few times is still compared by what its copies share.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -71,13 +70,30 @@ class Duplicate:
     reason: str
 
 
-#: Bytes of one LSH band key: ROWS signature values of 8 bytes (uint64).
-_BAND_BYTES = ROWS * 8
+#: Odd 64-bit multipliers that mix a band's ROWS signature values, and its number, into one integer key (FNV-1a's
+#: prime and the golden ratio's bits): a key is a Python int, not a ``(band, bytes)`` tuple, because an import of
+#: 100,000 records holds 3.2 million keys, most of them in no other record.  Two bands that mix to one key by chance
+#: only make a pair a candidate; the exact Jaccard decides, so a collision never makes a duplicate.
+_ROW_MIX = np.uint64(0x100000001B3)
+_BAND_MIX = np.uint64(0x9E3779B97F4A7C15)
+_BAND_NUMBERS = np.arange(1, BANDS + 1, dtype=np.uint64) * _BAND_MIX
+
+
+def band_keys(signature: np.ndarray) -> list[int]:
+    """One integer per LSH band of a MinHash ``signature`` (``BANDS × ROWS`` values): equal bands of one band number
+    give equal keys, and different ones almost never do (``_ROW_MIX``).  Arithmetic wraps modulo 2⁶⁴."""
+    rows = signature.reshape(BANDS, ROWS)
+    key = _BAND_NUMBERS.copy()
+    with np.errstate(over="ignore"):
+        for row in range(ROWS):
+            key = (key ^ rows[:, row]) * _ROW_MIX
+    keys: list[int] = key.tolist()
+    return keys
 
 
 #: What the duplicate check compares of a text: its token set (without the collection's boilerplate) and its LSH band
 #: keys (none for a text without tokens).
-Prepared = tuple[frozenset[str], list[tuple[int, bytes]]]
+Prepared = tuple[frozenset[str], list[int]]
 
 
 class Fingerprints:
@@ -92,8 +108,7 @@ class Fingerprints:
         tokens = fingerprint(self.boilerplate.strip(text) if self.boilerplate is not None else text)
         if not tokens:
             return tokens, []
-        rows = self._hasher.signature(tokens).tobytes()
-        return tokens, [(band, rows[band * _BAND_BYTES:(band + 1) * _BAND_BYTES]) for band in range(BANDS)]
+        return tokens, band_keys(self._hasher.signature(tokens))
 
 
 class _Column:
@@ -138,7 +153,8 @@ class DuplicateIndex:
         self.fingerprints = Fingerprints(boilerplate)
         self._incident_ids: list[str] = []  # by position, in the order added
         self._by_url: dict[str, str] = {}
-        self._buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)  # (band, rows) -> known positions
+        # band key -> the known positions with that band: one int while it is one (most keys), a list from the second on
+        self._buckets: dict[int, int | list[int]] = {}
         self._token_ids: dict[str, int] = {}  # every token of a known record
         self._tokens = _Column(np.int32)  # every known print's token ids, print after print
         self._print_start, self._print_size = _Column(np.int64), _Column(np.int64)  # by print: where in _tokens
@@ -167,7 +183,7 @@ class DuplicateIndex:
         position = len(self._incident_ids)
         self._incident_ids.append(incident_id)
         self._first_print.extend([self._print_start.size])
-        keys: set[tuple[int, bytes]] = set()
+        keys: set[int] = set()
         count = 0
         for text in texts:
             if not text:
@@ -187,8 +203,14 @@ class DuplicateIndex:
         self._print_count.extend([count])
         for url in normal:
             self._by_url.setdefault(url, incident_id)
+        buckets = self._buckets
         for key in keys:
-            self._buckets[key].append(position)
+            held = buckets.setdefault(key, position)
+            if held is not position:  # setdefault gave back another record's entry (it returns the very object stored)
+                if isinstance(held, int):
+                    buckets[key] = [held, position]
+                else:
+                    held.append(position)
 
     def find(self, urls: list[str], texts: list[str], prepared: Sequence[Prepared] | None = None) -> Duplicate | None:
         """The first known record (in the order added) with the highest similarity ≥ the threshold among the LSH
@@ -201,11 +223,14 @@ class DuplicateIndex:
             prepared = [self.fingerprints(t) if t else (frozenset(), []) for t in texts]
         self._last = {t: (found, self._looked_up(found[0])) for t, found in zip(texts, prepared, strict=True) if t}
         candidates: set[int] = set()
+        buckets = self._buckets
         for (_, keys), _ in self._last.values():
             for key in keys:
-                bucket = self._buckets.get(key)
-                if bucket:
+                bucket = buckets.get(key)
+                if isinstance(bucket, list):
                     candidates.update(bucket)
+                elif bucket is not None:
+                    candidates.add(bucket)
         mine = [(len(tokens), looked_up[looked_up >= 0]) for (tokens, _), looked_up in self._last.values() if tokens]
         best, best_id = self._best(np.array(sorted(candidates), dtype=np.int64), mine)
         if best >= self.threshold:
