@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 
 from ..models import INFERRED_KINDS
@@ -57,16 +57,6 @@ _FULL_GAP = _GAP.format(space=_SPACE, function=_BARRED_WORDS)
 _OPEN_GAP = rf"(?:{_SPACE}(?i:([A-Za-z0-9][\w\-/']*)))?{_SPACE}"
 _BARRED_GAP_WORD = re.compile(rf"(?i:(?:{_BARRED_WORDS})|[\w\-/]*n't)")
 _WORD = re.compile(r"[a-z0-9_]+")
-
-
-def _anchored(match_at: Callable[[int], re.Match[str] | None], lowered: str, first: str) -> Iterator[re.Match[str]]:
-    """The matches ``match_at(start)`` gives where ``first`` occurs in ``lowered`` (offsets shared with the text)."""
-    start = lowered.find(first)
-    while start >= 0:
-        match = match_at(start)
-        if match:
-            yield match
-        start = lowered.find(first, start + 1)
 
 
 def _open_match(open_pattern: re.Pattern[str], strict: Callable[[], re.Pattern[str]], text: str,
@@ -131,6 +121,13 @@ class _Entry:
     words: frozenset[str]  # the name's words (as ``_WORD`` reads the lowercased name), all needed in the text
     last: str  # the name's last word, which may carry a plural ending
     first: str  # the name's first whitespace-separated part, lowercased: where a match starts
+    # made once per name for find(), which tests them for each candidate (some 80 a record)
+    before_last: frozenset[str] = field(init=False)  # ``words`` without ``last``: needed as written
+    last_forms: tuple[str, str, str] = field(init=False)  # ``last`` as written and with the plural endings accepted
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "before_last", self.words - {self.last})  # frozen: set once, here
+        object.__setattr__(self, "last_forms", (self.last, self.last + "s", self.last + "es"))
 
 
 class LooseNames:
@@ -167,16 +164,22 @@ class LooseNames:
         """The name's first loose match, tried only where its first word starts (a search of the whole text with
         the pattern's lookbehind costs a step at every character).  ``lowered`` has ``text``'s offsets: ``find``
         leaves a text that lowercasing changes in length (U+0130, in ``FOLD_CHARS``) to ``reference_find``.  Each
-        start is matched by :func:`_open_match` (the ``_GAP`` pattern compiled only if a barred word is met)."""
+        start is matched by :func:`_open_match` (the ``_GAP`` pattern compiled only if a barred word is met); the first
+        match with a word inside is the name's (:func:`_with_a_word_inside`)."""
         entry = self._entries[position]
         open_pattern = self._open.get(position)
         if open_pattern is None:
             open_pattern = self._open[position] = _compile(entry, _OPEN_GAP)
-
-        def match_at(start: int) -> re.Match[str] | None:
-            return _open_match(open_pattern, lambda: self._pattern(position), text, start)
-
-        return _with_a_word_inside(_anchored(match_at, lowered, entry.first), entry)
+        words_in_name = len(entry.name.split())
+        start = lowered.find(entry.first)
+        while start >= 0:
+            # most starts fail the open pattern, which no stricter match passes: only the rare match goes further
+            if open_pattern.match(text, start) is not None:  # the lookbehind still sees text[start - 1]
+                match = _open_match(open_pattern, lambda: self._pattern(position), text, start)
+                if match is not None and len(match.group(0).split()) > words_in_name:
+                    return match
+            start = lowered.find(entry.first, start + 1)
+        return None
 
     def find(self, text: str, skip: set[str] | frozenset[str] = frozenset()) -> list[LooseMatch]:
         """Each concept not in ``skip`` whose name matches loosely, with a word inside, once (its first name in
@@ -187,13 +190,13 @@ class LooseNames:
         present = set(_WORD.findall(lowered))
         candidates = sorted(p for first in self._by_first.keys() & present for p in self._by_first[first])
         found: dict[str, LooseMatch] = {}
+        entries = self._entries
         for position in candidates:  # in priority order
-            entry = self._entries[position]
+            entry = entries[position]
             if entry.concept_id in skip or entry.concept_id in found:
                 continue
-            last = entry.last
-            if not entry.words <= present and not (entry.words - {last} <= present
-                                                   and (last + "s" in present or last + "es" in present)):
+            # every word of the name is in the text, its last one perhaps with a plural ending (most candidates fail here)
+            if not entry.before_last <= present or present.isdisjoint(entry.last_forms):
                 continue
             match = self._first_match(position, text, lowered)
             if match:
