@@ -83,10 +83,9 @@ def band_keys(signature: np.ndarray) -> list[int]:
     """One integer per LSH band of a MinHash ``signature`` (``BANDS × ROWS`` values): equal bands of one band number
     give equal keys, and different ones almost never do (``_ROW_MIX``).  Arithmetic wraps modulo 2⁶⁴."""
     rows = signature.reshape(BANDS, ROWS)
-    key = _BAND_NUMBERS.copy()
-    with np.errstate(over="ignore"):
-        for row in range(ROWS):
-            key = (key ^ rows[:, row]) * _ROW_MIX
+    key = _BAND_NUMBERS
+    for row in range(ROWS):  # array arithmetic on uint64 wraps without a warning
+        key = (key ^ rows[:, row]) * _ROW_MIX
     keys: list[int] = key.tolist()
     return keys
 
@@ -205,12 +204,13 @@ class DuplicateIndex:
             self._by_url.setdefault(url, incident_id)
         buckets = self._buckets
         for key in keys:
-            held = buckets.setdefault(key, position)
-            if held is not position:  # setdefault gave back another record's entry (it returns the very object stored)
-                if isinstance(held, int):
-                    buckets[key] = [held, position]
-                else:
-                    held.append(position)
+            held = buckets.get(key)
+            if held is None:
+                buckets[key] = position
+            elif isinstance(held, int):
+                buckets[key] = [held, position]
+            else:
+                held.append(position)
 
     def find(self, urls: list[str], texts: list[str], prepared: Sequence[Prepared] | None = None) -> Duplicate | None:
         """The first known record (in the order added) with the highest similarity ≥ the threshold among the LSH

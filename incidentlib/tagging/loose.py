@@ -22,6 +22,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import pairwise
 
 from ..models import INFERRED_KINDS
@@ -170,14 +171,14 @@ class LooseNames:
         open_pattern = self._open.get(position)
         if open_pattern is None:
             open_pattern = self._open[position] = _compile(entry, _OPEN_GAP)
+        strict = partial(self._pattern, position)
         words_in_name = len(entry.name.split())
+        # the loop of _with_a_word_inside over the starts, written out: no generator and closure per start of a name
         start = lowered.find(entry.first)
         while start >= 0:
-            # most starts fail the open pattern, which no stricter match passes: only the rare match goes further
-            if open_pattern.match(text, start) is not None:  # the lookbehind still sees text[start - 1]
-                match = _open_match(open_pattern, lambda: self._pattern(position), text, start)
-                if match is not None and len(match.group(0).split()) > words_in_name:
-                    return match
+            match = _open_match(open_pattern, strict, text, start)  # the lookbehind still sees text[start - 1]
+            if match is not None and len(match.group(0).split()) > words_in_name:
+                return match
             start = lowered.find(entry.first, start + 1)
         return None
 
