@@ -26,7 +26,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -126,8 +126,10 @@ def _remove_dead_new_dirs(root: Path) -> None:
             shutil.rmtree(candidate, ignore_errors=True)
 
 
-def commit_files(root: Path, files: dict[str, bytes], before_commit: Callable[[Path], None] | None = None) -> None:
+def commit_files(root: Path, files: Mapping[str, bytes], before_commit: Callable[[Path], None] | None = None) -> None:
     """Write ``files`` (paths relative to ``root`` → their bytes) into ``root`` all or nothing.
+
+    ``files`` is staged in its own order, each file's bytes read as it is written (a mapping may make them then).
 
     ``before_commit(staging_root)`` may inspect the staged files (they sit under
     ``staging_root`` at their relative paths) and raise to abandon the change.

@@ -8,6 +8,7 @@ import logging
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -16,8 +17,8 @@ from conftest import small_library
 from incidentlib import Library
 from incidentlib.importing import ImportFailed, ImportFormat, ImportOptions, ahead, run_import
 from incidentlib.importing.duplicates import Fingerprints
-from incidentlib.importing.pipeline import _RecordWork
-from incidentlib.importing.yaml_out import dump_records
+from incidentlib.importing.pipeline import _RecordDocuments, _RecordWork
+from incidentlib.importing.yaml_out import encoded_records
 from incidentlib.search.boilerplate import Boilerplate
 from incidentlib.tagging.signals import SignalConcepts
 from incidentlib.tagging.tagger import ConceptTagger, incident_text
@@ -54,17 +55,43 @@ def test_the_worker_gives_what_one_process_gives(work: _RecordWork, items: list)
 
 
 def test_records_written_out_by_the_worker_are_the_ones_written_here(library: Library) -> None:
-    documents = [incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"id": incident.id}
-                 for incident in library.incidents()]
+    documents = _RecordDocuments(library.incidents())  # each document made when its batch is taken
     with ahead.WorkAhead(len(documents), workers=1, min_items=0) as worker:
-        worker.start(dump_records, documents)
+        worker.start(encoded_records, documents)
         deadline = time.monotonic() + 120
         while worker.by_worker == 0 and time.monotonic() < deadline:  # let the worker answer before asking
             time.sleep(0.05)
         assert worker.by_worker > 0
-        texts = [worker.result(index) for index in range(len(documents))]
-    assert texts == dump_records(documents)
-    assert all(yaml.safe_load(text) == doc for text, doc in zip(texts, documents, strict=True))
+        payloads = [worker.result(index) for index in range(len(documents))]
+    made = documents[:]
+    assert payloads == encoded_records(made)
+    assert all(yaml.safe_load(payload.decode("utf-8")) == doc for payload, doc in zip(payloads, made, strict=True))
+    assert [doc["id"] for doc in made] == [incident.id for incident in library.incidents()]
+
+
+class _CountedItems(list[Any]):
+    """A list that counts the items taken from it by slicing, as WorkAhead takes its batches."""
+
+    taken = 0
+
+    def __getitem__(self, index: Any) -> Any:
+        got = super().__getitem__(index)
+        if isinstance(index, slice):
+            type(self).taken += len(got)
+        return got
+
+
+def test_each_item_is_taken_once_whoever_works_on_it(work: _RecordWork, items: list) -> None:
+    # a sequence may make its items when they are taken (an import's record documents): the worker's answers are
+    # checked by their batch's size, not by taking the batch again
+    counted = _CountedItems(items)
+    _CountedItems.taken = 0
+    with ahead.WorkAhead(len(counted), workers=1, min_items=0) as worker:
+        worker.start(work, counted)
+        got = [worker.result(index) for index in range(len(counted))]
+        assert worker.by_worker > 0
+    assert _CountedItems.taken == len(items)
+    assert got == work(items)
 
 
 def test_a_worker_that_dies_costs_time_not_the_result(work: _RecordWork, items: list,
@@ -139,16 +166,20 @@ def test_an_import_with_a_worker_writes_what_one_process_writes(library: Library
     for workers in ("1", "0"):
         monkeypatch.setenv(ahead.WORKERS_ENV, workers)
         target = small_library(tmp_path / f"lib-{workers}", data_dir, ["IL-0101", "IL-0076"])
+        fresh = tmp_path / f"new-{workers}"  # a new library: written in a scratch folder, then renamed into place
         with caplog.at_level(logging.DEBUG, logger=ahead.__name__):
             report = run_import(archive, target, ImportOptions(format=ImportFormat.jsonl))
+            run_import(archive, fresh, ImportOptions(format=ImportFormat.jsonl, id_prefix="TK"))
         assert report.written and any(r.duplicate_of for r in report.rejected)
         written[workers] = ({p.name: p.read_text(encoding="utf-8") for p in sorted((target / "incidents").glob("*.yaml"))},
                             report.model_dump(exclude={"into"}))
+        written[f"new-{workers}"] = {p.name: p.read_bytes() for p in sorted((fresh / "incidents").glob("*.yaml"))}
     assert written["1"] == written["0"]
+    assert written["new-1"] == written["new-0"] and len(written["new-1"]) >= len(written["1"][0]) > 250
     did = [int(record.args[0]) for record in caplog.records if record.msg.startswith("the import worker did")]
-    # one import had workers: for the records, which did part of them, and for writing them out as YAML (which a
+    # two imports had workers: for the records, which did part of them, and for writing them out as YAML (which a
     # worker may not reach before this process has written these few)
-    assert len(did) == 2 and did[0] > 0
+    assert len(did) == 4 and did[0] > 0 and did[2] > 0
     assert any("inferred" in text for text in written["1"][0].values())
 
 

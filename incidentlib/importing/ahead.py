@@ -76,7 +76,8 @@ class WorkAhead(Generic[Item, Result]):
 
     Made with the number of items to come, the worker starts (and imports the package) at once; :meth:`start` gives
     it the work and the items.  :meth:`result` must be asked with indexes that never decrease (an import reads its
-    records in order); it may skip indexes.  Use it as a context manager, or call :meth:`close`: the worker is
+    records in order); it may skip indexes.  The items are taken a batch at a time, each once, by slicing (by the
+    thread feeding the worker, or by :meth:`result`): a sequence may make them only then.  Use it as a context manager, or call :meth:`close`: the worker is
     stopped then.
     """
 
@@ -172,6 +173,10 @@ class WorkAhead(Generic[Item, Result]):
     def _batch(self, number: int) -> list[Item]:
         return list(self.items[number * BATCH_ITEMS:(number + 1) * BATCH_ITEMS])
 
+    def _batch_size(self, number: int) -> int:
+        """``len(self._batch(number))`` without taking the items (a sequence may make them when taken)."""
+        return max(0, min(BATCH_ITEMS, len(self.items) - number * BATCH_ITEMS))
+
     def close(self) -> None:
         """The worker stopped and its threads joined (idempotent)."""
         with self._lock:
@@ -249,7 +254,7 @@ class WorkAhead(Generic[Item, Result]):
             while (message := _receive(pipe)) is not None:
                 number, answer = message
                 with self._lock:
-                    if number not in self._workers or len(answer) != len(self._batch(number)):
+                    if number not in self._workers or len(answer) != self._batch_size(number):
                         raise RuntimeError(f"an answer for batch {number} that was not asked for, or of another size")
                     self._workers.discard(number)
                     self._answers[number] = answer

@@ -22,10 +22,10 @@ import os
 import re
 import shutil
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
@@ -48,7 +48,7 @@ from .duplicates import DuplicateIndex, Fingerprints, Prepared
 from .mapping import FieldMap, FieldSet, default_source, extract, placeholders, source_key, unread_keys, unread_layout
 from .markup import as_text
 from .readers import ImportFormat, RawRecord, read_records
-from .yaml_out import dump_record, dump_records
+from .yaml_out import dump_record, encoded_records
 
 if TYPE_CHECKING:
     from ..tagging.signals import SignalConcepts
@@ -858,53 +858,112 @@ def _problems_text(problems: list[Problem]) -> str:
     return "the import would break the library; nothing was written:\n" + "\n".join(f"  - {p}" for p in problems[:20])
 
 
+def _record_document(incident: Incident) -> dict[str, Any]:
+    """What a record's file holds: the incident's fields without the defaults, its id, status and organization first."""
+    return (incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+            | {"id": incident.id, "status": incident.status.value, "org": incident.org})
+
+
+class _RecordDocuments(Sequence[dict[str, Any]]):
+    """:func:`_record_document` of each incident, made when a batch of them is taken (by the thread feeding the worker,
+    or by this process for a batch it dumps itself): the worker starts on the first batch while the rest are made, and
+    the documents of the whole import are never in memory at once."""
+
+    def __init__(self, incidents: list[Incident]) -> None:
+        self._incidents = incidents
+
+    def __len__(self) -> int:
+        return len(self._incidents)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [_record_document(incident) for incident in self._incidents[index]]
+        return _record_document(self._incidents[index])
+
+
+class _ArrivingFiles(Mapping[str, bytes]):
+    """The files an import writes, by path: the ones ready at once, then each record's bytes as they come from
+    :class:`~.ahead.WorkAhead` (``result(i)`` for the ``i``-th record path), taken in order and kept.  Whoever reads
+    the files in order (the staging writes) writes each one while the worker dumps the next ones, rather than after
+    every record was dumped."""
+
+    def __init__(self, ready: dict[str, bytes], records: list[str], arriving: WorkAhead[Any, bytes]) -> None:
+        self._files = dict(ready)
+        self._paths = [*ready, *records]
+        self._records = records
+        self._index = {rel: index for index, rel in enumerate(records)}
+        self._arriving = arriving
+        self._taken = 0  # records taken from ``arriving`` so far
+
+    def __getitem__(self, rel: str) -> bytes:
+        found = self._files.get(rel)
+        if found is not None:
+            return found
+        index = self._index[rel]  # KeyError: not a file of this import
+        while self._taken <= index:  # WorkAhead.result() is asked with indexes that never decrease
+            self._files[self._records[self._taken]] = self._arriving.result(self._taken)
+            self._taken += 1
+        return self._files[rel]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
 def _write_all(target: Path, incidents: list[Incident], new_concepts: dict[ConceptKind, dict[str, Concept]], fresh: bool) -> None:
-    files = _vocab_additions(target, new_concepts)
-    documents: dict[str, dict[str, Any]] = {}
-    validated: dict[str, Incident] = {}  # the same records, as the check takes them (not validated a second time)
-    # half the records are written out as YAML by a worker process (started now, to import the package meanwhile)
-    with WorkAhead[dict[str, Any], str](len(incidents)) as ahead:
-        for incident in incidents:
-            rel = f"{INCIDENTS_DIR}/{incident.id}.yaml"
-            if (target / rel).exists():
-                raise ImportFailed(f"{target / rel} already exists; nothing was written")
-            # ids are unique within an import (Importer._record_id); never let one record replace another
-            if rel in files or rel in documents:
-                raise ImportFailed(f"two records of this import were both given {incident.id}; nothing was written")
-            validated[rel] = incident
-            documents[rel] = (incident.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-                              | {"id": incident.id, "status": incident.status.value, "org": incident.org})
-        ahead.start(dump_records, list(documents.values()))
-        for index, rel in enumerate(documents):
-            files[rel] = ahead.result(index)
-    payloads = {rel: text.encode("utf-8") for rel, text in files.items()}  # each file's bytes, encoded once
-    # what the check takes each new record's file to hold: the bytes written, and the incident they were dumped from
-    written = {rel: WrittenFile(payloads[rel], incident) for rel, incident in validated.items()}
-    # the library is checked with the new records as they were dumped, not read back from their files, parsed and
-    # validated again (a dump reads back as its document, tests/test_fast_paths.py, which validates to the same incident,
-    # tests/test_import.py)
-    if fresh:  # a private scratch folder that becomes the library only if it validates
-        # flushed to disk before the folder is renamed into place: a library is never there with half-written files
-        write_durably((os.path.join(target, rel), payload) for rel, payload in payloads.items())
-        _, problems = check_library(target, written=written)
-        if problems:
-            raise ImportFailed(_problems_text(problems))
-        return
+    ready = {rel: text.encode("utf-8") for rel, text in _vocab_additions(target, new_concepts).items()}
+    validated: dict[str, Incident] = {}  # by path; as the check takes them (not validated a second time)
+    for incident in incidents:
+        rel = f"{INCIDENTS_DIR}/{incident.id}.yaml"
+        if (target / rel).exists():
+            raise ImportFailed(f"{target / rel} already exists; nothing was written")
+        # ids are unique within an import (Importer._record_id); never let one record replace another
+        if rel in ready or rel in validated:
+            raise ImportFailed(f"two records of this import were both given {incident.id}; nothing was written")
+        validated[rel] = incident
 
-    def rehearse(staged: Path) -> None:
-        # the library must validate with the new files in it; the copy lives in the journal, so a
-        # killed rehearsal is removed by the next command like any uncommitted change.  Its files are hard links (the
-        # check only reads them), not copies of the whole library and of every new record
-        rehearsal = staged.parent / "incidentlib-import-rehearsal"
-        shutil.copytree(target, rehearsal, ignore=shutil.ignore_patterns(JOURNAL_DIR), copy_function=link_or_copy)
-        for rel in files:
-            link_or_copy(os.path.join(staged, rel), os.path.join(rehearsal, rel))
-        _, problems = check_library(rehearsal, written=written)
-        shutil.rmtree(rehearsal, ignore_errors=True)
+    def check(folder: Path) -> None:
+        # the library is checked with the new records as they were dumped, not read back from their files, parsed and
+        # validated again (a dump reads back as its document, tests/test_fast_paths.py, which validates to the same
+        # incident, tests/test_import.py): what the check takes each new record's file to hold is the bytes written
+        written = {rel: WrittenFile(files[rel], incident) for rel, incident in validated.items()}
+        _, problems = check_library(folder, written=written)
         if problems:
             raise ImportFailed(_problems_text(problems))
 
-    try:
-        commit_files(target, payloads, before_commit=rehearse)
-    except JournalBusy as exc:
-        raise ImportFailed(str(exc)) from None
+    # about half the records are dumped by a worker process, which starts on the first batch while the rest are made
+    # into documents, and whose files are written as they come
+    with WorkAhead[dict[str, Any], bytes](len(validated)) as ahead:
+        ahead.start(encoded_records, _RecordDocuments(list(validated.values())))
+        files = _ArrivingFiles(ready, list(validated), ahead)
+        if fresh:  # a private scratch folder that becomes the library only if it validates
+            # flushed to disk before the folder is renamed into place: a library is never there with half-written files
+            write_durably((os.path.join(target, rel), payload) for rel, payload in files.items())
+            ahead.close()  # every file is in: the worker is done
+            check(target)
+            return
+
+        def rehearse(staged: Path) -> None:
+            ahead.close()  # every file is staged: the worker is done
+            # the library must validate with the new files in it; the copy lives in the journal, so a
+            # killed rehearsal is removed by the next command like any uncommitted change.  Its files are hard links
+            # (the check only reads them), not copies of the whole library and of every new record
+            rehearsal = staged.parent / "incidentlib-import-rehearsal"
+            shutil.copytree(target, rehearsal, ignore=shutil.ignore_patterns(JOURNAL_DIR), copy_function=link_or_copy)
+            for rel in files:
+                link_or_copy(os.path.join(staged, rel), os.path.join(rehearsal, rel))
+            try:
+                check(rehearsal)
+            finally:
+                shutil.rmtree(rehearsal, ignore_errors=True)
+
+        try:
+            commit_files(target, files, before_commit=rehearse)
+        except JournalBusy as exc:
+            raise ImportFailed(str(exc)) from None

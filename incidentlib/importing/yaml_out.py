@@ -93,6 +93,7 @@ def dump_record(document: dict[str, Any]) -> str:
     return str(yaml.dump(document, Dumper=RecordDumper, allow_unicode=True, sort_keys=False, width=LINE_WIDTH))
 
 
-def dump_records(documents: list[dict[str, Any]]) -> list[str]:
-    """:func:`dump_record` of each document (a worker's batch)."""
-    return [dump_record(document) for document in documents]
+def encoded_records(documents: list[dict[str, Any]]) -> list[bytes]:
+    """The file of each document (:func:`dump_record`) as the UTF-8 bytes written: a worker's batch, encoded where it
+    is dumped."""
+    return [dump_record(document).encode("utf-8") for document in documents]
