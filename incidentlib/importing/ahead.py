@@ -77,8 +77,8 @@ class WorkAhead(Generic[Item, Result]):
     Made with the number of items to come, the worker starts (and imports the package) at once; :meth:`start` gives
     it the work and the items.  :meth:`result` must be asked with indexes that never decrease (an import reads its
     records in order); it may skip indexes.  The items are taken a batch at a time, each once, by slicing (by the
-    thread feeding the worker, or by :meth:`result`): a sequence may make them only then.  Use it as a context manager, or call :meth:`close`: the worker is
-    stopped then.
+    thread feeding the worker, or by :meth:`result`): a sequence may make them only then.  Use it as a context
+    manager, or call :meth:`close`: the worker is stopped then.
     """
 
     def __init__(self, count: int, workers: int | None = None, min_items: int | None = None) -> None:
